@@ -1,0 +1,76 @@
+"""Helpers shared by the CLI sub-commands: opening the knowledge base, printing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from tools.knowledge_base import KBConfig, KnowledgeBase
+
+
+def add_kb_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("knowledge base")
+    group.add_argument("--collection", default="knowledge", help="Chroma collection (default: knowledge)")
+    group.add_argument(
+        "--embedding",
+        default=os.environ.get("HYBRID_RAG_EMBEDDING", "local"),
+        help="embedding model: 'local' or 'openai:<model>' (default: $HYBRID_RAG_EMBEDDING or local)",
+    )
+    group.add_argument("--embedding-base-url", default=None, help="OpenAI-compatible embedding URL")
+    group.add_argument(
+        "--chroma-host",
+        default=os.environ.get("CHROMA_HOST"),
+        help="Chroma server host (default: $CHROMA_HOST; unset = embedded Chroma)",
+    )
+    group.add_argument(
+        "--chroma-port",
+        type=int,
+        default=int(os.environ.get("CHROMA_PORT", "8000")),
+        help="Chroma server port (default: $CHROMA_PORT or 8000)",
+    )
+
+
+def kb_config(args: argparse.Namespace) -> KBConfig:
+    return KBConfig(
+        home=args.home,
+        collection=args.collection,
+        embedding=args.embedding,
+        embedding_base_url=args.embedding_base_url,
+        chroma_host=args.chroma_host,
+        chroma_port=args.chroma_port,
+    )
+
+
+def open_kb(args: argparse.Namespace) -> KnowledgeBase:
+    return KnowledgeBase(kb_config(args))
+
+
+def print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, ensure_ascii=False, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
+
+    def __init__(self, label: str, width: int = 30) -> None:
+        self.label = label
+        self.width = width
+        self.tty = sys.stderr.isatty()
+        self._last_pct = -1
+
+    def __call__(self, done: int, total: int, item: str) -> None:
+        pct = 100 if total == 0 else done * 100 // total
+        if self.tty:
+            filled = self.width * pct // 100
+            bar = "#" * filled + "-" * (self.width - filled)
+            sys.stderr.write(f"\r{self.label} [{bar}] {done}/{total} {item[:40]:<40}")
+            if done >= total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+        elif pct // 25 != self._last_pct // 25 or done >= total:
+            self._last_pct = pct
+            print(f"{self.label}: {done}/{total} ({pct}%)", file=sys.stderr)

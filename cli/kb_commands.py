@@ -1,0 +1,135 @@
+"""``ingest``, ``search`` and ``kb stats`` / ``kb delete``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from cli.common import ProgressBar, add_kb_options, open_kb, print_json
+from tools.knowledge_base import SEARCH_MODES
+
+
+def register(subparsers: Any) -> None:
+    ingest = subparsers.add_parser("ingest", help="add or update documents in the knowledge base")
+    ingest.add_argument("paths", nargs="+", help="files or directories (.md, .markdown, .txt)")
+    ingest.add_argument(
+        "--no-prune",
+        action="store_true",
+        help="keep documents whose files disappeared from the named directories",
+    )
+    ingest.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_kb_options(ingest)
+    ingest.set_defaults(func=cmd_ingest)
+
+    search = subparsers.add_parser("search", help="search the knowledge base")
+    search.add_argument("query")
+    search.add_argument("--mode", choices=SEARCH_MODES, default="hybrid")
+    search.add_argument("-k", type=int, default=5, help="number of results (default 5)")
+    search.add_argument("--doc-id", action="append", help="restrict to this doc_id (repeatable)")
+    search.add_argument("--json", action="store_true")
+    add_kb_options(search)
+    search.set_defaults(func=cmd_search)
+
+    kb = subparsers.add_parser("kb", help="inspect or change the knowledge base")
+    kb_sub = kb.add_subparsers(dest="kb_command", required=True, metavar="ACTION")
+    stats = kb_sub.add_parser("stats", help="documents, chunks, languages, embedding model")
+    stats.add_argument("--json", action="store_true")
+    add_kb_options(stats)
+    stats.set_defaults(func=cmd_stats)
+    delete = kb_sub.add_parser("delete", help="remove a document by doc_id")
+    delete.add_argument("doc_id")
+    add_kb_options(delete)
+    delete.set_defaults(func=cmd_delete)
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    with open_kb(args) as kb:
+        report = kb.ingest(args.paths, prune=not args.no_prune, progress=ProgressBar("ingest"))
+    if args.json:
+        print_json(
+            {
+                "added": report.added,
+                "updated": report.updated,
+                "unchanged": report.unchanged,
+                "deleted": report.deleted,
+                "skipped": [{"source": s.source, "reason": s.reason} for s in report.skipped],
+                "chunks_written": report.chunks_written,
+                "seconds": round(report.seconds, 3),
+            }
+        )
+        return 0
+    print(report.summary())
+    for label, items in (
+        ("added", report.added),
+        ("updated", report.updated),
+        ("deleted", report.deleted),
+    ):
+        for doc_id in items:
+            print(f"  {label:<8} {doc_id}")
+    for skipped in report.skipped:
+        print(f"  skipped  {skipped.source}: {skipped.reason}")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    with open_kb(args) as kb:
+        results = kb.search(args.query, args.k, mode=args.mode, doc_ids=args.doc_id)
+    if args.json:
+        print_json(
+            [
+                {
+                    "rank": i,
+                    "chunk_id": r.chunk_id,
+                    "doc_id": r.doc_id,
+                    "heading": r.heading,
+                    "relevance": round(r.relevance, 4),
+                    "fused_score": round(r.fused_score, 5),
+                    "vector_score": None if r.vector_score is None else round(r.vector_score, 4),
+                    "vector_relevance": round(r.vector_relevance, 4),
+                    "bm25_score": round(r.bm25_score, 4),
+                    "bm25_relevance": round(r.bm25_relevance, 4),
+                    "text": r.text,
+                }
+                for i, r in enumerate(results, start=1)
+            ]
+        )
+        return 0
+    if not results:
+        print("no results (is the knowledge base empty? run 'hybrid-rag ingest PATH')")
+    for i, r in enumerate(results, start=1):
+        vec = "-" if r.vector_score is None else f"{r.vector_score:.3f}"
+        print(
+            f"{i}. {r.doc_id} § {r.heading or '(top)'}  relevance={r.relevance:.3f} "
+            f"fused={r.fused_score:.4f} vector={vec} (rel {r.vector_relevance:.3f}) "
+            f"bm25={r.bm25_score:.3f} (rel {r.bm25_relevance:.3f})"
+        )
+        snippet = " ".join(r.text.split())
+        print(f"   {snippet[:200]}{'…' if len(snippet) > 200 else ''}")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    with open_kb(args) as kb:
+        stats = kb.stats()
+    if args.json:
+        print_json(stats)
+        return 0
+    for key in (
+        "collection",
+        "store",
+        "embedding_model",
+        "embedding_dimension",
+        "documents",
+        "chunks",
+        "stale_chunks",
+    ):
+        print(f"{key:<20} {stats[key]}")
+    print(f"{'languages':<20} {stats['languages']}")
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    with open_kb(args) as kb:
+        removed = kb.delete(args.doc_id)
+    print(f"deleted {args.doc_id} ({removed} chunks)")
+    return 0

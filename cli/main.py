@@ -1,0 +1,55 @@
+"""The ``hybrid-rag`` command line.
+
+Each sub-command lives in its own module with a ``register(subparsers)`` function
+that adds its parser and sets ``func`` (a callable taking the parsed namespace and
+returning an exit code). Errors of the project's own kind are printed as one clear
+line on stderr with exit code 2; nothing else is swallowed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from tools.errors import HybridRagError
+
+# Modules that contribute sub-commands, in help order.
+COMMAND_MODULES: tuple[str, ...] = (
+    "cli.kb_commands",
+    "cli.websearch_command",
+    "cli.eval_commands",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hybrid-rag",
+        description="Answer questions from a private knowledge base and the live web.",
+    )
+    parser.add_argument(
+        "--home",
+        help="data directory (default: $HYBRID_RAG_HOME or ~/.local/share/hybrid-rag)",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except HybridRagError as exc:
+        print(f"hybrid-rag: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hybrid-rag: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakes import hash_model
+from tools.knowledge_base import KBConfig, KnowledgeBase
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE_KB = REPO / "examples" / "kb"
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test touches the user's data directory."""
+    monkeypatch.setenv("HYBRID_RAG_HOME", str(tmp_path / "home"))
+
+
+@pytest.fixture
+def kb_dir(tmp_path: Path) -> Path:
+    """A small editable bilingual corpus (at least 5 documents, so BM25 idf is meaningful)."""
+    d = tmp_path / "docs"
+    d.mkdir()
+    (d / "leave.md").write_text(
+        "# Annual leave\n\nEmployees receive 15 days of annual leave after five years of service.\n\n"
+        "## Carry-over\n\nUp to 5 unused days carry over to the next year.\n",
+        encoding="utf-8",
+    )
+    (d / "nianjia.md").write_text(
+        "# 年假制度\n\n员工工作满一年后享有5天带薪年假。工作满十年享有10天年假。\n\n"
+        "| 工龄 | 年假天数 |\n|---|---|\n| 1-10年 | 5天 |\n| 10年以上 | 10天 |\n",
+        encoding="utf-8",
+    )
+    (d / "expenses.md").write_text(
+        "# Expense rules\n\nTaxi receipts above 200 CNY need manager approval. "
+        "Hotel limit is 600 CNY per night in tier-one cities.\n",
+        encoding="utf-8",
+    )
+    (d / "it.txt").write_text(
+        "IT incident process. Call extension 4455 for severity one outages.\n", encoding="utf-8"
+    )
+    (d / "robot.md").write_text(
+        "# Robot R2 manual\n\nThe R2 warehouse robot carries 300 kg and runs 8 hours per charge.\n",
+        encoding="utf-8",
+    )
+    return d
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Iterator[KnowledgeBase]:
+    base = KnowledgeBase(KBConfig(home=tmp_path / "kbhome"), embedding_model=hash_model())
+    yield base
+    base.close()
+
+
+@pytest.fixture
+def sample_kb_copy(tmp_path: Path) -> Path:
+    if not SAMPLE_KB.exists():
+        pytest.skip("examples/kb is missing")
+    target = tmp_path / "sample_kb"
+    shutil.copytree(SAMPLE_KB, target)
+    return target

@@ -1,0 +1,187 @@
+"""Knowledge base against real embedded Chroma in a temporary directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.fakes import hash_model
+from tools.errors import EmbeddingMismatchError, InputError
+from tools.knowledge_base import KBConfig, KnowledgeBase
+
+
+def test_ingest_then_search_returns_scored_chunks(kb: KnowledgeBase, kb_dir: Path) -> None:
+    report = kb.ingest([kb_dir])
+    assert sorted(report.added) == ["expenses.md", "it.txt", "leave.md", "nianjia.md", "robot.md"]
+    assert report.chunks_written >= 5
+    results = kb.search("how many days of annual leave after five years", k=3)
+    assert results[0].doc_id == "leave.md"
+    for r in results:
+        assert 0.0 <= r.relevance <= 1.0
+        assert 0.0 <= r.bm25_relevance <= 1.0 and 0.0 <= r.vector_relevance <= 1.0
+        assert r.vector_score is not None  # hybrid completes both scores
+    # Chinese keyword query finds the Chinese policy through jieba tokens.
+    zh = kb.search("年假天数", k=2, mode="bm25")
+    assert zh[0].doc_id == "nianjia.md"
+    assert zh[0].bm25_score > 0
+
+
+def test_search_modes_and_filters(kb: KnowledgeBase, kb_dir: Path) -> None:
+    kb.ingest([kb_dir])
+    for mode in ("bm25", "vector", "hybrid"):
+        res = kb.search("extension 4455 outage", k=2, mode=mode)  # type: ignore[arg-type]
+        assert res[0].doc_id == "it.txt", mode
+    only = kb.search("annual leave", k=5, doc_ids=["robot.md"])
+    assert {r.doc_id for r in only} <= {"robot.md"}
+
+
+def test_empty_query_is_a_clear_error(kb: KnowledgeBase, kb_dir: Path) -> None:
+    kb.ingest([kb_dir])
+    with pytest.raises(InputError, match="empty"):
+        kb.search("   ")
+
+
+def test_reingest_three_times_keeps_chunk_count(kb: KnowledgeBase, kb_dir: Path) -> None:
+    kb.ingest([kb_dir])
+    first = kb.stats()["chunks"]
+    for _ in range(2):
+        report = kb.ingest([kb_dir])
+        assert report.added == [] and report.updated == []
+        assert len(report.unchanged) == 5
+    stats = kb.stats()
+    assert stats["chunks"] == first
+    assert stats["stale_chunks"] == 0
+
+
+def test_changed_document_replaces_all_old_chunks(kb: KnowledgeBase, kb_dir: Path) -> None:
+    kb.ingest([kb_dir])
+    (kb_dir / "leave.md").write_text(
+        "# Annual leave\n\nEmployees now receive 20 days of annual leave.\n", encoding="utf-8"
+    )
+    report = kb.ingest([kb_dir])
+    assert report.updated == ["leave.md"]
+    texts = [r.text for r in kb.search("annual leave days", k=10) if r.doc_id == "leave.md"]
+    assert any("20 days" in t for t in texts)
+    assert not any("15 days" in t for t in texts)
+    assert kb.stats()["stale_chunks"] == 0
+
+
+def test_delete_removes_from_vector_and_bm25(kb: KnowledgeBase, kb_dir: Path) -> None:
+    kb.ingest([kb_dir])
+    assert kb.delete("robot.md") >= 1
+    for mode in ("bm25", "vector", "hybrid"):
+        assert all(r.doc_id != "robot.md" for r in kb.search("R2 robot 300 kg", k=10, mode=mode))  # type: ignore[arg-type]
+    with pytest.raises(InputError, match=r"robot\.md"):
+        kb.delete("robot.md")
+
+
+def test_prune_deletes_documents_whose_files_are_gone(kb: KnowledgeBase, kb_dir: Path) -> None:
+    kb.ingest([kb_dir])
+    (kb_dir / "robot.md").unlink()
+    report = kb.ingest([kb_dir])
+    assert report.deleted == ["robot.md"]
+    assert "robot.md" not in kb.stats()["documents_list"]
+
+
+def test_bad_files_are_skipped_with_reasons(kb: KnowledgeBase, tmp_path: Path) -> None:
+    d = tmp_path / "mixed"
+    d.mkdir()
+    (d / "ok.md").write_text("# Fine\n\nA good document.\n", encoding="utf-8")
+    (d / "empty.md").write_text("  \n", encoding="utf-8")
+    (d / "blob.md").write_bytes(b"\x00\x01\x02binary")
+    (d / "image.png").write_bytes(b"\x89PNG")
+    (d / "gbk.txt").write_bytes("年假制度说明".encode("gbk"))
+    report = kb.ingest([d])
+    reasons = {Path(s.source).name: s.reason for s in report.skipped}
+    assert reasons == {
+        "empty.md": "empty file",
+        "blob.md": "binary file (contains NUL bytes)",
+        "image.png": "unsupported file type '.png'",
+    }
+    assert sorted(report.added) == ["gbk.txt", "ok.md"]  # GB18030 fallback decoded it
+    assert kb.search("年假制度", k=1)[0].doc_id == "gbk.txt"
+
+
+def test_missing_path_names_it(kb: KnowledgeBase, tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="does-not-exist"):
+        kb.ingest([tmp_path / "does-not-exist"])
+
+
+def test_crash_before_commit_keeps_old_version(
+    kb: KnowledgeBase, kb_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kb.ingest([kb_dir])
+    before = kb.stats()["chunks"]
+    (kb_dir / "leave.md").write_text("# Annual leave\n\nNow 25 days.\n", encoding="utf-8")
+
+    def crash(*_: object, **__: object) -> None:
+        raise RuntimeError("simulated crash")
+
+    monkeypatch.setattr(kb, "_commit", crash)
+    with pytest.raises(RuntimeError):
+        kb.ingest([kb_dir])
+    texts = " ".join(r.text for r in kb.search("annual leave", k=10, mode="bm25"))
+    assert "15 days" in texts and "25 days" not in texts
+    assert kb.stats()["chunks"] == before
+    monkeypatch.undo()
+    kb.ingest([kb_dir])  # the next run finishes the update and removes leftovers
+    stats = kb.stats()
+    assert stats["stale_chunks"] == 0
+    assert "25 days" in " ".join(r.text for r in kb.search("annual leave", k=10, mode="bm25"))
+
+
+def test_crash_after_commit_serves_only_new_version(
+    kb: KnowledgeBase, kb_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kb.ingest([kb_dir])
+    (kb_dir / "leave.md").write_text("# Annual leave\n\nNow 25 days.\n", encoding="utf-8")
+
+    original = kb._remove_stale_chunks
+
+    def crash_on_leave(doc_id: str, version: str) -> None:
+        if doc_id == "leave.md":
+            raise RuntimeError("simulated crash")
+        original(doc_id, version)
+
+    monkeypatch.setattr(kb, "_remove_stale_chunks", crash_on_leave)
+    with pytest.raises(RuntimeError):
+        kb.ingest([kb_dir])
+    for mode in ("bm25", "vector", "hybrid"):
+        texts = " ".join(
+            r.text for r in kb.search("annual leave days", k=10, mode=mode) if r.doc_id == "leave.md"  # type: ignore[arg-type]
+        )
+        assert "25 days" in texts and "15 days" not in texts, mode
+    assert kb.stats()["stale_chunks"] > 0
+    monkeypatch.undo()
+    kb.ingest([kb_dir])
+    assert kb.stats()["stale_chunks"] == 0
+
+
+def test_other_embedding_model_is_refused(tmp_path: Path, kb_dir: Path) -> None:
+    home = tmp_path / "kbhome"
+    with KnowledgeBase(KBConfig(home=home), embedding_model=hash_model(64, "model-a")) as kb:
+        kb.ingest([kb_dir])
+    with pytest.raises(EmbeddingMismatchError, match=r"model-a.*model-b"):
+        KnowledgeBase(KBConfig(home=home), embedding_model=hash_model(64, "model-b"))
+
+
+def test_embedding_cache_avoids_reembedding(tmp_path: Path, kb_dir: Path) -> None:
+    model = hash_model()
+    with KnowledgeBase(KBConfig(home=tmp_path / "h", collection="one"), embedding_model=model) as kb:
+        kb.ingest([kb_dir])
+    embedded = model.embeddings.texts_embedded  # type: ignore[attr-defined]
+    with KnowledgeBase(KBConfig(home=tmp_path / "h", collection="two"), embedding_model=model) as kb:
+        kb.ingest([kb_dir])  # same texts, new collection: all from the cache
+    assert model.embeddings.texts_embedded == embedded  # type: ignore[attr-defined]
+
+
+def test_bm25_snapshot_is_reused_across_instances(tmp_path: Path, kb_dir: Path) -> None:
+    home = tmp_path / "h"
+    with KnowledgeBase(KBConfig(home=home), embedding_model=hash_model()) as kb:
+        kb.ingest([kb_dir])
+        kb.search("leave", k=1)
+    files = list((home / "bm25").glob("*.pkl"))
+    assert len(files) == 1
+    with KnowledgeBase(KBConfig(home=home), embedding_model=hash_model()) as kb2:
+        assert kb2.search("annual leave", k=1)[0].doc_id == "leave.md"

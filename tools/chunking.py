@@ -1,0 +1,278 @@
+"""Structure-aware chunking of Markdown and plain text.
+
+Order of operations, each step keeping what the previous one guaranteed:
+
+1. Split at Markdown headings (outside code fences) into sections, each with its
+   heading path (``("Annual leave", "Carry-over")``).
+2. Split sections into blocks at blank lines; a Markdown table (consecutive lines
+   starting with ``|``) and a fenced code block are single blocks.
+3. A paragraph larger than ``max_tokens`` is split at sentence boundaries
+   (Chinese ``。！？；``, English ``.!?``); a single over-long sentence is cut at
+   word or character boundaries. A table larger than ``max_tokens`` is split only
+   between rows, with its header rows repeated in every part.
+4. Blocks of one section are merged greedily up to ``target_tokens``.
+5. Consecutive prose chunks of one section share ``overlap_tokens`` of trailing
+   sentences (never taken from a table).
+
+Sizes are estimated tokens (:func:`tools.text.estimate_tokens`). Empty chunks are
+never produced.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from tools.errors import ConfigError
+from tools.text import CJK_RE, estimate_tokens, split_sentences
+
+_HEADING_RE = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+_FENCE_RE = re.compile(r"^\s*(```|~~~)")
+_TABLE_SEPARATOR_RE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+
+
+@dataclass(frozen=True)
+class ChunkingOptions:
+    target_tokens: int = 300
+    max_tokens: int = 480
+    overlap_tokens: int = 40
+
+    def __post_init__(self) -> None:
+        if self.target_tokens < 20:
+            raise ConfigError(f"target_tokens must be at least 20, got {self.target_tokens}")
+        if self.max_tokens < self.target_tokens:
+            raise ConfigError(
+                f"max_tokens ({self.max_tokens}) must be >= target_tokens ({self.target_tokens})"
+            )
+        if not 0 <= self.overlap_tokens < self.target_tokens // 2:
+            raise ConfigError(
+                f"overlap_tokens must be in [0, target_tokens/2), got {self.overlap_tokens}"
+            )
+
+
+@dataclass(frozen=True)
+class Chunk:
+    text: str
+    heading_path: tuple[str, ...]
+    chunk_index: int
+    total_chunks: int
+    is_table: bool = False
+
+    @property
+    def heading(self) -> str:
+        return " > ".join(self.heading_path)
+
+    def index_text(self) -> str:
+        """Text that is embedded and BM25-indexed: heading path, then body."""
+        return f"{self.heading}\n{self.text}" if self.heading_path else self.text
+
+
+@dataclass
+class _Block:
+    text: str
+    kind: str  # "prose" | "table" | "code"
+
+
+@dataclass
+class _Section:
+    path: tuple[str, ...]
+    blocks: list[_Block] = field(default_factory=list)
+
+
+def chunk_document(
+    text: str, *, markdown: bool = True, options: ChunkingOptions | None = None
+) -> list[Chunk]:
+    """Chunk one document; returns chunks numbered ``0..total_chunks-1``."""
+    opts = options or ChunkingOptions()
+    pieces: list[tuple[str, tuple[str, ...], bool]] = []
+    for section in _sections(text, markdown=markdown):
+        pieces.extend(
+            (body, section.path, is_table) for body, is_table in _chunk_section(section, opts)
+        )
+    total = len(pieces)
+    return [
+        Chunk(text=body, heading_path=path, chunk_index=i, total_chunks=total, is_table=is_table)
+        for i, (body, path, is_table) in enumerate(pieces)
+    ]
+
+
+def _sections(text: str, *, markdown: bool) -> list[_Section]:
+    sections = [_Section(path=())]
+    stack: list[str] = []
+    current: list[str] = []
+    kind = "prose"
+    in_fence = False
+
+    def flush() -> None:
+        nonlocal current, kind
+        body = "\n".join(current).strip("\n")
+        if body.strip():
+            sections[-1].blocks.append(_Block(body, kind))
+        current, kind = [], "prose"
+
+    for line in text.split("\n"):
+        if markdown and _FENCE_RE.match(line):
+            if in_fence:
+                current.append(line)
+                flush()
+                in_fence = False
+            else:
+                flush()
+                current, kind, in_fence = [line], "code", True
+            continue
+        if in_fence:
+            current.append(line)
+            continue
+        heading = _HEADING_RE.match(line) if markdown else None
+        if heading:
+            flush()
+            level = len(heading.group(1))
+            stack = [*stack[: level - 1], heading.group(2).strip()]
+            sections.append(_Section(path=tuple(stack)))
+            continue
+        is_table_line = markdown and line.lstrip().startswith("|")
+        if not line.strip():
+            flush()
+        elif is_table_line != (kind == "table"):
+            flush()
+            current, kind = [line], "table" if is_table_line else "prose"
+        else:
+            current.append(line)
+    flush()
+    return [s for s in sections if s.blocks]
+
+
+def _chunk_section(section: _Section, opts: ChunkingOptions) -> list[tuple[str, bool]]:
+    """Split oversized blocks, merge small ones, add overlap; returns (text, is_table)."""
+    units: list[tuple[str, str]] = []  # (text, kind)
+    for block in section.blocks:
+        if estimate_tokens(block.text) <= opts.max_tokens:
+            units.append((block.text, block.kind))
+        elif block.kind == "table":
+            units.extend((part, "table") for part in _split_table(block.text, opts.max_tokens))
+        elif block.kind == "code":
+            units.extend((part, "code") for part in _split_lines(block.text, opts.max_tokens))
+        else:
+            units.extend((part, "prose") for part in _split_prose(block.text, opts))
+
+    merged: list[tuple[str, bool, bool]] = []  # (text, has_table, ends_with_prose)
+    buf: list[str] = []
+    buf_tokens = 0
+    buf_table = False
+    last_kind = "prose"
+    for text, kind in units:
+        tokens = estimate_tokens(text)
+        if buf and buf_tokens + tokens > opts.target_tokens:
+            merged.append(("\n\n".join(buf), buf_table, last_kind == "prose"))
+            buf, buf_tokens, buf_table = [], 0, False
+        buf.append(text)
+        buf_tokens += tokens
+        buf_table = buf_table or kind == "table"
+        last_kind = kind
+    if buf:
+        merged.append(("\n\n".join(buf), buf_table, last_kind == "prose"))
+
+    out: list[tuple[str, bool]] = []
+    previous_tail = ""
+    for text, has_table, ends_with_prose in merged:
+        starts_with_prose = not text.lstrip().startswith(("|", "```", "~~~"))
+        body = f"{previous_tail} {text}".strip() if previous_tail and starts_with_prose else text
+        out.append((body, has_table))
+        previous_tail = _tail(text, opts.overlap_tokens) if ends_with_prose else ""
+    return out
+
+
+def _tail(text: str, budget: int) -> str:
+    """Trailing whole sentences of ``text`` within ``budget`` tokens."""
+    if budget <= 0:
+        return ""
+    chosen: list[str] = []
+    used = 0
+    for sentence in reversed(split_sentences(text.split("\n\n")[-1])):
+        cost = estimate_tokens(sentence)
+        if used + cost > budget:
+            break
+        chosen.insert(0, sentence)
+        used += cost
+    return _join(chosen)
+
+
+def _join(sentences: list[str]) -> str:
+    out = ""
+    for s in sentences:
+        # No space between Chinese sentences; a space between others.
+        glue = "" if not out or (CJK_RE.search(out[-1]) or CJK_RE.search(s[0])) else " "
+        if out and out[-1] in "。！？；":
+            glue = ""
+        out += glue + s
+    return out
+
+
+def _split_prose(text: str, opts: ChunkingOptions) -> list[str]:
+    parts: list[str] = []
+    buf: list[str] = []
+    used = 0
+    for sentence in split_sentences(text):
+        for piece in _split_long_sentence(sentence, opts.max_tokens):
+            cost = estimate_tokens(piece)
+            if buf and used + cost > opts.target_tokens:
+                parts.append(_join(buf))
+                buf, used = [], 0
+            buf.append(piece)
+            used += cost
+    if buf:
+        parts.append(_join(buf))
+    return [p for p in parts if p.strip()]
+
+
+def _split_long_sentence(sentence: str, max_tokens: int) -> list[str]:
+    if estimate_tokens(sentence) <= max_tokens:
+        return [sentence]
+    # Cut at spaces for spaced scripts; at characters for CJK runs without spaces.
+    units = re.findall(r"\S+\s*", sentence) if " " in sentence else list(sentence)
+    out: list[str] = []
+    buf = ""
+    for unit in units:
+        if buf and estimate_tokens(buf + unit) > max_tokens:
+            out.append(buf.strip())
+            buf = ""
+        buf += unit
+    if buf.strip():
+        out.append(buf.strip())
+    return out
+
+
+def _split_table(table: str, max_tokens: int) -> list[str]:
+    lines = table.split("\n")
+    header_len = 2 if len(lines) > 1 and _TABLE_SEPARATOR_RE.match(lines[1]) else 1
+    header, rows = lines[:header_len], lines[header_len:]
+    header_tokens = estimate_tokens("\n".join(header))
+    parts: list[str] = []
+    buf: list[str] = []
+    used = header_tokens
+    for row in rows:
+        cost = estimate_tokens(row)
+        if buf and used + cost > max_tokens:
+            parts.append("\n".join(header + buf))
+            buf, used = [], header_tokens
+        buf.append(row)
+        used += cost
+    if buf:
+        parts.append("\n".join(header + buf))
+    return parts
+
+
+def _split_lines(text: str, max_tokens: int) -> list[str]:
+    parts: list[str] = []
+    buf: list[str] = []
+    used = 0
+    for line in text.split("\n"):
+        cost = estimate_tokens(line)
+        if buf and used + cost > max_tokens:
+            parts.append("\n".join(buf))
+            buf, used = [], 0
+        buf.append(line)
+        used += cost
+    if buf:
+        parts.append("\n".join(buf))
+    return parts

@@ -1,0 +1,169 @@
+"""Embedding models, chosen by a string, plus a persistent cache.
+
+Specs:
+
+* ``local`` — the offline default bundled in a registry package (see
+  ``tools.local_embeddings`` and the README's "Embedding choice").
+* ``openai:<model>`` — any OpenAI-compatible embedding endpoint through
+  langchain-openai (``openai:text-embedding-3-small``); ``base_url`` points it at
+  Ollama, vLLM or another server. The key is read from ``OPENAI_API_KEY`` by the
+  client when the model is built, never at import.
+
+Every model carries a stable ``model_id`` (recorded in the collection so a
+different model is refused) and a ``similarity_floor`` used to map cosine
+similarity to a [0, 1] relevance (``tools.fusion``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from tools.errors import ConfigError
+
+DEFAULT_EMBEDDING = "local"
+# Typical cosine similarity of unrelated texts for OpenAI's text-embedding-3
+# family; used as the relevance floor for remote models unless overridden.
+REMOTE_SIMILARITY_FLOOR = 0.1
+
+
+@dataclass
+class EmbeddingModel:
+    """An embeddings implementation with the facts retrieval needs about it."""
+
+    embeddings: Embeddings
+    model_id: str
+    similarity_floor: float
+    _dimension: int | None = None
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            self._dimension = len(self.embeddings.embed_query("dimension probe"))
+        return self._dimension
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embeddings.embed_documents(list(texts))
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embeddings.embed_query(text)
+
+
+def make_embedding_model(
+    spec: str = DEFAULT_EMBEDDING,
+    *,
+    base_url: str | None = None,
+    similarity_floor: float | None = None,
+) -> EmbeddingModel:
+    """Build the model named by ``spec`` (nothing is loaded or called yet)."""
+    spec = spec.strip()
+    if spec in ("local", "") or spec.startswith("local:"):
+        from tools import local_embeddings
+
+        name = spec.partition(":")[2] or None
+        emb = local_embeddings.load_local_embeddings(name)
+        return EmbeddingModel(
+            embeddings=emb,
+            model_id=emb.model_id,
+            similarity_floor=emb.similarity_floor if similarity_floor is None else similarity_floor,
+            _dimension=emb.dimension,
+        )
+    provider, sep, model = spec.partition(":")
+    if provider == "openai" and sep and model:
+        from langchain_openai import OpenAIEmbeddings
+
+        kwargs: dict[str, Any] = {"model": model}
+        if base_url:
+            # Non-OpenAI servers do not accept pre-tokenised input.
+            kwargs.update(base_url=base_url, check_embedding_ctx_length=False)
+        return EmbeddingModel(
+            embeddings=OpenAIEmbeddings(**kwargs),
+            model_id=f"openai:{model}",
+            similarity_floor=REMOTE_SIMILARITY_FLOOR
+            if similarity_floor is None
+            else similarity_floor,
+        )
+    raise ConfigError(
+        f"unknown embedding model {spec!r}: use 'local' or 'openai:<model>' "
+        "(with a base URL for Ollama, vLLM or another OpenAI-compatible server)"
+    )
+
+
+class EmbeddingCache:
+    """SQLite cache of vectors keyed by (model id, SHA-256 of the text)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(str(path), check_same_thread=False)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS embeddings ("
+            " model TEXT NOT NULL, text_hash TEXT NOT NULL, vector BLOB NOT NULL,"
+            " PRIMARY KEY (model, text_hash))"
+        )
+        self._conn.commit()
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(text: str) -> str:
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def get_many(self, model_id: str, texts: Sequence[str]) -> list[list[float] | None]:
+        keys = [self.key(t) for t in texts]
+        found: dict[str, list[float]] = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                batch = keys[start : start + 500]
+                marks = ",".join("?" * len(batch))
+                rows = self._conn.execute(
+                    f"SELECT text_hash, vector FROM embeddings WHERE model=? AND text_hash IN ({marks})",
+                    [model_id, *batch],
+                ).fetchall()
+                for text_hash, blob in rows:
+                    found[text_hash] = np.frombuffer(blob, dtype=np.float32).tolist()
+        out = [found.get(k) for k in keys]
+        hits = sum(v is not None for v in out)
+        self.hits += hits
+        self.misses += len(out) - hits
+        return out
+
+    def put_many(
+        self, model_id: str, texts: Sequence[str], vectors: Sequence[Sequence[float]]
+    ) -> None:
+        rows = [
+            (model_id, self.key(t), np.asarray(v, dtype=np.float32).tobytes())
+            for t, v in zip(texts, vectors, strict=True)
+        ]
+        with self._lock:
+            self._conn.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?)", rows)
+            self._conn.commit()
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def embed_with_cache(
+    model: EmbeddingModel, texts: Sequence[str], cache: EmbeddingCache | None
+) -> list[list[float]]:
+    """Embed passages, computing only the ones the cache does not hold."""
+    if cache is None:
+        return model.embed_documents(texts)
+    cached = cache.get_many(model.model_id, texts)
+    missing = [i for i, v in enumerate(cached) if v is None]
+    if missing:
+        fresh = model.embed_documents([texts[i] for i in missing])
+        cache.put_many(model.model_id, [texts[i] for i in missing], fresh)
+        for i, vec in zip(missing, fresh, strict=True):
+            cached[i] = list(vec)
+    return [v for v in cached if v is not None]

@@ -1,0 +1,27 @@
+"""The project's exception hierarchy.
+
+Every error a user can cause or meet is one of these, with a message that names
+the problem (the field, path, host or model) and never contains a secret.
+"""
+
+from __future__ import annotations
+
+
+class HybridRagError(Exception):
+    """Base class of every error this project raises on purpose."""
+
+
+class ConfigError(HybridRagError, ValueError):
+    """A configuration value is missing, malformed or out of range."""
+
+
+class InputError(HybridRagError, ValueError):
+    """User input (a question, a query, a path) is unusable."""
+
+
+class StoreError(HybridRagError):
+    """The vector store cannot be reached or refused an operation."""
+
+
+class EmbeddingMismatchError(StoreError):
+    """A collection was built with one embedding model and opened with another."""

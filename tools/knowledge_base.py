@@ -1,0 +1,633 @@
+"""The knowledge base: incremental ingestion into Chroma and hybrid retrieval.
+
+Crash safety of an update (ingest of a changed document ``d``, old version
+``v1``, new ``v2``):
+
+1. the chunks of ``v2`` are written beside those of ``v1`` (ids carry the version);
+2. commit: one ``upsert`` to the registry sets ``d -> v2`` and a new generation;
+3. the chunks of ``d`` whose version is not ``v2`` are deleted.
+
+Readers only use chunks whose version is the registry's active one, so a crash
+before 2 leaves ``v1`` fully in force, after 2 leaves ``v2``; never a mix, never
+nothing. Leftover chunks of a crashed run are removed by the next ingest of that
+document. BM25 is derived from Chroma (only active chunks) and cached in memory
+and on disk under the registry's generation, so it cannot drift from the store.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from tools.bm25 import BM25Index
+from tools.chunking import ChunkingOptions, chunk_document
+from tools.embeddings import (
+    DEFAULT_EMBEDDING,
+    EmbeddingCache,
+    EmbeddingModel,
+    embed_with_cache,
+    make_embedding_model,
+)
+from tools.errors import ConfigError, InputError, StoreError
+from tools.fusion import (
+    FUSION_METHODS,
+    clamp01,
+    cosine_to_relevance,
+    rrf_scores,
+    weighted_relevance,
+)
+from tools.loaders import SkippedFile, SourceDocument, discover, load_file
+from tools.settings import bm25_cache_dir, chroma_path, data_home, embedding_cache_path
+from tools.text import detect_language
+from tools.tokenizers import make_tokenizer
+from tools.vectorstore import (
+    StoreLocation,
+    drop_collections,
+    open_client,
+    open_collections,
+)
+
+SearchMode = Literal["hybrid", "bm25", "vector"]
+SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "bm25", "vector")
+GENERATION_ID = "__generation__"
+_PAGE = 2000
+
+
+@dataclass(frozen=True)
+class KBConfig:
+    """Where the knowledge base lives and how it indexes and retrieves."""
+
+    home: Path | None = None
+    collection: str = "knowledge"
+    embedding: str = DEFAULT_EMBEDDING
+    embedding_base_url: str | None = None
+    chroma_host: str | None = None
+    chroma_port: int = 8000
+    chinese_tokenizer: str = "jieba"
+    stem: bool = False
+    fusion: str = "rrf"
+    vector_weight: float = 0.5
+    candidates: int = 40
+    chunking: ChunkingOptions = field(default_factory=ChunkingOptions)
+
+    def __post_init__(self) -> None:
+        if self.fusion not in FUSION_METHODS:
+            raise ConfigError(f"fusion must be one of {FUSION_METHODS}, got {self.fusion!r}")
+        if not 0.0 <= self.vector_weight <= 1.0:
+            raise ConfigError(f"vector_weight must be in [0, 1], got {self.vector_weight}")
+        if not 1 <= self.chroma_port <= 65535:
+            raise ConfigError(f"chroma_port must be in 1..65535, got {self.chroma_port}")
+        if self.candidates < 1:
+            raise ConfigError(f"candidates must be >= 1, got {self.candidates}")
+
+
+@dataclass(frozen=True)
+class RetrievedChunk:
+    """One search result. ``relevance`` is in [0, 1], higher is better."""
+
+    chunk_id: str
+    doc_id: str
+    source: str
+    heading: str
+    text: str
+    chunk_index: int
+    total_chunks: int
+    relevance: float
+    fused_score: float
+    vector_score: float | None  # cosine similarity, None when not computed
+    bm25_score: float
+    vector_relevance: float
+    bm25_relevance: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class IngestReport:
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)
+    chunks_written: int = 0
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        return (
+            f"{len(self.added)} added, {len(self.updated)} updated, "
+            f"{len(self.unchanged)} unchanged, {len(self.deleted)} deleted, "
+            f"{len(self.skipped)} skipped; {self.chunks_written} chunks written "
+            f"in {self.seconds:.1f} s"
+        )
+
+
+@dataclass
+class _Snapshot:
+    """Active chunks at one registry generation, with their BM25 index."""
+
+    generation: str
+    active: dict[str, str]  # doc_id -> version
+    ids: list[str]
+    texts: list[str]
+    metadatas: list[dict[str, Any]]
+    position: dict[str, int]
+    bm25: BM25Index
+
+
+ProgressFn = Callable[[int, int, str], None]
+
+
+class KnowledgeBase:
+    """A knowledge base in Chroma; open it once, use it from several threads."""
+
+    def __init__(
+        self, config: KBConfig | None = None, *, embedding_model: EmbeddingModel | None = None
+    ) -> None:
+        self.config = config or KBConfig()
+        self.home = data_home(self.config.home)
+        self.location = StoreLocation(
+            path=chroma_path(self.home), host=self.config.chroma_host, port=self.config.chroma_port
+        )
+        self.model = embedding_model or make_embedding_model(
+            self.config.embedding, base_url=self.config.embedding_base_url
+        )
+        self.tokenizer = make_tokenizer(self.config.chinese_tokenizer, stem=self.config.stem)
+        self._client = open_client(self.location)
+        self._chunks, self._registry = open_collections(
+            self._client,
+            self.config.collection,
+            model_id=self.model.model_id,
+            dimension=self.model.dimension,
+        )
+        self._cache = EmbeddingCache(embedding_cache_path(self.home))
+        self._lock = threading.RLock()
+        self._snapshot: _Snapshot | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._cache.close()
+
+    def __enter__(self) -> KnowledgeBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def drop(self) -> None:
+        """Delete both collections (used by throw-away evaluation indexes)."""
+        drop_collections(self._client, self.config.collection)
+        self._snapshot = None
+
+    # -- registry ------------------------------------------------------------------------
+
+    def _store_call(self, what: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except Exception as exc:
+            raise StoreError(
+                f"{self.location.describe()} failed during {what}: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def _registry_records(self) -> dict[str, dict[str, Any]]:
+        got = self._store_call(
+            "reading the registry", lambda: self._registry.get(include=["metadatas"])
+        )
+        return {i: dict(m or {}) for i, m in zip(got["ids"], got["metadatas"] or [], strict=True)}
+
+    def _generation(self) -> str:
+        got = self._store_call(
+            "reading the generation",
+            lambda: self._registry.get(ids=[GENERATION_ID], include=["metadatas"]),
+        )
+        metas = got["metadatas"] or []
+        return str(metas[0].get("generation", "")) if metas and metas[0] else ""
+
+    def _commit(self, doc_id: str, meta: dict[str, Any]) -> None:
+        """Point ``doc_id`` at a version and change the generation, in one write."""
+        self._store_call(
+            f"committing {doc_id}",
+            lambda: self._registry.upsert(
+                ids=[doc_id, GENERATION_ID],
+                embeddings=[[1.0], [1.0]],
+                metadatas=[meta, {"generation": uuid.uuid4().hex}],
+            ),
+        )
+
+    # -- ingestion -----------------------------------------------------------------------
+
+    def ingest(
+        self,
+        paths: Iterable[str | os.PathLike[str]],
+        *,
+        prune: bool = True,
+        progress: ProgressFn | None = None,
+    ) -> IngestReport:
+        """Add new documents, replace changed ones, skip unchanged ones.
+
+        With ``prune``, documents previously ingested from a named directory whose
+        files are gone are deleted.
+        """
+        started = time.perf_counter()
+        report = IngestReport()
+        path_list = [Path(p) for p in paths]
+        files = list(discover(path_list))  # raises InputError for a missing path first
+        with self._lock:
+            registry = self._registry_records()
+            seen: set[str] = set()
+            for n, (file, doc_id) in enumerate(files, start=1):
+                if progress:
+                    progress(n - 1, len(files), doc_id)
+                loaded = load_file(file, doc_id)
+                if isinstance(loaded, SkippedFile):
+                    report.skipped.append(loaded)
+                    continue
+                seen.add(doc_id)
+                self._ingest_one(loaded, registry.get(doc_id), report)
+            if progress:
+                progress(len(files), len(files), "")
+            if prune:
+                roots = [str(p.resolve()) + os.sep for p in path_list if p.is_dir()]
+                for doc_id, meta in registry.items():
+                    src = str(meta.get("source", ""))
+                    if (
+                        doc_id != GENERATION_ID
+                        and meta.get("version")
+                        and doc_id not in seen
+                        and any(src.startswith(r) for r in roots)
+                    ):
+                        self.delete(doc_id)
+                        report.deleted.append(doc_id)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _ingest_one(
+        self, doc: SourceDocument, current: dict[str, Any] | None, report: IngestReport
+    ) -> None:
+        version = doc.content_hash[:16]
+        if current and current.get("version") == version:
+            self._remove_stale_chunks(doc.doc_id, version)
+            report.unchanged.append(doc.doc_id)
+            return
+        chunks = chunk_document(doc.text, markdown=doc.is_markdown, options=self.config.chunking)
+        if not chunks:
+            report.skipped.append(SkippedFile(doc.source, "no text after chunking"))
+            return
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        ids = [f"{doc.doc_id}#{version}#{c.chunk_index:05d}" for c in chunks]
+        index_texts = [c.index_text() for c in chunks]
+        vectors = embed_with_cache(self.model, index_texts, self._cache)
+        metadatas: list[dict[str, Any]] = [
+            {
+                "doc_id": doc.doc_id,
+                "source": doc.source,
+                "heading": c.heading,
+                "chunk_index": c.chunk_index,
+                "total_chunks": c.total_chunks,
+                "content_hash": doc.content_hash,
+                "version": version,
+                "ingested_at": now,
+                "is_table": c.is_table,
+                "lang": detect_language(c.text),
+            }
+            for c in chunks
+        ]
+        for start in range(0, len(ids), 500):
+            sl = slice(start, start + 500)
+            self._store_call(
+                f"writing chunks of {doc.doc_id}",
+                lambda sl=sl: self._chunks.upsert(  # type: ignore[misc]
+                    ids=ids[sl],
+                    embeddings=vectors[sl],
+                    documents=[c.text for c in chunks][sl],
+                    metadatas=metadatas[sl],
+                ),
+            )
+        self._commit(
+            doc.doc_id,
+            {
+                "version": version,
+                "content_hash": doc.content_hash,
+                "source": doc.source,
+                "chunks": len(chunks),
+                "ingested_at": now,
+            },
+        )
+        self._remove_stale_chunks(doc.doc_id, version)
+        (report.updated if current and current.get("version") else report.added).append(doc.doc_id)
+        report.chunks_written += len(chunks)
+
+    def _remove_stale_chunks(self, doc_id: str, version: str) -> None:
+        self._store_call(
+            f"removing old chunks of {doc_id}",
+            lambda: self._chunks.delete(
+                where={"$and": [{"doc_id": doc_id}, {"version": {"$ne": version}}]}
+            ),
+        )
+
+    def delete(self, doc_id: str) -> int:
+        """Remove a document from the vector and BM25 indexes; returns chunks removed."""
+        with self._lock:
+            registry = self._registry_records()
+            meta = registry.get(doc_id)
+            if not meta or not meta.get("version") or doc_id == GENERATION_ID:
+                raise InputError(
+                    f"no document with doc_id {doc_id!r} in collection {self.config.collection!r}"
+                )
+            # Tombstone first (one write): from here on readers see no version.
+            self._commit(doc_id, {**meta, "version": ""})
+            removed = int(meta.get("chunks", 0))
+            self._store_call(
+                f"deleting chunks of {doc_id}",
+                lambda: self._chunks.delete(where={"doc_id": doc_id}),
+            )
+            self._store_call(
+                f"deleting registry entry of {doc_id}", lambda: self._registry.delete(ids=[doc_id])
+            )
+            return removed
+
+    # -- snapshot (active chunks + BM25) ---------------------------------------------------
+
+    def _bm25_file(self, generation: str) -> Path:
+        tok = f"{self.config.chinese_tokenizer}{'-stem' if self.config.stem else ''}"
+        return bm25_cache_dir(self.home) / f"{self.config.collection}.{tok}.{generation}.pkl"
+
+    def snapshot(self) -> _Snapshot:
+        """The active chunks and BM25 index, rebuilt only when the registry changed."""
+        generation = self._generation()
+        with self._lock:
+            if self._snapshot is not None and self._snapshot.generation == generation:
+                return self._snapshot
+            cached = self._load_bm25_snapshot(generation)
+            self._snapshot = cached or self._build_snapshot(generation)
+            return self._snapshot
+
+    def _build_snapshot(self, generation: str) -> _Snapshot:
+        active = {
+            d: str(m["version"])
+            for d, m in self._registry_records().items()
+            if d != GENERATION_ID and m.get("version")
+        }
+        ids: list[str] = []
+        texts: list[str] = []
+        metas: list[dict[str, Any]] = []
+        offset = 0
+        while True:
+            page = self._store_call(
+                "reading chunks",
+                lambda offset=offset: self._chunks.get(
+                    include=["documents", "metadatas"], limit=_PAGE, offset=offset
+                ),
+            )
+            for cid, text, meta in zip(
+                page["ids"], page["documents"] or [], page["metadatas"] or [], strict=True
+            ):
+                m = dict(meta or {})
+                if active.get(str(m.get("doc_id"))) == m.get("version"):
+                    ids.append(cid)
+                    texts.append(text or "")
+                    metas.append(m)
+            if len(page["ids"]) < _PAGE:
+                break
+            offset += _PAGE
+        index_texts = [f"{m.get('heading', '')}\n{t}" for t, m in zip(texts, metas, strict=True)]
+        snap = _Snapshot(
+            generation=generation,
+            active=active,
+            ids=ids,
+            texts=texts,
+            metadatas=metas,
+            position={cid: i for i, cid in enumerate(ids)},
+            bm25=BM25Index(index_texts, self.tokenizer),
+        )
+        self._save_bm25_snapshot(snap)
+        return snap
+
+    def _save_bm25_snapshot(self, snap: _Snapshot) -> None:
+        if not snap.generation:
+            return
+        directory = bm25_cache_dir(self.home)
+        directory.mkdir(parents=True, exist_ok=True)
+        prefix = f"{self.config.collection}."
+        for old in directory.glob(f"{prefix}*.pkl"):
+            old.unlink(missing_ok=True)
+        target = self._bm25_file(snap.generation)
+        tmp = target.with_suffix(f".tmp{os.getpid()}")
+        tokenizer, snap.bm25.tokenizer = snap.bm25.tokenizer, None  # type: ignore[assignment]
+        try:
+            with tmp.open("wb") as fh:
+                pickle.dump(snap, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            tmp.replace(target)  # atomic: a reader sees the old file or the whole new one
+        finally:
+            snap.bm25.tokenizer = tokenizer
+
+    def _load_bm25_snapshot(self, generation: str) -> _Snapshot | None:
+        path = self._bm25_file(generation)
+        if not generation or not path.exists():
+            return None
+        try:
+            with path.open("rb") as fh:
+                snap = pickle.load(fh)  # our own file under the data home
+        except Exception:
+            return None  # unreadable cache: rebuild from Chroma
+        if not isinstance(snap, _Snapshot) or snap.generation != generation:
+            return None
+        snap.bm25.tokenizer = self.tokenizer
+        return snap
+
+    # -- retrieval -----------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        mode: SearchMode = "hybrid",
+        doc_ids: Sequence[str] | None = None,
+        sources: Sequence[str] | None = None,
+    ) -> list[RetrievedChunk]:
+        """Top ``k`` chunks for ``query``; filters restrict to doc ids and/or sources."""
+        if not isinstance(query, str) or not query.strip():
+            raise InputError("query is empty: give a non-empty search query")
+        if mode not in SEARCH_MODES:
+            raise ConfigError(f"mode must be one of {SEARCH_MODES}, got {mode!r}")
+        if k < 1:
+            raise ConfigError(f"k must be >= 1, got {k}")
+        snap = self.snapshot()
+        if not snap.ids:
+            return []
+        doc_filter = set(doc_ids) if doc_ids else None
+        source_filter = set(sources) if sources else None
+
+        def allowed_meta(m: dict[str, Any]) -> bool:
+            return (doc_filter is None or m.get("doc_id") in doc_filter) and (
+                source_filter is None or m.get("source") in source_filter
+            )
+
+        n_candidates = max(self.config.candidates, k * 4)
+        vector_hits: dict[str, float] = {}  # chunk id -> cosine
+        query_vector: np.ndarray | None = None
+        if mode in ("hybrid", "vector"):
+            query_vector = np.asarray(self.model.embed_query(query), dtype=np.float32)
+            vector_hits = self._vector_candidates(
+                query_vector, n_candidates, snap, doc_filter, source_filter
+            )
+        bm25_hits: dict[str, tuple[float, float]] = {}  # chunk id -> (score, relevance)
+        if mode in ("hybrid", "bm25"):
+            for hit in snap.bm25.search(
+                query, n_candidates, allowed=lambda i: allowed_meta(snap.metadatas[i])
+            ):
+                bm25_hits[snap.ids[hit.index]] = (hit.score, hit.relevance)
+
+        candidates = list(dict.fromkeys([*vector_hits, *bm25_hits]))
+        if mode == "hybrid":
+            self._complete_scores(query, query_vector, candidates, vector_hits, bm25_hits, snap)
+        floor = self.model.similarity_floor
+        rows: list[tuple[str, float, float, float | None, float, float]] = []
+        for cid in candidates:
+            cos = vector_hits.get(cid)
+            vrel = cosine_to_relevance(cos, floor) if cos is not None else 0.0
+            bscore, brel = bm25_hits.get(cid, (0.0, 0.0))
+            if mode == "vector":
+                rel = vrel
+            elif mode == "bm25":
+                rel = brel
+            else:
+                rel = weighted_relevance(vrel, brel, self.config.vector_weight)
+            rows.append((cid, rel, vrel, cos, bscore, brel))
+
+        if mode == "hybrid" and self.config.fusion == "rrf":
+            vec_rank = sorted(vector_hits, key=lambda c: -vector_hits[c])
+            bm_rank = sorted(bm25_hits, key=lambda c: -bm25_hits[c][0])
+            fused = rrf_scores([vec_rank, bm_rank])
+        else:
+            fused = {row[0]: row[1] for row in rows}
+        rows.sort(key=lambda r: (-fused[r[0]], -r[1], r[0]))
+        out: list[RetrievedChunk] = []
+        for cid, rel, vrel, cos, bscore, brel in rows[:k]:
+            i = snap.position[cid]
+            m = snap.metadatas[i]
+            out.append(
+                RetrievedChunk(
+                    chunk_id=cid,
+                    doc_id=str(m.get("doc_id", "")),
+                    source=str(m.get("source", "")),
+                    heading=str(m.get("heading", "")),
+                    text=snap.texts[i],
+                    chunk_index=int(m.get("chunk_index", 0)),
+                    total_chunks=int(m.get("total_chunks", 1)),
+                    relevance=clamp01(rel),
+                    fused_score=float(fused[cid]),
+                    vector_score=cos,
+                    bm25_score=bscore,
+                    vector_relevance=vrel,
+                    bm25_relevance=brel,
+                    metadata=m,
+                )
+            )
+        return out
+
+    def _vector_candidates(
+        self,
+        query_vector: np.ndarray,
+        n: int,
+        snap: _Snapshot,
+        doc_filter: set[str] | None,
+        source_filter: set[str] | None,
+    ) -> dict[str, float]:
+        clauses: list[dict[str, Any]] = []
+        if doc_filter:
+            clauses.append({"doc_id": {"$in": sorted(doc_filter)}})
+        if source_filter:
+            clauses.append({"source": {"$in": sorted(source_filter)}})
+        where: dict[str, Any] | None = (
+            None if not clauses else clauses[0] if len(clauses) == 1 else {"$and": clauses}
+        )
+        # Over-fetch a little: chunks of inactive versions (a crashed ingest) are dropped.
+        n_results = min(n + 10, max(1, len(snap.ids) + 10))
+        res = self._store_call(
+            "vector search",
+            lambda: self._chunks.query(
+                query_embeddings=[query_vector.tolist()],
+                n_results=n_results,
+                where=where,
+                include=["distances"],
+            ),
+        )
+        hits: dict[str, float] = {}
+        for cid, dist in zip(res["ids"][0], (res["distances"] or [[]])[0], strict=True):
+            if cid in snap.position:
+                hits[cid] = 1.0 - float(dist)  # cosine space: distance = 1 - cosine similarity
+            if len(hits) >= n:
+                break
+        return hits
+
+    def _complete_scores(
+        self,
+        query: str,
+        query_vector: np.ndarray | None,
+        candidates: list[str],
+        vector_hits: dict[str, float],
+        bm25_hits: dict[str, tuple[float, float]],
+        snap: _Snapshot,
+    ) -> None:
+        """Give every candidate both scores, so its relevance is not half-blind."""
+        missing_bm25 = [c for c in candidates if c not in bm25_hits]
+        if missing_bm25:
+            scored = snap.bm25.score_indices(query, [snap.position[c] for c in missing_bm25])
+            for c in missing_bm25:
+                hit = scored.get(snap.position[c])
+                bm25_hits[c] = (hit.score, hit.relevance) if hit else (0.0, 0.0)
+        missing_vec = [c for c in candidates if c not in vector_hits]
+        if missing_vec and query_vector is not None:
+            got = self._store_call(
+                "reading vectors",
+                lambda: self._chunks.get(ids=missing_vec, include=["embeddings"]),
+            )
+            embs = got["embeddings"]
+            if embs is not None:
+                mat = np.asarray(embs, dtype=np.float32)
+                q = query_vector / (np.linalg.norm(query_vector) or 1.0)
+                norms = np.linalg.norm(mat, axis=1)
+                norms[norms == 0] = 1.0
+                for cid, cos in zip(got["ids"], (mat @ q) / norms, strict=True):
+                    vector_hits[cid] = float(cos)
+
+    def probe(self, query: str) -> float:
+        """Cheap 'does the KB know about this?': best BM25 relevance (no embedding call)."""
+        if not query.strip():
+            return 0.0
+        snap = self.snapshot()
+        hits = snap.bm25.search(query, 1)
+        return hits[0].relevance if hits else 0.0
+
+    # -- statistics ----------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        snap = self.snapshot()
+        langs: dict[str, int] = {}
+        for m in snap.metadatas:
+            lang = str(m.get("lang", "?"))
+            langs[lang] = langs.get(lang, 0) + 1
+        stored = int(self._store_call("counting chunks", self._chunks.count))
+        return {
+            "collection": self.config.collection,
+            "store": self.location.describe(),
+            "embedding_model": self.model.model_id,
+            "embedding_dimension": self.model.dimension,
+            "documents": len(snap.active),
+            "chunks": len(snap.ids),
+            "stale_chunks": stored - len(snap.ids),
+            "languages": langs,
+            "documents_list": sorted(snap.active),
+            "embedding_cache": {"hits": self._cache.hits, "misses": self._cache.misses},
+        }

@@ -1,0 +1,61 @@
+"""Small text utilities shared by chunking, retrieval and answering.
+
+Token counts are an *estimate* (no tokenizer download is possible offline):
+each CJK character counts as one token and every other word-like run counts as
+``ceil(len / 4)`` tokens, at least one. For English prose this lands near
+1.3 tokens per word, close to OpenAI's cl100k tokenizer; for Chinese, cl100k
+uses about 1–1.5 tokens per character, so the estimate errs on the small side by
+at most a third. ``tests/test_text.py`` pins both behaviours.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Literal
+
+Language = Literal["zh", "en"]
+
+# CJK Unified Ideographs (+ extension A and compatibility ideographs).
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+CJK_RE = re.compile(f"[{_CJK}]")
+_TOKEN_RE = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
+
+# Sentence ends: Chinese full-width marks always end a sentence; English marks
+# only when followed by whitespace (so "3.14" and "e.g." inside words stay whole).
+_SENTENCE_RE = re.compile(r"(?<=[。！？；!?;])\s*|(?<=[.])\s+")
+
+
+def count_cjk(text: str) -> int:
+    return len(CJK_RE.findall(text))
+
+
+def detect_language(text: str) -> Language:
+    """``zh`` when CJK characters make up at least a fifth of the letters, else ``en``.
+
+    A fifth, not a majority, because Chinese technical text is full of Latin
+    product names and numbers yet is still read (and answered) in Chinese.
+    """
+    cjk = count_cjk(text)
+    if cjk == 0:
+        return "en"
+    latin = len(re.findall(r"[A-Za-z]", text))
+    return "zh" if cjk * 4 >= latin else "en"
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimated token count (see the module docstring for the rule)."""
+    total = 0
+    for piece in _TOKEN_RE.findall(text):
+        total += 1 if CJK_RE.match(piece) else max(1, math.ceil(len(piece) / 4))
+    return total
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split at Chinese ``。！？；`` and English ``.!?`` boundaries; keeps punctuation."""
+    parts = _SENTENCE_RE.split(text.strip())
+    return [p.strip() for p in parts if p and p.strip()]
+
+
+def collapse_whitespace(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()

@@ -1,0 +1,132 @@
+"""Typed web-search errors.
+
+Every failure of a search is a :class:`WebSearchError` carrying ``provider`` and
+``reason``. Its text names both and never contains a secret: API keys are
+redacted from the reason (explicitly by value, plus a generic pattern for
+``api_key=...``-style query parameters, because httpx error messages may embed
+the request URL and SerpApi takes its key in the URL).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from tools.errors import ConfigError, HybridRagError
+
+REDACTED = "***"
+
+# Query parameters and headers that commonly carry credentials.
+_SECRET_PARAM = re.compile(
+    r"(?i)\b(api[_-]?key|apikey|key|token|access_token|subscription[_-]?token|x-api-key)"
+    r"(=|:\s*)([^&\s\"',;]+)"
+)
+_BEARER = re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+")
+
+
+def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """Remove every known secret and credential-looking parameter from ``text``."""
+    for secret in secrets:
+        # Very short values would redact ordinary words; real keys are long.
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, REDACTED)
+    text = _SECRET_PARAM.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    return _BEARER.sub(f"Bearer {REDACTED}", text)
+
+
+class WebSearchError(HybridRagError):
+    """Base class of web-search failures.
+
+    ``retryable`` and ``retry_after`` drive the retry loop; ``calls`` counts the
+    upstream requests spent before giving up (for cost reporting).
+    """
+
+    def __init__(
+        self,
+        provider: str,
+        reason: str,
+        *,
+        secrets: Iterable[str | None] = (),
+        retryable: bool = False,
+        retry_after: float | None = None,
+        calls: int = 0,
+    ) -> None:
+        self.provider = provider
+        self.reason = scrub(reason, secrets)
+        self.retryable = retryable
+        self.retry_after = retry_after
+        self.calls = calls
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        return f"web search failed ({self.provider}): {self.reason}"
+
+    def redact(self, secrets: Iterable[str | None]) -> WebSearchError:
+        """Scrub ``secrets`` from the reason in place; return self for chaining."""
+        self.reason = scrub(self.reason, secrets)
+        self.args = (self._text(),)
+        return self
+
+
+class WebSearchNotConfiguredError(WebSearchError, ConfigError):
+    """No usable provider: no key or URL is set for the selected provider(s)."""
+
+    def _text(self) -> str:
+        return f"web search not configured: {self.reason}"
+
+
+class UnknownProviderError(ConfigError):
+    """A provider name that this package does not know."""
+
+    def __init__(self, name: str, valid: Iterable[str]) -> None:
+        self.provider = name
+        self.valid = tuple(valid)
+        super().__init__(
+            f"unknown web search provider {name!r}; valid providers: "
+            f"{', '.join(self.valid)}, or 'auto', or a comma-separated failover list"
+        )
+
+
+class WebSearchDependencyError(WebSearchError, ConfigError):
+    """An optional package needed by the provider is not installed."""
+
+
+class WebSearchAuthError(WebSearchError):
+    """The provider rejected the credentials (401/403/422, or an auth error body)."""
+
+
+class WebSearchRateLimitError(WebSearchError):
+    """Rate limit or plan quota exhausted (after retries, when retrying made sense)."""
+
+
+class WebSearchTimeoutError(WebSearchError):
+    """The provider did not answer within the per-request timeout or time budget."""
+
+
+class WebSearchNetworkError(WebSearchError):
+    """Connection-level failure (DNS, refused, reset) that persisted across retries."""
+
+
+class WebSearchProviderError(WebSearchError):
+    """The provider answered but the answer is unusable: error body, bad JSON, 4xx/5xx."""
+
+
+class WebSearchFailoverError(WebSearchError):
+    """Every provider of a failover list failed; ``errors`` holds each failure in order."""
+
+    def __init__(self, errors: list[WebSearchError]) -> None:
+        self.errors = list(errors)
+        reason = "all providers failed: " + "; ".join(
+            f"{e.provider}: {type(e).__name__}: {e.reason}" for e in self.errors
+        )
+        super().__init__(
+            ",".join(e.provider for e in self.errors),
+            reason,
+            calls=sum(e.calls for e in self.errors),
+        )
+
+    def redact(self, secrets: Iterable[str | None]) -> WebSearchError:
+        secrets = tuple(secrets)
+        for err in self.errors:
+            err.redact(secrets)
+        return super().redact(secrets)
