@@ -58,7 +58,9 @@ class Candidate:
     module: str  # import name checked before loading
     languages: str
     needs_torch: bool
-    load: Callable[[int], tuple[Callable[[list[str]], np.ndarray], Callable[[list[str]], np.ndarray]]]
+    load: Callable[
+        [int], tuple[Callable[[list[str]], np.ndarray], Callable[[list[str]], np.ndarray]]
+    ]
     dist_dirs: tuple[str, ...]  # site-packages entries counted as "install size"
 
 
@@ -217,7 +219,13 @@ def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
 
 
 def load_subset(
-    name: str, root: Path, qrels_file: str, n_queries: int, corpus_size: int, max_chars: int, seed: int
+    name: str,
+    root: Path,
+    qrels_file: str,
+    n_queries: int,
+    corpus_size: int,
+    max_chars: int,
+    seed: int,
 ) -> Subset:
     docs = _read_jsonl(root / "corpus.jsonl")
     text = {
@@ -262,7 +270,9 @@ def ndcg_at_k(ranked: Sequence[str], rel: dict[str, int], k: int = 10) -> float:
     return dcg / idcg if idcg else 0.0
 
 
-def _embed_batched(fn: Callable[[list[str]], np.ndarray], texts: list[str], bs: int = 32) -> np.ndarray:
+def _embed_batched(
+    fn: Callable[[list[str]], np.ndarray], texts: list[str], bs: int = 32
+) -> np.ndarray:
     parts = [np.asarray(fn(texts[i : i + bs]), dtype=np.float32) for i in range(0, len(texts), bs)]
     mat = np.vstack(parts)
     return mat / np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
@@ -282,8 +292,11 @@ def evaluate(q_fn, p_fn, subset: Subset, seed: int) -> tuple[float, float, float
     for i, q in enumerate(qids):
         top = np.argsort(-sims[i])[:10]
         scores.append(ndcg_at_k([dids[j] for j in top], subset.qrels[q]))
-        non_rel = [j for j in rng.choice(len(dids), size=min(50, len(dids)), replace=False)
-                   if dids[j] not in subset.qrels[q]]
+        non_rel = [
+            j
+            for j in rng.choice(len(dids), size=min(50, len(dids)), replace=False)
+            if dids[j] not in subset.qrels[q]
+        ]
         floor_samples.extend(float(sims[i, j]) for j in non_rel)
     return float(np.mean(scores)), float(statistics.median(floor_samples)), pps
 
@@ -296,8 +309,12 @@ def speed(q_fn, p_fn, passages: list[str], n_queries: int = 20) -> tuple[float, 
     for i in range(0, len(passages), 16):
         p_fn(passages[i : i + 16])
     pps = len(passages) / (time.perf_counter() - t0)
-    qs = ["what causes insulin resistance", "印控克什米尔地区寺庙踩踏事故死亡人数",
-          "effects of vitamin D on bone density", "第七届香港立法会议员宣誓仪式的时间"]
+    qs = [
+        "what causes insulin resistance",
+        "印控克什米尔地区寺庙踩踏事故死亡人数",
+        "effects of vitamin D on bone density",
+        "第七届香港立法会议员宣誓仪式的时间",
+    ]
     t0 = time.perf_counter()
     for i in range(n_queries):
         q_fn([qs[i % len(qs)]])
@@ -305,10 +322,22 @@ def speed(q_fn, p_fn, passages: list[str], n_queries: int = 20) -> tuple[float, 
 
 
 # ----------------------------------------------------------------------------- main
+def _fmt(col: str, value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}" if col.startswith(("ndcg", "floor")) else f"{value:.1f}"
+    return str(value)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--models", default=DEFAULT_MODELS, help=f"comma list of {', '.join(CANDIDATES)}")
+    ap.add_argument(
+        "--models", default=DEFAULT_MODELS, help=f"comma list of {', '.join(CANDIDATES)}"
+    )
     ap.add_argument("--sets", default="en,zh", help="comma list of en, zh, cmrc")
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--corpus-size", type=int, default=1000)
@@ -329,21 +358,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         sub = load_subset(s, root, qfile, args.queries, args.corpus_size, args.max_chars, args.seed)
         subsets.append(sub)
-        print(f"[set] {s}: {len(sub.queries)} queries, {len(sub.corpus)} passages "
-              f"(<= {args.max_chars} chars)", file=sys.stderr)
+        print(
+            f"[set] {s}: {len(sub.queries)} queries, {len(sub.corpus)} passages "
+            f"(<= {args.max_chars} chars)",
+            file=sys.stderr,
+        )
     speed_passages: list[str] = []
     sci = args.data_dir / SETS["en"][0] / "corpus.jsonl"
     if sci.is_file():
-        long_docs = [d for d in _read_jsonl(sci) if len(d["title"]) + len(d["text"]) >= args.max_chars]
-        speed_passages = [(d["title"] + " " + d["text"])[: args.max_chars]
-                          for d in long_docs[: args.speed_passages]]
+        long_docs = [
+            d for d in _read_jsonl(sci) if len(d["title"]) + len(d["text"]) >= args.max_chars
+        ]
+        speed_passages = [
+            (d["title"] + " " + d["text"])[: args.max_chars]
+            for d in long_docs[: args.speed_passages]
+        ]
 
     rows = []
     for name in [m.strip() for m in args.models.split(",") if m.strip()]:
         cand = CANDIDATES[name]
         if importlib.util.find_spec(cand.module) is None:
-            print(f"[skip] {name}: package {cand.package!r} is not importable "
-                  f"(pip install {cand.package})", file=sys.stderr)
+            print(
+                f"[skip] {name}: package {cand.package!r} is not importable "
+                f"(pip install {cand.package})",
+                file=sys.stderr,
+            )
             continue
         try:
             t0 = time.perf_counter()
@@ -353,32 +392,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         except Exception as exc:
             print(f"[skip] {name}: cannot load: {type(exc).__name__}: {exc}", file=sys.stderr)
             continue
-        row: dict = {"model": name, "package": cand.package, "languages": cand.languages,
-                     "needs_torch": cand.needs_torch, "load_s": round(load_s, 2),
-                     "install_mb": install_size_mb(cand.dist_dirs)}
+        row: dict = {
+            "model": name,
+            "package": cand.package,
+            "languages": cand.languages,
+            "needs_torch": cand.needs_torch,
+            "load_s": round(load_s, 2),
+            "install_mb": install_size_mb(cand.dist_dirs),
+        }
         if speed_passages:
             row["passages_per_s"], row["query_ms"] = speed(q_fn, p_fn, speed_passages)
         for sub in subsets:
             ndcg, floor, pps = evaluate(q_fn, p_fn, sub, args.seed)
             row[f"ndcg10_{sub.name}"], row[f"floor_{sub.name}"] = ndcg, floor
             row[f"index_pps_{sub.name}"] = pps
-            print(f"[{name}] {sub.name}: nDCG@10={ndcg:.3f} floor={floor:.3f} "
-                  f"({pps:.1f} passages/s)", file=sys.stderr, flush=True)
+            print(
+                f"[{name}] {sub.name}: nDCG@10={ndcg:.3f} floor={floor:.3f} ({pps:.1f} passages/s)",
+                file=sys.stderr,
+                flush=True,
+            )
         rows.append(row)
         print(f"[{name}] done: {json.dumps(row, default=str)}", file=sys.stderr, flush=True)
 
-    cols = ["model", "languages"] + [f"ndcg10_{s.name}" for s in subsets] + [
-        "passages_per_s", "query_ms", "install_mb", "needs_torch"] + [f"floor_{s.name}" for s in subsets]
-    print(f"\nmax_chars={args.max_chars} threads={args.threads} queries={args.queries} "
-          f"corpus={args.corpus_size} seed={args.seed}")
+    cols = (
+        ["model", "languages"]
+        + [f"ndcg10_{s.name}" for s in subsets]
+        + ["passages_per_s", "query_ms", "install_mb", "needs_torch"]
+        + [f"floor_{s.name}" for s in subsets]
+    )
+    print(
+        f"\nmax_chars={args.max_chars} threads={args.threads} queries={args.queries} "
+        f"corpus={args.corpus_size} seed={args.seed}"
+    )
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for row in rows:
-        cells = []
-        for c in cols:
-            v = row.get(c)
-            cells.append(f"{v:.3f}" if isinstance(v, float) and "ndcg" in c or "floor" in c and v is not None
-                         else f"{v:.1f}" if isinstance(v, float) else str(v if v is not None else "-"))
+        cells = [_fmt(c, row.get(c)) for c in cols]
         print("| " + " | ".join(cells) + " |")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2, default=str))

@@ -19,6 +19,7 @@ from tools.errors import HybridRagError
 COMMAND_MODULES: tuple[str, ...] = (
     "cli.kb_commands",
     "cli.websearch_command",
+    "cli.ask_commands",
     "cli.eval_commands",
 )
 

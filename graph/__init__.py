@@ -1,0 +1,6 @@
+"""The graphs of the product, their state and their configuration."""
+
+from graph.context import Context
+from graph.rag_graph import build_graph
+
+__all__ = ["Context", "build_graph"]

@@ -48,3 +48,57 @@ def hash_model(dim: int = 256, model_id: str | None = None) -> EmbeddingModel:
         similarity_floor=0.0,
         _dimension=dim,
     )
+
+
+# --- scripted chat model ---------------------------------------------------------------
+
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
+from langchain_core.callbacks import CallbackManagerForLLMRun  # noqa: E402
+from langchain_core.language_models import BaseChatModel  # noqa: E402
+from langchain_core.messages import AIMessage, BaseMessage  # noqa: E402
+from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
+from langchain_core.runnables import RunnableLambda  # noqa: E402
+
+
+class ScriptedChatModel(BaseChatModel):
+    """Answers from a script: structured outputs per schema name, and an answer function.
+
+    ``structured["RouteDecisionModel"] = [obj_or_dict, ...]`` is consumed in order (the
+    last item repeats); the item ``"unparseable"`` raises as a broken model output would.
+    ``answer(messages) -> str`` produces the free-text answer. Every call is recorded.
+    """
+
+    structured: dict[str, list[Any]] = {}
+    answer: Callable[[list[BaseMessage]], str] = lambda messages: "scripted answer"
+    calls: list[tuple[str, Any]] = []
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.calls.append(("answer", messages))
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(self.answer(messages)))])
+
+    def with_structured_output(self, schema: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        name = schema.__name__
+
+        def run(messages: Any) -> Any:
+            self.calls.append((name, messages))
+            script = self.structured.get(name)
+            if not script:
+                raise ValueError(f"no script for {name}")
+            item = script.pop(0) if len(script) > 1 else script[0]
+            if item == "unparseable":
+                raise ValueError("could not parse model output")
+            return schema.model_validate(item) if isinstance(item, dict) else item
+
+        return RunnableLambda(run)

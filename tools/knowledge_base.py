@@ -186,6 +186,8 @@ class KnowledgeBase:
     def drop(self) -> None:
         """Delete both collections (used by throw-away evaluation indexes)."""
         drop_collections(self._client, self.config.collection)
+        for stale in bm25_cache_dir(self.home).glob(f"{self.config.collection}.*.pkl"):
+            stale.unlink(missing_ok=True)
         self._snapshot = None
 
     # -- registry ------------------------------------------------------------------------
@@ -212,15 +214,13 @@ class KnowledgeBase:
         metas = got["metadatas"] or []
         return str(metas[0].get("generation", "")) if metas and metas[0] else ""
 
-    def _commit(self, doc_id: str, meta: dict[str, Any]) -> None:
-        """Point ``doc_id`` at a version and change the generation, in one write."""
+    def _commit(self, records: dict[str, dict[str, Any]]) -> None:
+        """Point documents at versions and change the generation, in one write."""
+        ids = [*records, GENERATION_ID]
+        metas = [*records.values(), {"generation": uuid.uuid4().hex}]
         self._store_call(
-            f"committing {doc_id}",
-            lambda: self._registry.upsert(
-                ids=[doc_id, GENERATION_ID],
-                embeddings=[[1.0], [1.0]],
-                metadatas=[meta, {"generation": uuid.uuid4().hex}],
-            ),
+            f"committing {', '.join(list(records)[:3])}{'…' if len(records) > 3 else ''}",
+            lambda: self._registry.upsert(ids=ids, embeddings=[[1.0]] * len(ids), metadatas=metas),
         )
 
     # -- ingestion -----------------------------------------------------------------------
@@ -241,23 +241,19 @@ class KnowledgeBase:
         report = IngestReport()
         path_list = [Path(p) for p in paths]
         files = list(discover(path_list))  # raises InputError for a missing path first
+        docs: list[SourceDocument] = []
+        for file, doc_id in files:
+            loaded = load_file(file, doc_id)
+            if isinstance(loaded, SkippedFile):
+                report.skipped.append(loaded)
+            else:
+                docs.append(loaded)
         with self._lock:
-            registry = self._registry_records()
-            seen: set[str] = set()
-            for n, (file, doc_id) in enumerate(files, start=1):
-                if progress:
-                    progress(n - 1, len(files), doc_id)
-                loaded = load_file(file, doc_id)
-                if isinstance(loaded, SkippedFile):
-                    report.skipped.append(loaded)
-                    continue
-                seen.add(doc_id)
-                self._ingest_one(loaded, registry.get(doc_id), report)
-            if progress:
-                progress(len(files), len(files), "")
+            self._ingest_documents(docs, report, progress)
             if prune:
+                seen = {d.doc_id for d in docs}
                 roots = [str(p.resolve()) + os.sep for p in path_list if p.is_dir()]
-                for doc_id, meta in registry.items():
+                for doc_id, meta in self._registry_records().items():
                     src = str(meta.get("source", ""))
                     if (
                         doc_id != GENERATION_ID
@@ -270,61 +266,115 @@ class KnowledgeBase:
         report.seconds = time.perf_counter() - started
         return report
 
-    def _ingest_one(
-        self, doc: SourceDocument, current: dict[str, Any] | None, report: IngestReport
+    def ingest_documents(
+        self, docs: Sequence[SourceDocument], *, progress: ProgressFn | None = None
+    ) -> IngestReport:
+        """Ingest documents that do not come from files (evaluation corpora, APIs)."""
+        started = time.perf_counter()
+        report = IngestReport()
+        with self._lock:
+            self._ingest_documents(docs, report, progress)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _ingest_documents(
+        self,
+        docs: Sequence[SourceDocument],
+        report: IngestReport,
+        progress: ProgressFn | None,
     ) -> None:
-        version = doc.content_hash[:16]
-        if current and current.get("version") == version:
-            self._remove_stale_chunks(doc.doc_id, version)
-            report.unchanged.append(doc.doc_id)
-            return
-        chunks = chunk_document(doc.text, markdown=doc.is_markdown, options=self.config.chunking)
-        if not chunks:
-            report.skipped.append(SkippedFile(doc.source, "no text after chunking"))
-            return
+        registry = self._registry_records()
+        pending: list[SourceDocument] = []
+        for n, doc in enumerate(docs):
+            if progress:
+                progress(n, len(docs), doc.doc_id)
+            current = registry.get(doc.doc_id)
+            if current and current.get("version") == doc.content_hash[:16]:
+                self._remove_stale_chunks(doc.doc_id, str(current["version"]))
+                report.unchanged.append(doc.doc_id)
+                continue
+            pending.append(doc)
+            if len(pending) >= self.batch_documents:
+                self._ingest_batch(pending, registry, report)
+                pending = []
+        if pending:
+            self._ingest_batch(pending, registry, report)
+        if progress:
+            progress(len(docs), len(docs), "")
+
+    # Documents embedded and committed together: one registry write makes a whole
+    # batch active, so a batch is the unit of crash safety as well as of embedding.
+    batch_documents = 32
+
+    def _ingest_batch(
+        self,
+        docs: Sequence[SourceDocument],
+        registry: dict[str, dict[str, Any]],
+        report: IngestReport,
+    ) -> None:
         now = datetime.now(UTC).isoformat(timespec="seconds")
-        ids = [f"{doc.doc_id}#{version}#{c.chunk_index:05d}" for c in chunks]
-        index_texts = [c.index_text() for c in chunks]
-        vectors = embed_with_cache(self.model, index_texts, self._cache)
-        metadatas: list[dict[str, Any]] = [
-            {
-                "doc_id": doc.doc_id,
-                "source": doc.source,
-                "heading": c.heading,
-                "chunk_index": c.chunk_index,
-                "total_chunks": c.total_chunks,
-                "content_hash": doc.content_hash,
-                "version": version,
-                "ingested_at": now,
-                "is_table": c.is_table,
-                "lang": detect_language(c.text),
-            }
-            for c in chunks
-        ]
-        for start in range(0, len(ids), 500):
-            sl = slice(start, start + 500)
-            self._store_call(
-                f"writing chunks of {doc.doc_id}",
-                lambda sl=sl: self._chunks.upsert(  # type: ignore[misc]
-                    ids=ids[sl],
-                    embeddings=vectors[sl],
-                    documents=[c.text for c in chunks][sl],
-                    metadatas=metadatas[sl],
-                ),
+        ids: list[str] = []
+        bodies: list[str] = []
+        index_texts: list[str] = []
+        metadatas: list[dict[str, Any]] = []
+        commits: dict[str, dict[str, Any]] = {}
+        for doc in docs:
+            version = doc.content_hash[:16]
+            chunks = chunk_document(
+                doc.text, markdown=doc.is_markdown, options=self.config.chunking
             )
-        self._commit(
-            doc.doc_id,
-            {
+            if not chunks:
+                report.skipped.append(SkippedFile(doc.source, "no text after chunking"))
+                continue
+            for c in chunks:
+                ids.append(f"{doc.doc_id}#{version}#{c.chunk_index:05d}")
+                bodies.append(c.text)
+                index_texts.append(c.index_text())
+                metadatas.append(
+                    {
+                        "doc_id": doc.doc_id,
+                        "source": doc.source,
+                        "heading": c.heading,
+                        "chunk_index": c.chunk_index,
+                        "total_chunks": c.total_chunks,
+                        "content_hash": doc.content_hash,
+                        "version": version,
+                        "ingested_at": now,
+                        "is_table": c.is_table,
+                        "lang": detect_language(c.text),
+                    }
+                )
+            commits[doc.doc_id] = {
                 "version": version,
                 "content_hash": doc.content_hash,
                 "source": doc.source,
                 "chunks": len(chunks),
                 "ingested_at": now,
-            },
-        )
-        self._remove_stale_chunks(doc.doc_id, version)
-        (report.updated if current and current.get("version") else report.added).append(doc.doc_id)
-        report.chunks_written += len(chunks)
+            }
+        if not commits:
+            return
+        vectors = embed_with_cache(self.model, index_texts, self._cache)
+        for start in range(0, len(ids), 1000):
+            sl = slice(start, start + 1000)
+            self._store_call(
+                "writing chunks",
+                lambda sl=sl: self._chunks.upsert(  # type: ignore[misc]
+                    ids=ids[sl],
+                    embeddings=vectors[sl],
+                    documents=bodies[sl],
+                    metadatas=metadatas[sl],
+                ),
+            )
+        self._commit(commits)
+        for doc_id, meta in commits.items():
+            previous = registry.get(doc_id)
+            if previous and previous.get("version"):
+                self._remove_stale_chunks(doc_id, str(meta["version"]))
+                report.updated.append(doc_id)
+            else:
+                report.added.append(doc_id)
+            registry[doc_id] = meta
+            report.chunks_written += int(meta["chunks"])
 
     def _remove_stale_chunks(self, doc_id: str, version: str) -> None:
         self._store_call(
@@ -344,7 +394,7 @@ class KnowledgeBase:
                     f"no document with doc_id {doc_id!r} in collection {self.config.collection!r}"
                 )
             # Tombstone first (one write): from here on readers see no version.
-            self._commit(doc_id, {**meta, "version": ""})
+            self._commit({doc_id: {**meta, "version": ""}})
             removed = int(meta.get("chunks", 0))
             self._store_call(
                 f"deleting chunks of {doc_id}",

@@ -135,9 +135,7 @@ class SearchCache:
             if entry is None or self.timer() - entry.stored_at > self.stale_max_age:
                 return None
             self._stale_served += 1
-        return dataclasses.replace(
-            entry.response, stale=True, cache_hit=True, calls=0, cost=0.0
-        )
+        return dataclasses.replace(entry.response, stale=True, cache_hit=True, calls=0, cost=0.0)
 
     def record_upstream(self, calls: int = 1) -> None:
         with self._lock:
@@ -209,9 +207,7 @@ class SearchCache:
             with self._lock:
                 self._coalesced += 1
                 self._cost_saved += price
-            joined = dataclasses.replace(
-                shared, cache_hit=True, coalesced=True, calls=0, cost=0.0
-            )
+            joined = dataclasses.replace(shared, cache_hit=True, coalesced=True, calls=0, cost=0.0)
             return joined, "coalesced"
 
     async def _lead(

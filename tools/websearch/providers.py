@@ -26,10 +26,9 @@ plans); they only feed the cost *estimate* and can be overridden through
 from __future__ import annotations
 
 import importlib
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from .errors import (
     WebSearchAuthError,
@@ -142,6 +141,10 @@ def _s(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _d(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _rows(value: Any) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
@@ -222,10 +225,10 @@ class Provider:
 class SerpBase(Provider):
     info = PROVIDERS["serpbase"]
     # Business status codes sent with HTTP 200 (serpbase-skill references/api.md).
-    _AUTH = {1001, 1002, 1003}
-    _QUOTA = {1020}
-    _RATE = {1029}
-    _RETRY = {1500, 1502, 1503, 1504}
+    _AUTH: ClassVar[frozenset[int]] = frozenset({1001, 1002, 1003})
+    _QUOTA: ClassVar[frozenset[int]] = frozenset({1020})
+    _RATE: ClassVar[frozenset[int]] = frozenset({1029})
+    _RETRY: ClassVar[frozenset[int]] = frozenset({1500, 1502, 1503, 1504})
 
     def build(self, p: SearchParams, key: str | None, base_url: str) -> RequestSpec:
         path = "/google/news" if p.news else "/google/search"
@@ -283,10 +286,7 @@ def _google_style(body: dict[str, Any]) -> ParsedPage:
     page.items += _items(
         _rows(body.get("news_results")),
         "news",
-        source=lambda r: (
-            _s(r.get("source"))
-            or _s((r.get("source") or {}).get("name") if isinstance(r.get("source"), dict) else "")
-        ),
+        source=lambda r: _s(r.get("source")) or _s(_d(r.get("source")).get("name")),
     )
     return page
 
@@ -380,7 +380,7 @@ class Tavily(Provider):
 
 class Brave(Provider):
     info = PROVIDERS["brave"]
-    _LANG = {"zh-cn": "zh-hans", "zh-sg": "zh-hans", "zh-tw": "zh-hant", "zh-hk": "zh-hant",
+    _LANG: ClassVar[dict[str, str]] = {"zh-cn": "zh-hans", "zh-sg": "zh-hans", "zh-tw": "zh-hant", "zh-hk": "zh-hant",
              "pt-br": "pt-br", "en-gb": "en-gb"}  # fmt: skip
 
     def build(self, p: SearchParams, key: str | None, base_url: str) -> RequestSpec:
@@ -398,27 +398,30 @@ class Brave(Provider):
 
     @staticmethod
     def _source(row: dict[str, Any]) -> str:
-        profile = row.get("profile") if isinstance(row.get("profile"), dict) else {}
-        meta = row.get("meta_url") if isinstance(row.get("meta_url"), dict) else {}
-        return _s(profile.get("name")) or _s(meta.get("hostname"))
+        return _s(_d(row.get("profile")).get("name")) or _s(_d(row.get("meta_url")).get("hostname"))
+
+    def _rows_of(self, rows: Any, kind: ResultKind) -> list[RawItem]:
+        return _items(
+            _rows(rows),
+            kind,
+            url_keys=("url",),
+            snippet_keys=("description",),
+            date_keys=("page_age", "age"),
+            source=self._source,
+        )
 
     def parse(self, body: Any, p: SearchParams) -> ParsedPage:
         if body.get("type") == "ErrorResponse":
-            err = body.get("error") if isinstance(body.get("error"), dict) else {}
-            code = _s(err.get("code"))
+            code = _s(_d(body.get("error")).get("code"))
             if "TOKEN" in code or "AUTH" in code:
                 raise self._err(WebSearchAuthError, error_text(body))
             if "RATE" in code:
                 raise self._err(WebSearchRateLimitError, error_text(body), retryable=True)
             raise self._err(WebSearchProviderError, error_text(body))
-        common = {"url_keys": ("url",), "snippet_keys": ("description",),
-                  "date_keys": ("page_age", "age"), "source": self._source}  # fmt: skip
         if p.news:  # the news endpoint returns a top-level "results" list
-            return ParsedPage(_items(_rows(body.get("results")), "news", **common))
-        web = body.get("web") if isinstance(body.get("web"), dict) else {}
-        news = body.get("news") if isinstance(body.get("news"), dict) else {}
-        page = ParsedPage(_items(_rows(web.get("results")), "organic", **common))
-        page.items += _items(_rows(news.get("results")), "top_story", **common)
+            return ParsedPage(self._rows_of(body.get("results"), "news"))
+        page = ParsedPage(self._rows_of(_d(body.get("web")).get("results"), "organic"))
+        page.items += self._rows_of(_d(body.get("news")).get("results"), "top_story")
         return page
 
 
@@ -499,4 +502,3 @@ def ddgs_search(p: SearchParams, timeout: float) -> ParsedPage:
 
 def default_prices() -> Mapping[str, float]:
     return {name: info.price_usd for name, info in PROVIDERS.items()}
-

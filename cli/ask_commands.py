@@ -1,0 +1,153 @@
+"""``ask``, ``demo`` and ``stats``: question answering from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from cli.common import ProgressBar, print_json
+from tools.errors import ConfigError
+from tools.run_stats import load_runs, report
+from tools.settings import data_home, run_stats_path
+
+DEMO_QUESTIONS = (
+    "How many days of annual leave does an employee with 6 years of service get?",
+    "出差住宿费在一线城市的报销标准是多少？",
+    "What is the latest stable Python release today?",
+)
+
+
+def register(subparsers: Any) -> None:
+    ask = subparsers.add_parser("ask", help="answer a question with citations")
+    ask.add_argument("question")
+    ask.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    ask.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a Context field, e.g. --set confidence_threshold=0.5 (repeatable)",
+    )
+    ask.add_argument("--quiet", action="store_true", help="no progress lines")
+    ask.set_defaults(func=cmd_ask)
+
+    demo = subparsers.add_parser("demo", help="ingest the sample KB and answer sample questions")
+    demo.add_argument("--kb", default="examples/kb", help="knowledge base folder (default examples/kb)")
+    demo.set_defaults(func=cmd_demo)
+
+    stats = subparsers.add_parser("stats", help="statistics of past runs")
+    stats.add_argument("--json", action="store_true")
+    stats.set_defaults(func=cmd_stats)
+
+
+def parse_context(pairs: list[str], home: str | None) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        if not sep or not name:
+            raise ConfigError(f"--set expects FIELD=VALUE, got {pair!r}")
+        try:
+            values[name.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            values[name.strip()] = raw
+    if home and "data_home" not in values:
+        values["data_home"] = home
+    return values
+
+
+def run_question(question: str, context: dict[str, Any], *, quiet: bool) -> dict[str, Any]:
+    from graph import Context, build_graph
+
+    ctx = Context.from_mapping(context)
+    compiled = build_graph()
+
+    async def go() -> dict[str, Any]:
+        final: dict[str, Any] = {}
+        async for mode, chunk in compiled.astream(
+            {"question": question}, context=ctx, stream_mode=["custom", "values"]
+        ):
+            if mode == "custom" and not quiet:
+                print(_progress_line(chunk), file=sys.stderr)
+            elif mode == "values":
+                final = chunk
+        return final
+
+    return asyncio.run(go())
+
+
+def _progress_line(event: dict[str, Any]) -> str:
+    step = event.get("step", "")
+    extra = {k: v for k, v in event.items() if k != "step" and v not in (None, "", [])}
+    detail = " ".join(f"{k}={v}" for k, v in extra.items())
+    return f"… {step} {detail}".rstrip()
+
+
+def print_answer(result: dict[str, Any]) -> None:
+    print(result.get("answer", ""))
+    citations = result.get("citations") or []
+    if citations:
+        print("\nSources:")
+        for c in citations:
+            where = c.get("url") or f"{c.get('doc_id')} § {c.get('heading') or ''}"
+            date = c.get("published_at") or ""
+            print(f"  {c.get('label')} {c.get('title') or ''} — {where} {date}".rstrip())
+    print(
+        f"\nmode={result.get('mode')} route={result.get('route')} strategy={result.get('strategy')} "
+        f"confidence={result.get('confidence')} iterations={result.get('iteration')} "
+        f"search_cost=${result.get('search_cost') or 0:.4f}"
+    )
+    for w in result.get("warnings") or []:
+        print(f"warning: {w}")
+
+
+def _jsonable(result: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in result.items() if k != "messages"}
+    out["messages"] = [{"type": m.type, "content": m.content} for m in result.get("messages") or []]
+    return out
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    context = parse_context(args.set, args.home)
+    result = run_question(args.question, context, quiet=args.quiet or args.json)
+    if args.json:
+        print_json(_jsonable(result))
+    else:
+        print_answer(result)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from tools.knowledge_base import KBConfig, KnowledgeBase
+
+    kb_path = Path(args.kb)
+    home = data_home(args.home)
+    print(f"== Ingesting the sample knowledge base {kb_path} into {home}")
+    with KnowledgeBase(KBConfig(home=home)) as kb:
+        report_ = kb.ingest([kb_path], progress=ProgressBar("ingest"))
+        print(report_.summary())
+        print("\n== Hybrid search: 'annual leave carry-over'")
+        for r in kb.search("annual leave carry-over", 3):
+            print(f"  {r.relevance:.3f}  {r.doc_id} § {r.heading}")
+    for question in DEMO_QUESTIONS:
+        print(f"\n== Question: {question}")
+        result = run_question(question, {"data_home": str(home)}, quiet=False)
+        print_answer(result)
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    runs = load_runs(run_stats_path(data_home(args.home)))
+    summary = report(runs)
+    if args.json:
+        print_json(summary)
+        return 0
+    for key, value in summary.items():
+        if key != "advice":
+            print(f"{key:<20} {value}")
+    if summary["advice"]:
+        print(f"advice: {summary['advice']}")
+    return 0

@@ -1,0 +1,128 @@
+"""Run configuration: one ``Context`` object, passed as the graph's ``context_schema``.
+
+Every field has a default and a description, so LangGraph Studio renders the form.
+Values are validated when the object is built (``Context(...)`` raises
+:class:`~tools.errors.ConfigError` naming the field), i.e. before any node runs.
+Nothing here reads the environment: ``auto`` values are resolved by the nodes at
+run time (see ``nodes.models``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields
+from typing import Annotated, Any
+
+from tools.errors import ConfigError
+
+_MODEL_RE = re.compile(r"^(auto|offline|[A-Za-z0-9_.-]+:[^\s]+)$")
+_HL_RE = re.compile(r"^(auto|[a-z]{2,3}(-[A-Za-z]{2,4})?)$")
+_GL_RE = re.compile(r"^(auto|[A-Za-z]{2})$")
+
+# Studio shows fields tagged this way as model pickers (react-agent convention).
+_LLM = {"__template_metadata__": {"kind": "llm"}}
+
+
+def _f(default: Any, description: str) -> Any:
+    return field(default=default, metadata={"description": description})
+
+
+@dataclass(kw_only=True)
+class Context:
+    """Configuration of one run of either graph."""
+
+    model: Annotated[str, _LLM] = _f(
+        "auto",
+        "Answering model as 'provider:model' (e.g. 'openai:gpt-4o-mini'), 'offline' for the "
+        "deterministic no-LLM mode, or 'auto': openai:gpt-4o-mini when OPENAI_API_KEY or "
+        "OPENAI_BASE_URL is set, otherwise offline.",
+    )
+    fast_model: Annotated[str, _LLM] = _f(
+        "auto",
+        "Model for routing, rewriting, grading and reflection; same format as 'model'. "
+        "'auto' follows 'model'.",
+    )
+    embedding: str = _f("local", "Embedding model: 'local' (bundled, offline) or 'openai:<model>'.")
+    collection: str = _f("knowledge", "Chroma collection holding the knowledge base.")
+    data_home: str = _f("", "Data directory; empty means $HYBRID_RAG_HOME or the default.")
+    chroma_host: str = _f("", "Chroma server host; empty means embedded Chroma in data_home.")
+    chroma_port: int = _f(8000, "Chroma server port (with chroma_host).")
+    search_provider: str = _f(
+        "auto",
+        "Web search provider: a name (serper, serpapi, serpbase, scavio, tavily, brave, searxng, "
+        "ddgs), 'auto' (first one configured), 'none', or a comma-separated failover list.",
+    )
+    hl: str = _f("auto", "Search interface language (e.g. 'en', 'zh-CN'); 'auto' by question.")
+    gl: str = _f("auto", "Search country (e.g. 'us', 'cn'); 'auto' by question language.")
+    top_k_internal: int = _f(5, "Knowledge-base sources kept for the answer (1-20).")
+    top_k_web: int = _f(5, "Web sources kept for the answer (1-20).")
+    snippet_chars: int = _f(280, "Characters of each source shown to the answer step (50-4000).")
+    confidence_threshold: float = _f(
+        0.3, "Below this knowledge-base confidence (0-1) the web is searched as a fallback."
+    )
+    max_iterations: int = _f(2, "Re-retrieval rounds after the first retrieval (0-5).")
+    num_rewrites: int = _f(3, "Extra knowledge-base queries besides the original question (0-6).")
+    context_token_budget: int = _f(
+        6000, "Token budget of the answer prompt: system, history, sources and answer reserve."
+    )
+    answer_reserve_tokens: int = _f(1024, "Tokens reserved for the answer within the budget.")
+    answer_language: str = _f("auto", "'zh', 'en', or 'auto' (the question's language).")
+    max_question_chars: int = _f(4000, "Longest question accepted (characters).")
+    max_model_calls: int = _f(8, "Agent graph: most model calls per run.")
+    max_tool_calls: int = _f(8, "Agent graph: most tool calls per run.")
+
+    def __post_init__(self) -> None:
+        for name in ("model", "fast_model"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not _MODEL_RE.match(value.strip()):
+                raise ConfigError(
+                    f"{name} must be 'auto', 'offline' or 'provider:model', got {value!r}"
+                )
+        _range(self, "top_k_internal", 1, 20)
+        _range(self, "top_k_web", 1, 20)
+        _range(self, "snippet_chars", 50, 4000)
+        _range(self, "confidence_threshold", 0.0, 1.0)
+        _range(self, "max_iterations", 0, 5)
+        _range(self, "num_rewrites", 0, 6)
+        _range(self, "context_token_budget", 1000, 200_000)
+        _range(self, "answer_reserve_tokens", 64, 32_000)
+        _range(self, "chroma_port", 1, 65535)
+        _range(self, "max_question_chars", 10, 100_000)
+        _range(self, "max_model_calls", 1, 50)
+        _range(self, "max_tool_calls", 0, 50)
+        if self.answer_reserve_tokens >= self.context_token_budget // 2:
+            raise ConfigError(
+                "answer_reserve_tokens must be less than half of context_token_budget "
+                f"({self.answer_reserve_tokens} >= {self.context_token_budget // 2})"
+            )
+        if self.answer_language not in ("auto", "zh", "en"):
+            raise ConfigError(
+                f"answer_language must be auto, zh or en, got {self.answer_language!r}"
+            )
+        if not _HL_RE.match(self.hl):
+            raise ConfigError(
+                f"hl must be 'auto' or a language code like 'en' or 'zh-CN', got {self.hl!r}"
+            )
+        if not _GL_RE.match(self.gl):
+            raise ConfigError(f"gl must be 'auto' or a two-letter country code, got {self.gl!r}")
+
+    @classmethod
+    def from_mapping(cls, values: dict[str, Any] | None) -> Context:
+        """Build from a plain dict (CLI, SDK), naming unknown fields in the error."""
+        values = dict(values or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(f"unknown context field(s): {', '.join(unknown)}")
+        return cls(**values)
+
+
+def _range(ctx: Context, name: str, low: float, high: float) -> None:
+    value = getattr(ctx, name)
+    number_type = float if isinstance(low, float) else int
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{name} must be a number, got {value!r}")
+    if number_type is int and not float(value).is_integer():
+        raise ConfigError(f"{name} must be a whole number, got {value!r}")
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be between {low} and {high}, got {value!r}")

@@ -1,0 +1,96 @@
+"""The hybrid RAG state graph — the workflow's table of contents.
+
+    prepare → route → rewrite → retrieve_internal ∥ search_web → grade
+        grade ──(weak KB evidence, web not yet searched)──→ search_web → grade
+        grade → reflect ──(next query, ≤ max_iterations)──→ retrieve_internal | search_web
+        reflect → generate → cite → finalize
+
+Every node is ``(state, runtime) -> partial update``; see ``nodes/``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Checkpointer
+
+from graph.context import Context
+from graph.state import InputState, OutputState, State
+from nodes.finalize import finalize
+from nodes.generate import cite, generate
+from nodes.grade import after_grade, grade
+from nodes.prepare import prepare
+from nodes.reflect import after_reflect, reflect
+from nodes.retrieve import retrieve_internal, search_web
+from nodes.rewrite import rewrite
+from nodes.route import route
+
+# Steps a run may take. The loops are bounded by ``max_iterations`` in the nodes;
+# this is a second, explicit backstop far below LangGraph's default (~10,000).
+RECURSION_LIMIT = 60
+
+Node = Callable[[dict[str, Any], Runtime[Any]], Awaitable[dict[str, Any]]]
+
+
+def with_default_context(node: Node) -> Node:
+    """Give the node a default ``Context`` when the caller passed none."""
+
+    @functools.wraps(node)
+    async def run(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+        if runtime.context is None:
+            runtime = dataclasses.replace(runtime, context=Context())
+        return await node(state, runtime)
+
+    return run
+
+
+def select_sources(state: State) -> list[Literal["retrieve_internal", "search_web"]]:
+    """Fan out by route; ``both`` runs the two branches in the same step, in parallel."""
+    chosen = state.get("route", "both")
+    if chosen == "knowledge":
+        return ["retrieve_internal"]
+    if chosen == "search":
+        return ["search_web"]
+    return ["retrieve_internal", "search_web"]
+
+
+def build_graph(*, checkpointer: Checkpointer = None) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """Compile the state graph (without a checkpointer for the LangGraph server)."""
+    builder = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
+    for name, node in (
+        ("prepare", prepare),
+        ("route", route),
+        ("rewrite", rewrite),
+        ("retrieve_internal", retrieve_internal),
+        ("search_web", search_web),
+        ("grade", grade),
+        ("reflect", reflect),
+        ("generate", generate),
+        ("cite", cite),
+        ("finalize", finalize),
+    ):
+        builder.add_node(name, with_default_context(node))
+    builder.add_edge(START, "prepare")
+    builder.add_edge("prepare", "route")
+    builder.add_edge("route", "rewrite")
+    builder.add_conditional_edges("rewrite", select_sources, ["retrieve_internal", "search_web"])
+    builder.add_edge("retrieve_internal", "grade")
+    builder.add_edge("search_web", "grade")
+    builder.add_conditional_edges("grade", after_grade, ["search_web", "reflect"])
+    builder.add_conditional_edges("reflect", after_reflect, ["retrieve_internal", "search_web", "generate"])
+    builder.add_edge("generate", "cite")
+    builder.add_edge("cite", "finalize")
+    builder.add_edge("finalize", END)
+    return builder.compile(checkpointer=checkpointer, name="hybrid_rag").with_config(
+        recursion_limit=RECURSION_LIMIT
+    )
+
+
+# Exported for langgraph.json; the server supplies the checkpointer.
+graph = build_graph()

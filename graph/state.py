@@ -1,0 +1,64 @@
+"""The graph state: what flows between the nodes.
+
+Rules the nodes follow: ``question`` is the user's question exactly as asked and
+is written once per turn (by ``prepare``); every loop counter is a plain integer
+that a node overwrites with ``old + 1`` (no additive reducer, so no 1, 3, 7
+growth); per-turn lists are reset by ``prepare`` (see ``nodes.reducers``).
+Sources are plain dicts so checkpoints and the server can serialise them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypedDict
+
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+
+from nodes.reducers import extend_or_reset, merge_or_reset
+
+Route = Literal["knowledge", "search", "both"]
+
+
+class InputState(TypedDict, total=False):
+    """What a caller sends: a question, or chat messages (the last human one is asked)."""
+
+    question: str
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+class OutputState(TypedDict, total=False):
+    """What a caller gets back."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    question: str
+    answer: str
+    citations: list[dict[str, Any]]
+    route: Route
+    route_reason: str
+    strategy: str
+    confidence: float
+    iteration: int
+    reasoning: list[dict[str, Any]]
+    search_cost: float
+    search_calls: int
+    warnings: Annotated[list[str], extend_or_reset]
+    timings: Annotated[dict[str, Any], merge_or_reset]
+    mode: str
+    language: str
+    tool_calls: list[dict[str, Any]]
+
+
+class State(InputState, OutputState, total=False):
+    """Full working state of the state graph."""
+
+    history: list[dict[str, str]]
+    kb_queries: list[str]
+    web_queries: list[str]
+    internal_docs: list[dict[str, Any]]
+    web_docs: list[dict[str, Any]]
+    web_searched: bool
+    web_error: str
+    web_fetched_at: str
+    next_query: str
+    next_source: str
+    sources: list[dict[str, Any]]

@@ -1,0 +1,37 @@
+"""``finalize``: record the run's statistics (never fails the run)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from tools.run_stats import record_run
+from tools.settings import data_home, run_stats_path
+
+log = logging.getLogger("hybrid_rag.nodes")
+
+
+async def finalize(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+    ctx = runtime.context
+    try:
+        home = data_home(Path(ctx.data_home) if ctx.data_home else None)
+        record_run(
+            run_stats_path(home),
+            {
+                "graph": "agent" if state.get("tool_calls") else "state",
+                "route": state.get("route"),
+                "strategy": state.get("strategy"),
+                "confidence": state.get("confidence"),
+                "iterations": state.get("iteration"),
+                "search_cost": state.get("search_cost"),
+                "search_calls": state.get("search_calls"),
+                "mode": state.get("mode"),
+                "warnings": len(state.get("warnings") or []),
+            },
+        )
+    except OSError as exc:  # statistics are best effort; the answer is not
+        log.warning("could not record run statistics: %s", exc)
+    return {}

@@ -1,0 +1,111 @@
+"""``generate`` and ``cite``: the answer with labelled sources, then citation checking."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langgraph.runtime import Runtime
+
+from nodes.common import emit, timed
+from nodes.models import OFFLINE, load_chat_model
+from prompts import answer as P
+from tools.citations import assign_labels, validate_citations
+from tools.context_builder import BuiltContext, build_context
+from tools.offline_policy import extractive_answer, no_information
+from tools.text import estimate_tokens
+
+# Below this share of the confidence threshold the offline answer refuses outright.
+REFUSAL_FACTOR = 0.5
+
+
+def select_sources(state: dict[str, Any], ctx: Any) -> list[dict[str, Any]]:
+    internal = list(state.get("internal_docs") or [])[: ctx.top_k_internal]
+    web = list(state.get("web_docs") or [])[: ctx.top_k_web]
+    return assign_labels([*internal, *web], state.get("language", "en"))
+
+
+def web_failure_reason(state: dict[str, Any]) -> str | None:
+    """Why live results are missing, if the run wanted them."""
+    wanted = state.get("route") in ("search", "both") or state.get("strategy") == "search_fallback"
+    return state.get("web_error") or None if wanted else None
+
+
+def system_prompt(language: str, web_failure: str | None) -> str:
+    zh = language == "zh"
+    note = ""
+    if web_failure:
+        note = (P.WEB_UNAVAILABLE_ZH if zh else P.WEB_UNAVAILABLE_EN).format(reason=web_failure)
+    template = P.ANSWER_SYSTEM_ZH if zh else P.ANSWER_SYSTEM_EN
+    return template.format(web_note=note, today=datetime.now(UTC).date())
+
+
+def build_prompt(state: dict[str, Any], ctx: Any, sources: list[dict[str, Any]]) -> tuple[list[Any], BuiltContext]:
+    language = state.get("language", "en")
+    system = system_prompt(language, web_failure_reason(state))
+    built = build_context(
+        sources,
+        snippet_chars=ctx.snippet_chars,
+        budget_tokens=ctx.context_token_budget,
+        system_tokens=estimate_tokens(system) + estimate_tokens(state["question"]) + 20,
+        reserve_tokens=ctx.answer_reserve_tokens,
+        history=state.get("history") or [],
+        web_fetched_at=state.get("web_fetched_at"),
+        language=language,
+    )
+    messages: list[Any] = [SystemMessage(system)]
+    for turn in built.history:
+        messages.append(HumanMessage(turn["content"]) if turn["role"] == "user" else AIMessage(turn["content"]))
+    template = P.USER_TEMPLATE_ZH if language == "zh" else P.USER_TEMPLATE_EN
+    messages.append(HumanMessage(template.format(context=built.text, question=state["question"])))
+    return messages, built
+
+
+def failure_sentence(language: str, reason: str) -> str:
+    template = P.WEB_FAILURE_SENTENCE_ZH if language == "zh" else P.WEB_FAILURE_SENTENCE_EN
+    return template.format(reason=reason.rstrip("。."))
+
+
+async def generate(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+    ctx = runtime.context
+    language = state.get("language", "en")
+    mode = state.get("mode", OFFLINE)
+    timings: dict[str, float] = {}
+    warnings: list[str] = []
+    emit(runtime, "answering", mode=mode)
+    with timed("generate", timings):
+        sources = select_sources(state, ctx)
+        messages, built = build_prompt(state, ctx, sources)
+        if built.omitted:
+            warnings.append(f"{built.omitted} sources left out to fit context_token_budget")
+        if mode == OFFLINE:
+            if float(state.get("confidence") or 0) < ctx.confidence_threshold * REFUSAL_FACTOR:
+                answer = no_information(language)
+            else:
+                answer = extractive_answer(state["question"], built.included, language)
+            answer = f"{answer} {P.OFFLINE_NOTE_ZH if language == 'zh' else P.OFFLINE_NOTE_EN}"
+        else:
+            reply = await load_chat_model(mode).ainvoke(messages)
+            answer = str(reply.content).strip()
+        reason = web_failure_reason(state)
+        if reason:
+            answer = f"{answer}\n\n{failure_sentence(language, reason)}"
+    return {"answer": answer, "sources": built.included, "warnings": warnings, "timings": timings}
+
+
+async def cite(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+    """Keep only labels that name a source in the context; list the cited sources."""
+    check = validate_citations(state.get("answer", ""), state.get("sources") or [])
+    warnings = []
+    if check.unknown_labels:
+        warnings.append(
+            f"dropped citation labels that match no source: {', '.join(check.unknown_labels)}"
+        )
+    emit(runtime, "done", citations=len(check.cited))
+    return {
+        "answer": check.answer,
+        "citations": check.cited,
+        "warnings": warnings,
+        "messages": [AIMessage(check.answer)],
+    }

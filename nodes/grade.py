@@ -1,0 +1,107 @@
+"""``grade``: how well the evidence supports an answer, and the web fallback.
+
+Confidence is the mean relevance of the top three internal results (relevances
+are similarities in [0, 1], never distances) and, for web results, which carry
+no score, the share of question keywords their title and snippet contain. With a
+model, the top internal results are also graded correct / ambiguous / incorrect
+(as in Corrective RAG): incorrect ones are dropped and the grades set confidence.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langgraph.runtime import Runtime
+from pydantic import BaseModel
+
+from nodes.common import emit, structured_call, timed
+from nodes.models import OFFLINE, resolve_model_spec
+from prompts.internal import GRADE_SYSTEM
+from tools.offline_policy import text_overlap
+
+TOP_N = 3
+KEEP_ON_FALLBACK = 2
+
+
+class DocumentGrade(BaseModel):
+    grade: Literal["correct", "ambiguous", "incorrect"]
+
+
+def internal_confidence(docs: list[dict[str, Any]]) -> float:
+    top = [float(d.get("relevance") or 0.0) for d in docs[:TOP_N]]
+    return sum(top) / len(top) if top else 0.0
+
+
+def web_confidence(question: str, docs: list[dict[str, Any]]) -> float:
+    top = [text_overlap(question, f"{d.get('title', '')} {d.get('text', '')}") for d in docs[:TOP_N]]
+    return sum(top) / len(top) if top else 0.0
+
+
+async def _model_grades(
+    spec: str, question: str, docs: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], float] | None:
+    kept: list[dict[str, Any]] = []
+    points = 0.0
+    for doc in docs[:TOP_N]:
+        out, _ = await structured_call(
+            spec, DocumentGrade, GRADE_SYSTEM, f"Question: {question}\n\nPassage:\n{doc.get('text', '')}"
+        )
+        if out is None:
+            return None  # one unusable grade: fall back to scores for all
+        if out.grade != "incorrect":
+            kept.append({**doc, "grade": out.grade})
+        points += {"correct": 1.0, "ambiguous": 0.5, "incorrect": 0.0}[out.grade]
+    n = min(TOP_N, len(docs))
+    return [*kept, *docs[TOP_N:]], points / n if n else 0.0
+
+
+async def grade(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+    ctx = runtime.context
+    question: str = state["question"]
+    route = state.get("route", "both")
+    internal = list(state.get("internal_docs") or [])
+    web = list(state.get("web_docs") or [])
+    timings: dict[str, float] = {}
+    warnings: list[str] = []
+    emit(runtime, "grading")
+    with timed("grade", timings):
+        internal_conf = internal_confidence(internal)
+        spec = resolve_model_spec(ctx.fast_model, fallback=ctx.model)
+        if spec != OFFLINE and internal and state.get("iteration", 0) == 0:
+            graded = await _model_grades(spec, question, internal)
+            if graded is None:
+                warnings.append("document grading output unusable; used relevance scores")
+            else:
+                internal, internal_conf = graded
+        web_conf = web_confidence(question, web)
+        update: dict[str, Any] = {"internal_docs": internal}
+        searched = bool(state.get("web_searched"))
+        if route == "search":
+            confidence, strategy = web_conf, "search"
+        elif route == "both":
+            confidence, strategy = max(internal_conf, web_conf), "both"
+        else:
+            confidence = internal_conf
+            strategy = state.get("strategy") or "vector"
+        if route != "search" and internal_conf < ctx.confidence_threshold and not searched:
+            # Corrective fallback: keep the two best KB results beside the web results.
+            update["internal_docs"] = internal[:KEEP_ON_FALLBACK]
+            strategy = "search_fallback"
+            update["next_source"] = ""
+        elif searched and state.get("strategy") == "search_fallback":
+            confidence, strategy = max(internal_conf, web_conf), "search_fallback"
+    emit(runtime, "graded", confidence=round(confidence, 3), strategy=strategy)
+    return {
+        **update,
+        "confidence": round(confidence, 4),
+        "strategy": strategy,
+        "warnings": warnings,
+        "timings": timings,
+    }
+
+
+def after_grade(state: dict[str, Any]) -> Literal["search_web", "reflect"]:
+    """Fall back to the web once, when the KB evidence is weak."""
+    if state.get("strategy") == "search_fallback" and not state.get("web_searched"):
+        return "search_web"
+    return "reflect"

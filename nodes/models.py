@@ -1,0 +1,89 @@
+"""Chat models from ``"provider:model"`` strings, built lazily, plus offline resolution.
+
+``auto`` resolves at run time: ``openai:gpt-4o-mini`` when ``OPENAI_API_KEY`` or
+``OPENAI_BASE_URL`` is set (an OpenAI-compatible server such as Ollama, vLLM or
+llama.cpp then works through the base URL), otherwise ``offline``. ``openai:*``
+is built with langchain-openai; any other provider goes through LangChain's
+``init_chat_model`` when the ``langchain`` package and the provider's integration
+are installed. Tests and applications can plug their own model object in with
+:func:`register_chat_model` and name it ``custom:<name>``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+
+from tools.errors import ConfigError
+
+AUTO_MODEL = "openai:gpt-4o-mini"
+OFFLINE = "offline"
+# Internal calls (router, rewriter, grader, reflection) carry this tag so that
+# LangGraph keeps them out of the "messages" token stream: only the answer streams.
+NOSTREAM = {"tags": ["langsmith:nostream"]}
+
+_lock = threading.Lock()
+_custom: dict[str, BaseChatModel] = {}
+_built: dict[str, BaseChatModel] = {}
+
+
+def register_chat_model(name: str, model: BaseChatModel) -> None:
+    with _lock:
+        _custom[name] = model
+
+
+def unregister_chat_model(name: str) -> None:
+    with _lock:
+        _custom.pop(name, None)
+
+
+def resolve_model_spec(spec: str, *, fallback: str | None = None) -> str:
+    """Turn ``auto`` into a concrete spec or ``offline`` (reads the environment now)."""
+    spec = spec.strip()
+    if spec == "auto":
+        if fallback and fallback != "auto":
+            return resolve_model_spec(fallback)
+        if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
+            return AUTO_MODEL
+        return OFFLINE
+    return spec
+
+
+def load_chat_model(spec: str) -> BaseChatModel:
+    """Build (once) the chat model named by a resolved spec."""
+    provider, _, name = spec.partition(":")
+    if provider == "custom":
+        with _lock:
+            if name not in _custom:
+                raise ConfigError(f"no custom model registered under {name!r}")
+            return _custom[name]
+    with _lock:
+        if spec in _built:
+            return _built[spec]
+    if provider == "openai":
+        from langchain_openai import ChatOpenAI
+
+        kwargs: dict[str, Any] = {"model": name, "temperature": 0}
+        if os.environ.get("OPENAI_BASE_URL"):
+            kwargs["base_url"] = os.environ["OPENAI_BASE_URL"]
+        if not os.environ.get("OPENAI_API_KEY"):
+            kwargs["api_key"] = "not-needed"  # local OpenAI-compatible servers ignore it
+        model: BaseChatModel = ChatOpenAI(**kwargs)
+    else:
+        try:
+            from langchain.chat_models import init_chat_model  # type: ignore[import-not-found]
+        except ImportError as exc:
+            raise ConfigError(
+                f"model {spec!r}: provider {provider!r} needs the 'langchain' package and "
+                f"its integration (pip install langchain langchain-{provider})"
+            ) from exc
+        try:
+            model = init_chat_model(spec)
+        except Exception as exc:
+            raise ConfigError(f"cannot build model {spec!r}: {type(exc).__name__}") from exc
+    with _lock:
+        _built[spec] = model
+    return model

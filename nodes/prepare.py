@@ -1,0 +1,68 @@
+"""``prepare``: take the question from the input, validate it, reset per-turn state."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+from langgraph.runtime import Runtime
+
+from nodes.common import emit, history_of
+from nodes.models import resolve_model_spec
+from nodes.reducers import fresh_turn
+from tools.errors import InputError
+from tools.offline_policy import answer_language
+
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def validate_question(question: Any, max_chars: int) -> str:
+    """The stripped question, or an :class:`InputError` that says what is wrong."""
+    if not isinstance(question, str):
+        raise InputError(f"question must be a string, got {type(question).__name__}")
+    if _CONTROL_RE.search(question):
+        raise InputError("question contains control characters")
+    text = question.strip()
+    if not text:
+        raise InputError("question is empty")
+    if len(text) > max_chars:
+        raise InputError(
+            f"question is too long ({len(text)} characters; max_question_chars is {max_chars})"
+        )
+    return text
+
+
+def current_question(state: dict[str, Any]) -> tuple[Any, bool]:
+    """The question of this turn, and whether it must be added to ``messages``.
+
+    A trailing human message is the new question (chat input); otherwise the
+    ``question`` field is (plain input, or a later turn of a thread).
+    """
+    messages = state.get("messages") or []
+    if messages and isinstance(messages[-1], HumanMessage):
+        return messages[-1].content, False
+    if "question" not in state:
+        raise InputError("input needs a 'question' or a human message in 'messages'")
+    return state["question"], True
+
+
+async def prepare(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+    ctx = runtime.context
+    raw, add_message = current_question(state)
+    question = validate_question(raw, ctx.max_question_chars)
+    messages = state.get("messages") or []
+    history = history_of(messages if add_message else messages[:-1])
+    mode = resolve_model_spec(ctx.model)
+    language = answer_language(question, ctx.answer_language)
+    emit(runtime, "preparing", mode=mode, language=language)
+    update: dict[str, Any] = {
+        **fresh_turn(),
+        "question": question,
+        "history": history,
+        "mode": mode,
+        "language": language,
+    }
+    if add_message:
+        update["messages"] = [HumanMessage(question)]
+    return update

@@ -1,0 +1,90 @@
+"""``reflect``: enough evidence, or the next query and the source to ask.
+
+Bounded by ``max_iterations``: the counter is a plain integer in state that this
+node overwrites with ``iteration + 1`` each time it asks for another round, and
+the router below sends the run to ``generate`` once it reaches the bound.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langgraph.runtime import Runtime
+from pydantic import BaseModel, Field
+
+from nodes.common import emit, structured_call, timed
+from nodes.models import OFFLINE, resolve_model_spec
+from prompts.internal import REFLECT_SYSTEM
+from tools.offline_policy import uncovered_terms
+
+
+class Reflection(BaseModel):
+    sufficient: bool = Field(description="true when the sources answer the question")
+    next_query: str = Field(default="", description="follow-up query when not sufficient")
+    source: Literal["internal", "web"] = Field(default="internal")
+
+
+def _evidence(state: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*(state.get("internal_docs") or []), *(state.get("web_docs") or [])]
+
+
+def _offline(state: dict[str, Any]) -> Reflection:
+    texts = [f"{d.get('heading', '')} {d.get('title', '')} {d.get('text', '')}" for d in _evidence(state)]
+    missing = uncovered_terms(state["question"], texts)
+    if not missing:
+        return Reflection(sufficient=True)
+    web_possible = not state.get("web_error") and state.get("route") != "knowledge"
+    source: Literal["internal", "web"] = "web" if web_possible and state.get("route") == "search" else "internal"
+    return Reflection(sufficient=False, next_query=" ".join(missing), source=source)
+
+
+async def reflect(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+    ctx = runtime.context
+    iteration = int(state.get("iteration") or 0)
+    reasoning = list(state.get("reasoning") or [])
+    timings: dict[str, float] = {}
+    warnings: list[str] = []
+    emit(runtime, "reflecting", iteration=iteration)
+    with timed("reflect", timings):
+        if iteration >= ctx.max_iterations:
+            decision = Reflection(sufficient=True)
+            note = f"iteration bound reached ({ctx.max_iterations})"
+        else:
+            spec = resolve_model_spec(ctx.fast_model, fallback=ctx.model)
+            decision, note = _offline(state), "offline coverage rule"
+            if spec != OFFLINE:
+                sources = "\n\n".join(str(d.get("text", ""))[:500] for d in _evidence(state)[:8])
+                out, error = await structured_call(
+                    spec, Reflection, REFLECT_SYSTEM, f"Question: {state['question']}\n\nSources:\n{sources}"
+                )
+                if out is None:
+                    warnings.append(f"reflection output unusable ({error}); used coverage rule")
+                else:
+                    decision, note = out, "model"
+            tried = {step.get("query") for step in reasoning}
+            if not decision.sufficient and (
+                not decision.next_query.strip() or decision.next_query in tried
+            ):
+                decision, note = Reflection(sufficient=True), f"{note}; no new query to try"
+    if decision.sufficient:
+        reasoning.append({"step": iteration, "action": "sufficient", "query": "", "note": note})
+        emit(runtime, "reflected", sufficient=True)
+        return {"reasoning": reasoning, "next_query": "", "next_source": "", "warnings": warnings, "timings": timings}
+    reasoning.append(
+        {"step": iteration + 1, "action": f"retrieve:{decision.source}", "query": decision.next_query, "note": note}
+    )
+    emit(runtime, "reflected", sufficient=False, next_query=decision.next_query, source=decision.source)
+    return {
+        "iteration": iteration + 1,
+        "reasoning": reasoning,
+        "next_query": decision.next_query,
+        "next_source": decision.source,
+        "warnings": warnings,
+        "timings": timings,
+    }
+
+
+def after_reflect(state: dict[str, Any]) -> Literal["retrieve_internal", "search_web", "generate"]:
+    if not state.get("next_query"):
+        return "generate"
+    return "search_web" if state.get("next_source") == "web" else "retrieve_internal"

@@ -1,0 +1,59 @@
+"""Long-lived resources shared by the runs of one process, opened on first use.
+
+A knowledge base (Chroma client + BM25 snapshot) is expensive to open, so one
+instance per configuration is kept and shared by all runs and threads. Web search
+clients hold an event-loop-bound ``httpx.AsyncClient``, so each run opens its own,
+while all of them share the process-wide search cache.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from tools.knowledge_base import KBConfig, KnowledgeBase
+from tools.websearch import WebSearchSettings
+
+_lock = threading.Lock()
+_kbs: dict[KBConfig, KnowledgeBase] = {}
+
+
+def kb_config(ctx: Any) -> KBConfig:
+    return KBConfig(
+        home=Path(ctx.data_home) if ctx.data_home else None,
+        collection=ctx.collection,
+        embedding=ctx.embedding,
+        chroma_host=ctx.chroma_host or None,
+        chroma_port=ctx.chroma_port,
+    )
+
+
+def get_kb(ctx: Any) -> KnowledgeBase:
+    """The shared knowledge base for this configuration (opened once)."""
+    config = kb_config(ctx)
+    with _lock:
+        kb = _kbs.get(config)
+        if kb is None:
+            kb = _kbs[config] = KnowledgeBase(config)
+        return kb
+
+
+def register_kb(kb: KnowledgeBase) -> None:
+    """Use an already-open knowledge base for its configuration (tests, embedding apps)."""
+    with _lock:
+        _kbs[kb.config] = kb
+
+
+def close_all() -> None:
+    with _lock:
+        for kb in _kbs.values():
+            kb.close()
+        _kbs.clear()
+
+
+def web_settings(ctx: Any) -> WebSearchSettings | None:
+    """Search settings from the context and the environment; None when disabled."""
+    if ctx.search_provider.strip().lower() == "none":
+        return None
+    return WebSearchSettings.from_env(provider=ctx.search_provider, snippet_chars=ctx.snippet_chars)

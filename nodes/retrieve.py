@@ -1,0 +1,135 @@
+"""``retrieve_internal`` and ``search_web``: the two retrieval branches.
+
+They run in parallel when the route is ``both`` and write disjoint keys, so no
+reducer is needed to merge them. Failures become warnings, never exceptions:
+the other branch, and the answer, go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from nodes.common import emit, timed
+from nodes.resources import get_kb, web_settings
+from tools.errors import HybridRagError
+from tools.knowledge_base import RetrievedChunk
+from tools.websearch import WebResult, WebSearchClient, WebSearchError, default_cache
+
+
+def chunk_to_source(hit: RetrievedChunk) -> dict[str, Any]:
+    return {
+        "id": hit.chunk_id,
+        "kind": "internal",
+        "title": hit.heading.split(" > ")[0] if hit.heading else hit.doc_id,
+        "heading": hit.heading,
+        "text": hit.text,
+        "doc_id": hit.doc_id,
+        "chunk_id": hit.chunk_id,
+        "source": hit.source,
+        "relevance": round(hit.relevance, 4),
+        "vector_score": hit.vector_score,
+        "bm25_score": round(hit.bm25_score, 4),
+        "ingested_at": hit.metadata.get("ingested_at"),
+    }
+
+
+def web_to_source(result: WebResult) -> dict[str, Any]:
+    return {
+        "id": result.url,
+        "kind": "web",
+        "title": result.title,
+        "text": result.snippet,
+        "url": result.url,
+        "published_at": result.published_at,
+        "source": result.source,
+        "provider": result.provider,
+        "rank": result.rank,
+        "result_kind": result.kind,
+        "fetched_at": result.fetched_at,
+    }
+
+
+def merge_sources(
+    old: list[dict[str, Any]], new: list[dict[str, Any]], key: str = "relevance"
+) -> list[dict[str, Any]]:
+    """Deduplicate by id across queries and iterations, keeping the best score."""
+    best: dict[str, dict[str, Any]] = {s["id"]: s for s in old}
+    for s in new:
+        current = best.get(s["id"])
+        if current is None or float(s.get(key) or 0) > float(current.get(key) or 0):
+            best[s["id"]] = s
+    return sorted(best.values(), key=lambda s: -float(s.get(key) or 0))
+
+
+def _queries(state: dict[str, Any], source: str, planned: str) -> list[str]:
+    if state.get("next_source") == source and state.get("next_query"):
+        return [state["next_query"]]
+    return list(state.get(planned) or [state["question"]])
+
+
+async def retrieve_internal(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+    ctx = runtime.context
+    queries = _queries(state, "internal", "kb_queries")
+    timings: dict[str, float] = {}
+    warnings: list[str] = []
+    emit(runtime, "retrieving", queries=queries)
+    found: list[dict[str, Any]] = []
+    with timed("retrieve_internal", timings):
+        try:
+            kb = get_kb(ctx)
+
+            def run() -> list[RetrievedChunk]:
+                hits: list[RetrievedChunk] = []
+                for q in queries:
+                    hits.extend(kb.search(q, ctx.top_k_internal * 2))
+                return hits
+
+            hits = await asyncio.to_thread(run)  # Chroma and BM25 are blocking work
+            found = [chunk_to_source(h) for h in hits]
+            if not hits and kb.stats()["chunks"] == 0:
+                warnings.append("the knowledge base is empty: run 'hybrid-rag ingest PATH'")
+        except HybridRagError as exc:
+            warnings.append(f"knowledge base unavailable: {exc}")
+    merged = merge_sources(state.get("internal_docs") or [], found)[: ctx.top_k_internal * 3]
+    emit(runtime, "retrieved", count=len(found))
+    return {"internal_docs": merged, "warnings": warnings, "timings": timings}
+
+
+async def search_web(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+    ctx = runtime.context
+    queries = _queries(state, "web", "web_queries")
+    timings: dict[str, float] = {}
+    warnings: list[str] = []
+    update: dict[str, Any] = {"web_searched": True}
+    emit(runtime, "searching", queries=queries)
+    with timed("search_web", timings):
+        try:
+            settings = web_settings(ctx)
+            if settings is None:
+                update["web_error"] = "web search is disabled (search_provider=none)"
+                warnings.append(update["web_error"])
+            else:
+                # 'auto' leaves hl/gl to the client, which derives them from the query language.
+                hl = None if ctx.hl == "auto" else ctx.hl
+                gl = None if ctx.gl == "auto" else ctx.gl
+                async with WebSearchClient(settings, cache=default_cache()) as client:
+                    multi = await client.search_many(queries, hl=hl, gl=gl, top_k=ctx.top_k_web)
+                found = [web_to_source(r) for r in multi.results]
+                update["web_docs"] = _merge_web(state.get("web_docs") or [], found)
+                update["search_cost"] = round(float(state.get("search_cost") or 0) + multi.cost, 6)
+                update["search_calls"] = int(state.get("search_calls") or 0) + multi.calls
+                update["web_fetched_at"] = multi.fetched_at
+                warnings.extend(multi.warnings)
+        except (WebSearchError, HybridRagError) as exc:
+            update["web_error"] = str(exc)
+            warnings.append(f"web search failed: {exc}")
+    emit(runtime, "searched", count=len(update.get("web_docs") or []), error=update.get("web_error"))
+    return {**update, "warnings": warnings, "timings": timings}
+
+
+def _merge_web(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen = {s["id"] for s in old}
+    return [*old, *(s for s in new if s["id"] not in seen)]

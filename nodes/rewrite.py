@@ -1,0 +1,65 @@
+"""``rewrite``: the original question first, then KB queries and web queries."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from langgraph.runtime import Runtime
+from pydantic import BaseModel, Field
+
+from nodes.common import emit, render_history, structured_call, timed
+from nodes.models import OFFLINE, resolve_model_spec
+from prompts.internal import REWRITE_SYSTEM
+from tools.offline_policy import keywords, offline_rewrites
+
+
+class Rewrites(BaseModel):
+    kb_queries: list[str] = Field(description="knowledge-base retrieval queries")
+    web_queries: list[str] = Field(description="2-3 web search-engine queries")
+
+
+def _clean(queries: list[str], first: str, limit: int) -> list[str]:
+    out = list(dict.fromkeys(q.strip() for q in [first, *queries] if q and q.strip()))
+    return out[:limit]
+
+
+def _follow_up_query(question: str, history: list[dict[str, str]]) -> str | None:
+    """Offline follow-up resolution: add the previous user question's keywords."""
+    previous = [h["content"] for h in history if h["role"] == "user"]
+    if not previous:
+        return None
+    return " ".join(dict.fromkeys([*keywords(previous[-1]), *keywords(question)]))
+
+
+async def rewrite(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+    ctx = runtime.context
+    question: str = state["question"]
+    history = state.get("history") or []
+    timings: dict[str, float] = {}
+    warnings: list[str] = []
+    emit(runtime, "rewriting")
+    with timed("rewrite", timings):
+        kb, web = offline_rewrites(question, ctx.num_rewrites)
+        follow_up = _follow_up_query(question, history)
+        if follow_up:
+            kb.insert(1, follow_up)
+            web.insert(1, follow_up)
+        spec = resolve_model_spec(ctx.fast_model, fallback=ctx.model)
+        if spec != OFFLINE:
+            system = REWRITE_SYSTEM.format(today=datetime.now(UTC).date(), num_rewrites=ctx.num_rewrites)
+            user = f"History:\n{render_history(history)}\n\nQuestion: {question}" if history else question
+            out, error = await structured_call(spec, Rewrites, system, user)
+            if out is None:
+                warnings.append(f"rewrite output unusable ({error}); used keyword rules")
+            else:
+                kb, web = out.kb_queries, out.web_queries
+        kb_queries = _clean(kb, question, ctx.num_rewrites + 1)
+        web_queries = _clean(web, question, 3)
+    emit(runtime, "rewritten", kb_queries=kb_queries, web_queries=web_queries)
+    return {
+        "kb_queries": kb_queries,
+        "web_queries": web_queries,
+        "warnings": warnings,
+        "timings": timings,
+    }

@@ -1,0 +1,194 @@
+"""The knowledge base against a real ``chroma run`` server on 127.0.0.1.
+
+The server is started by the fixture below (output to a log file, not a pipe) and
+stopped in its teardown. Skipped when the ``chroma`` executable is not installed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.fakes import hash_model
+from tools.errors import InputError, StoreError
+from tools.knowledge_base import KBConfig, KnowledgeBase
+
+HOST = "127.0.0.1"
+STARTUP_DEADLINE_S = 60.0
+
+
+def _chroma_executable() -> str | None:
+    beside = Path(sys.executable).parent / "chroma"
+    if beside.is_file():
+        return str(beside)
+    return shutil.which("chroma")
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class ChromaServer:
+    host: str
+    port: int
+    log: Path
+
+
+def _wait_for_heartbeat(proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
+    deadline = time.monotonic() + STARTUP_DEADLINE_S
+    url = f"http://{HOST}:{port}/api/v2/heartbeat"
+    with httpx.Client(timeout=2.0, trust_env=False) as client:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"chroma run exited with {proc.returncode}:\n"
+                    + log.read_text(errors="replace")[-3000:]
+                )
+            try:
+                if client.get(url).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+    raise TimeoutError(
+        f"chroma run did not answer {url} within {STARTUP_DEADLINE_S:.0f} s:\n"
+        + log.read_text(errors="replace")[-3000:]
+    )
+
+
+@pytest.fixture(scope="module")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaServer]:
+    exe = _chroma_executable()
+    if exe is None:
+        pytest.skip("the chroma executable is not installed")
+    base = tmp_path_factory.mktemp("chroma-server")
+    log = base / "server.log"
+    port = _free_port()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [exe, "run", "--path", str(base / "data"), "--host", HOST, "--port", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=base,
+        )
+    try:
+        _wait_for_heartbeat(proc, port, log)
+        yield ChromaServer(HOST, port, log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+
+
+def _server_kb(home: Path, server: ChromaServer, collection: str) -> KnowledgeBase:
+    return KnowledgeBase(
+        KBConfig(
+            home=home, chroma_host=server.host, chroma_port=server.port, collection=collection
+        ),
+        embedding_model=hash_model(),
+    )
+
+
+def test_knowledge_base_on_chroma_server(
+    chroma_server: ChromaServer, kb_dir: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "server-home"
+    with _server_kb(home, chroma_server, "server-it") as kb:
+        report = kb.ingest([kb_dir])
+        assert sorted(report.added) == [
+            "expenses.md",
+            "it.txt",
+            "leave.md",
+            "nianjia.md",
+            "robot.md",
+        ]
+        assert report.skipped == []
+        # Nothing embedded locally: the vectors live in the server.
+        assert not (home / "chroma").exists()
+
+        stats = kb.stats()
+        assert stats["store"] == f"Chroma server at {chroma_server.host}:{chroma_server.port}"
+        assert stats["documents"] == 5
+        assert stats["chunks"] == report.chunks_written
+        assert stats["stale_chunks"] == 0
+        assert set(stats["languages"]) == {"en", "zh"}
+
+        for mode in ("hybrid", "bm25", "vector"):
+            res = kb.search("extension 4455 outage", k=3, mode=mode)  # type: ignore[arg-type]
+            assert res, mode
+            assert res[0].doc_id == "it.txt", mode
+            assert all(0.0 <= r.relevance <= 1.0 for r in res), mode
+        hybrid = kb.search("how many days of annual leave after five years", k=3)
+        assert hybrid[0].doc_id == "leave.md"
+        assert hybrid[0].vector_score is not None
+        assert kb.search("年假天数", k=2, mode="bm25")[0].doc_id == "nianjia.md"
+        only = kb.search("annual leave", k=5, doc_ids=["robot.md"])
+        assert {r.doc_id for r in only} <= {"robot.md"}
+
+        # Update one document: the old chunks disappear everywhere.
+        (kb_dir / "leave.md").write_text(
+            "# Annual leave\n\nEmployees now receive 20 days of annual leave.\n",
+            encoding="utf-8",
+        )
+        report = kb.ingest([kb_dir])
+        assert report.updated == ["leave.md"]
+        assert len(report.unchanged) == 4
+        for mode in ("hybrid", "bm25", "vector"):
+            texts = [
+                r.text
+                for r in kb.search("annual leave days", k=10, mode=mode)  # type: ignore[arg-type]
+                if r.doc_id == "leave.md"
+            ]
+            assert any("20 days" in t for t in texts), mode
+            assert not any("15 days" in t for t in texts), mode
+
+        # Delete one document.
+        assert kb.delete("robot.md") >= 1
+        for mode in ("hybrid", "bm25", "vector"):
+            res = kb.search("R2 robot 300 kg", k=10, mode=mode)  # type: ignore[arg-type]
+            assert all(r.doc_id != "robot.md" for r in res), mode
+        with pytest.raises(InputError, match=r"robot\.md"):
+            kb.delete("robot.md")
+
+        stats = kb.stats()
+        assert stats["documents"] == 4
+        assert stats["documents_list"] == ["expenses.md", "it.txt", "leave.md", "nianjia.md"]
+        assert stats["stale_chunks"] == 0
+
+    # A second client with an empty local home sees the same server-side state.
+    with _server_kb(tmp_path / "other-home", chroma_server, "server-it") as again:
+        stats = again.stats()
+        assert stats["documents_list"] == ["expenses.md", "it.txt", "leave.md", "nianjia.md"]
+        assert again.search("extension 4455", k=1, mode="bm25")[0].doc_id == "it.txt"
+        again.drop()
+
+
+def test_unreachable_server_raises_store_error_naming_host_and_port(tmp_path: Path) -> None:
+    port = _free_port()  # nothing listens here
+    started = time.monotonic()
+    with pytest.raises(StoreError) as info:
+        KnowledgeBase(
+            KBConfig(home=tmp_path / "h", chroma_host=HOST, chroma_port=port),
+            embedding_model=hash_model(),
+        )
+    message = str(info.value)
+    assert HOST in message
+    assert str(port) in message
+    assert f"{HOST}:{port}" in message
+    assert time.monotonic() - started < 30

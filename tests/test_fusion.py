@@ -1,0 +1,101 @@
+"""Score normalisation and rank fusion (``tools.fusion``)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from tools.fusion import (
+    FUSION_METHODS,
+    RRF_K,
+    clamp01,
+    cosine_to_relevance,
+    rrf_scores,
+    weighted_relevance,
+)
+
+
+def test_rrf_scores_formula_and_order() -> None:
+    scores = rrf_scores([["a", "b", "c"], ["b", "a", "d"]])
+    assert scores["a"] == pytest.approx(1 / (RRF_K + 1) + 1 / (RRF_K + 2))
+    assert scores["b"] == pytest.approx(1 / (RRF_K + 2) + 1 / (RRF_K + 1))
+    assert scores["c"] == pytest.approx(1 / (RRF_K + 3))
+    assert scores["d"] == pytest.approx(1 / (RRF_K + 3))
+    order = sorted(scores, key=lambda i: -scores[i])
+    assert set(order[:2]) == {"a", "b"}
+
+
+def test_rrf_rewards_agreement_over_a_single_top_rank() -> None:
+    # "x" is first in one ranking only; "y" is second in both.
+    scores = rrf_scores([["x", "y"], ["z", "y"]])
+    assert scores["y"] > scores["x"]
+    assert scores["x"] == pytest.approx(scores["z"])
+
+
+def test_rrf_ids_in_one_ranking_only() -> None:
+    scores = rrf_scores([["a", "b"], []])
+    assert scores == pytest.approx({"a": 1 / (RRF_K + 1), "b": 1 / (RRF_K + 2)})
+    scores = rrf_scores([["a"], ["b"]])
+    assert scores["a"] == pytest.approx(scores["b"])
+
+
+def test_rrf_custom_k_and_empty() -> None:
+    assert rrf_scores([["a", "b"]], k=0) == pytest.approx({"a": 1.0, "b": 0.5})
+    assert rrf_scores([]) == {}
+    assert rrf_scores([[], []]) == {}
+
+
+def test_rrf_rank_order_is_monotonic() -> None:
+    ranking = [f"d{i}" for i in range(50)]
+    scores = rrf_scores([ranking])
+    values = [scores[d] for d in ranking]
+    assert values == sorted(values, reverse=True)
+    assert len(set(values)) == len(values)
+
+
+@pytest.mark.parametrize(
+    ("cosine", "floor", "expected"),
+    [
+        (1.0, 0.0, 1.0),
+        (0.5, 0.0, 0.5),
+        (0.0, 0.0, 0.0),
+        (-0.3, 0.0, 0.0),  # clamped up
+        (0.8, 0.8, 0.0),  # at the floor: unrelated
+        (0.7, 0.8, 0.0),  # below the floor: clamped
+        (0.9, 0.8, 0.5),
+        (1.0, 0.8, 1.0),
+        (1.2, 0.5, 1.0),  # clamped down
+        (0.5, 1.0, 0.0),  # degenerate floor
+        (0.5, 1.5, 0.0),
+    ],
+)
+def test_cosine_to_relevance(cosine: float, floor: float, expected: float) -> None:
+    assert cosine_to_relevance(cosine, floor) == pytest.approx(expected)
+
+
+def test_cosine_to_relevance_is_monotonic() -> None:
+    values = [cosine_to_relevance(c / 20, 0.3) for c in range(-20, 21)]
+    assert values == sorted(values)
+    assert all(0.0 <= v <= 1.0 for v in values)
+
+
+def test_weighted_relevance_bounds() -> None:
+    grid = [-0.5, 0.0, 0.25, 0.5, 1.0, 1.5]
+    for v, b, w in itertools.product(grid, grid, [0.0, 0.3, 0.5, 1.0]):
+        assert 0.0 <= weighted_relevance(v, b, w) <= 1.0
+    assert weighted_relevance(0.8, 0.2, 0.5) == pytest.approx(0.5)
+    assert weighted_relevance(0.8, 0.2, 1.0) == pytest.approx(0.8)
+    assert weighted_relevance(0.8, 0.2, 0.0) == pytest.approx(0.2)
+    assert weighted_relevance(1.0, 1.0, 0.3) == pytest.approx(1.0)
+
+
+def test_clamp01() -> None:
+    assert clamp01(-1e-9) == 0.0
+    assert clamp01(1 + 1e-9) == 1.0
+    assert clamp01(0.42) == 0.42
+    assert isinstance(clamp01(1), float)
+
+
+def test_fusion_methods() -> None:
+    assert set(FUSION_METHODS) == {"rrf", "weighted"}

@@ -1,0 +1,238 @@
+"""The state graph end to end: offline and with scripted models, against real embedded Chroma."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+from graph import Context, build_graph
+from graph.rag_graph import select_sources
+from nodes import resources
+from nodes.models import register_chat_model, unregister_chat_model
+from tests.fakes import ScriptedChatModel, hash_model
+from tools.errors import ConfigError, InputError
+from tools.knowledge_base import KBConfig, KnowledgeBase
+
+
+@pytest.fixture
+def sample_kb(tmp_path: Path, sample_kb_copy: Path) -> Iterator[KnowledgeBase]:
+    kb = KnowledgeBase(KBConfig(home=tmp_path / "home"), embedding_model=hash_model())
+    kb.ingest([sample_kb_copy])
+    resources.register_kb(kb)
+    yield kb
+    resources.close_all()
+
+
+def ctx(tmp_path: Path, **kw: Any) -> Context:
+    return Context(data_home=str(tmp_path / "home"), search_provider="none", **kw)
+
+
+def run(graph: Any, inp: dict[str, Any], context: Context, **kw: Any) -> dict[str, Any]:
+    return asyncio.run(graph.ainvoke(inp, context=context, **kw))
+
+
+def test_offline_kb_question_cites_the_policy(sample_kb: KnowledgeBase, tmp_path: Path) -> None:
+    out = run(
+        build_graph(),
+        {"question": "How many days of annual leave after 6 years of service?"},
+        ctx(tmp_path),
+    )
+    assert out["route"] == "knowledge"
+    assert out["mode"] == "offline"
+    assert "18 days" in out["answer"]
+    assert out["citations"] and out["citations"][0]["doc_id"] == "hr/annual-leave.md"
+    assert "[internal-1]" in out["answer"]
+    assert out["question"] == "How many days of annual leave after 6 years of service?"
+
+
+def test_offline_chinese_question_uses_chinese_labels(
+    sample_kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    out = run(build_graph(), {"question": "满3年不满5年的员工有多少天年假？"}, ctx(tmp_path))
+    assert "[内部-1]" in out["answer"]
+    assert "15天" in out["answer"]
+
+
+def test_time_sensitive_question_reports_web_not_configured(
+    sample_kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in ("SERPER_API_KEY", "SERPAPI_API_KEY", "SERPBASE_API_KEY", "SCAVIO_API_KEY",
+                "TAVILY_API_KEY", "BRAVE_API_KEY", "SEARXNG_BASE_URL"):  # fmt: skip
+        monkeypatch.delenv(var, raising=False)
+    out = run(build_graph(), {"question": "What is the latest Python release today?"},
+              Context(data_home=str(tmp_path / "home")))  # fmt: skip
+    assert out["route"] == "search"
+    assert any("not configured" in w for w in out["warnings"])
+    assert "Live web results were unavailable" in out["answer"]
+
+
+def test_low_confidence_falls_back_to_web_and_says_so(
+    sample_kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    out = run(
+        build_graph(),
+        {"question": "What is our policy on sabbatical leave for managers?"},
+        ctx(tmp_path, confidence_threshold=0.99),
+    )
+    assert out["strategy"] == "search_fallback"
+    assert any("disabled" in w for w in out["warnings"])
+    assert "unavailable" in out["answer"]
+
+
+def test_rejects_bad_input_before_any_node(tmp_path: Path) -> None:
+    graph = build_graph()
+    with pytest.raises(InputError, match="empty"):
+        run(graph, {"question": "   "}, ctx(tmp_path))
+    with pytest.raises(InputError, match="too long"):
+        run(graph, {"question": "x" * 50}, ctx(tmp_path, max_question_chars=10))
+    with pytest.raises(InputError, match="control"):
+        run(graph, {"question": "hi\x00there"}, ctx(tmp_path))
+    with pytest.raises(ConfigError, match="top_k_internal"):
+        Context(top_k_internal=0)
+    with pytest.raises(ConfigError, match="unknown context field"):
+        Context.from_mapping({"nope": 1})
+
+
+def test_select_sources_fans_out_for_both() -> None:
+    assert select_sources({"route": "both"}) == ["retrieve_internal", "search_web"]
+    assert select_sources({"route": "knowledge"}) == ["retrieve_internal"]
+    assert select_sources({"route": "search"}) == ["search_web"]
+
+
+def test_graph_has_every_node_and_edge() -> None:
+    g = build_graph().get_graph()
+    assert set(g.nodes) >= {
+        "prepare", "route", "rewrite", "retrieve_internal", "search_web",
+        "grade", "reflect", "generate", "cite", "finalize",
+    }  # fmt: skip
+    edges = {(e.source, e.target) for e in g.edges}
+    for edge in [("rewrite", "retrieve_internal"), ("rewrite", "search_web"), ("grade", "search_web"),
+                 ("grade", "reflect"), ("reflect", "retrieve_internal"), ("reflect", "search_web"),
+                 ("reflect", "generate"), ("generate", "cite")]:  # fmt: skip
+        assert edge in edges, edge
+
+
+@pytest.fixture
+def scripted() -> Iterator[ScriptedChatModel]:
+    model = ScriptedChatModel()
+    model.structured = {}
+    model.calls = []
+    register_chat_model("scripted", model)
+    yield model
+    unregister_chat_model("scripted")
+
+
+def test_model_that_never_says_sufficient_is_bounded(
+    sample_kb: KnowledgeBase, tmp_path: Path, scripted: ScriptedChatModel
+) -> None:
+    scripted.structured = {
+        "RouteDecisionModel": [{"route": "knowledge", "reason": "internal policy"}],
+        "Rewrites": [{"kb_queries": ["annual leave"], "web_queries": ["annual leave"]}],
+        "DocumentGrade": [{"grade": "correct"}],
+        "Reflection": [
+            {"sufficient": False, "next_query": "leave q1", "source": "internal"},
+            {"sufficient": False, "next_query": "leave q2", "source": "internal"},
+            {"sufficient": False, "next_query": "leave q3", "source": "internal"},
+            {"sufficient": False, "next_query": "leave q4", "source": "internal"},
+        ],
+    }
+    scripted.answer = lambda m: "Employees get 18 days [internal-1] and invent [internal-9]."
+    out = run(
+        build_graph(),
+        {"question": "annual leave days?"},
+        ctx(tmp_path, model="custom:scripted", max_iterations=2),
+    )
+    assert out["iteration"] == 2
+    reflections = [c for c in scripted.calls if c[0] == "Reflection"]
+    assert len(reflections) == 2  # the third reflect hits the bound without asking
+    assert [s["query"] for s in out["reasoning"] if s["query"]] == ["leave q1", "leave q2"]
+    assert "[internal-9]" not in out["answer"] and "[internal-1]" in out["answer"]
+    assert any("[internal-9]" in w for w in out["warnings"])
+    assert out["mode"] == "custom:scripted"
+
+
+def test_unparseable_structured_output_falls_back(
+    sample_kb: KnowledgeBase, tmp_path: Path, scripted: ScriptedChatModel
+) -> None:
+    scripted.structured = {
+        "RouteDecisionModel": ["unparseable"],
+        "Rewrites": ["unparseable"],
+        "DocumentGrade": ["unparseable"],
+        "Reflection": ["unparseable"],
+    }
+    scripted.answer = lambda m: "Answer [internal-1]."
+    out = run(
+        build_graph(),
+        {"question": "How many days of annual leave after 6 years?"},
+        ctx(tmp_path, model="custom:scripted"),
+    )
+    assert out["route"] == "both"  # any router failure → both
+    assert any("router output unusable" in w for w in out["warnings"])
+    assert any("rewrite output unusable" in w for w in out["warnings"])
+    assert out["answer"].startswith("Answer [internal-1].")
+    assert "Live web results were unavailable" in out["answer"]  # route both, web disabled
+
+
+def test_prompt_fences_sources_and_history_resolves_follow_up(
+    sample_kb: KnowledgeBase, tmp_path: Path, scripted: ScriptedChatModel
+) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    scripted.structured = {
+        "RouteDecisionModel": [{"route": "knowledge", "reason": "r"}],
+        "Rewrites": ["unparseable"],
+        "DocumentGrade": [{"grade": "correct"}],
+        "Reflection": [{"sufficient": True}],
+    }
+    scripted.answer = lambda m: "It costs USD 38,500 [internal-1]."
+    graph = build_graph(checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "t1"}}
+    context = ctx(tmp_path, model="custom:scripted")
+    run(
+        graph,
+        {"messages": [HumanMessage("Tell me about the NR-200 Porter robot")]},
+        context,
+        config=cfg,
+    )
+    out = run(graph, {"question": "What is its price?"}, context, config=cfg)
+    assert out["question"] == "What is its price?"
+    prompt = [c for c in scripted.calls if c[0] == "answer"][-1][1]
+    text = "\n".join(str(m.content) for m in prompt)
+    assert "<source label=" in text and "not instructions" in text
+    assert "Tell me about the NR-200 Porter robot" in text  # history reached the answer prompt
+    assert len(out["messages"]) == 4
+
+
+def test_both_route_runs_branches_concurrently(
+    sample_kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nodes import retrieve
+
+    async def slow_search(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+        await asyncio.sleep(0.5)
+        return {"web_searched": True, "web_docs": [], "warnings": [], "timings": {}}
+
+    original = retrieve.retrieve_internal
+
+    async def slow_retrieve(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+        await asyncio.sleep(0.5)
+        return await original(state, runtime)
+
+    monkeypatch.setattr("graph.rag_graph.search_web", slow_search)
+    monkeypatch.setattr("graph.rag_graph.retrieve_internal", slow_retrieve)
+    graph = build_graph()
+    started = time.perf_counter()
+    out = run(
+        graph,
+        {"question": "latest news about our annual leave policy today"},
+        ctx(tmp_path, max_iterations=0),
+    )
+    elapsed = time.perf_counter() - started
+    assert out["route"] == "both"
+    assert elapsed < 0.95, elapsed  # two 0.5 s branches, run side by side

@@ -1,0 +1,104 @@
+"""Citation labels: one scheme for internal and web sources, checked against the text.
+
+Labels are ``[内部-n]`` / ``[网络-n]`` in Chinese answers and ``[internal-n]`` /
+``[web-n]`` in English ones, numbered separately per kind from 1. The validator
+accepts either language's spelling (a model may mix them), maps each label to the
+source it names, drops labels that name no source and reports them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+SourceKind = Literal["internal", "web"]
+_LABEL_WORDS: dict[str, dict[SourceKind, str]] = {
+    "zh": {"internal": "内部", "web": "网络"},
+    "en": {"internal": "internal", "web": "web"},
+}
+_WORD_TO_KIND: dict[str, SourceKind] = {
+    "内部": "internal",
+    "网络": "web",
+    "internal": "internal",
+    "web": "web",
+}
+LABEL_RE = re.compile(r"\[(内部|网络|internal|web)\s*-\s*(\d{1,3})\]", re.IGNORECASE)
+
+
+def label(kind: SourceKind, number: int, language: str) -> str:
+    words = _LABEL_WORDS["zh" if language == "zh" else "en"]
+    return f"[{words[kind]}-{number}]"
+
+
+def assign_labels(sources: list[dict[str, Any]], language: str) -> list[dict[str, Any]]:
+    """Return copies of ``sources`` with ``label`` and ``number`` set, per kind from 1."""
+    counters: dict[str, int] = {"internal": 0, "web": 0}
+    out = []
+    for src in sources:
+        kind: SourceKind = "web" if src.get("kind") == "web" else "internal"
+        counters[kind] += 1
+        out.append(
+            {**src, "number": counters[kind], "label": label(kind, counters[kind], language)}
+        )
+    return out
+
+
+@dataclass
+class CitationCheck:
+    answer: str
+    cited: list[dict[str, Any]] = field(default_factory=list)
+    unknown_labels: list[str] = field(default_factory=list)
+    total_labels: int = 0
+
+    @property
+    def validity(self) -> float:
+        """Share of labels in the answer that resolved to a source (1.0 when none)."""
+        if self.total_labels == 0:
+            return 1.0
+        return 1.0 - len(self.unknown_labels) / self.total_labels
+
+
+def validate_citations(answer: str, sources: list[dict[str, Any]]) -> CitationCheck:
+    """Keep labels that name a source (in either language), drop the others."""
+    by_key = {(s.get("kind"), int(s.get("number", 0))): s for s in sources}
+    check = CitationCheck(answer="")
+    cited_keys: list[tuple[str, int]] = []
+
+    def repl(match: re.Match[str]) -> str:
+        check.total_labels += 1
+        kind = _WORD_TO_KIND[match.group(1).lower() if match.group(1).isascii() else match.group(1)]
+        key = (kind, int(match.group(2)))
+        src = by_key.get(key)
+        if src is None:
+            check.unknown_labels.append(match.group(0))
+            return ""
+        if key not in cited_keys:
+            cited_keys.append(key)
+        return str(src.get("label", match.group(0)))
+
+    text = LABEL_RE.sub(repl, answer)
+    check.answer = re.sub(r"[ \t]{2,}", " ", text).strip()
+    check.cited = [citation_record(by_key[k]) for k in cited_keys]
+    return check
+
+
+def citation_record(src: dict[str, Any]) -> dict[str, Any]:
+    """What a reader needs to check a citation."""
+    rec: dict[str, Any] = {
+        "label": src.get("label"),
+        "type": src.get("kind"),
+        "title": src.get("title"),
+    }
+    if src.get("kind") == "web":
+        rec.update(
+            url=src.get("url"), published_at=src.get("published_at"), source=src.get("source")
+        )
+    else:
+        rec.update(
+            doc_id=src.get("doc_id"),
+            chunk_id=src.get("chunk_id"),
+            heading=src.get("heading"),
+            ingested_at=src.get("ingested_at"),
+        )
+    return rec

@@ -1,0 +1,122 @@
+"""Build the answer prompt's source context within a token budget.
+
+Sources are shown in two labelled sections (internal, then web). Each source is
+fenced as quoted data: ``<source label="[web-1]" ...>`` … ``</source>``; text that
+tries to close or open a fence is neutralised, so retrieved content cannot step
+out of its block. The budget keeps the system prompt, an answer reserve and the
+last turns of history first, then adds sources best-first until the budget is
+used, and says how many were left out.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from tools.text import CJK_RE, estimate_tokens
+
+_FENCE_RE = re.compile(r"</?\s*(source|sources|internal_sources|web_sources)\b[^>]*>", re.I)
+
+
+def cut_snippet(text: str, limit: int) -> str:
+    """Collapse whitespace and cut at a word (or CJK character) boundary."""
+    clean = re.sub(r"\s+", " ", text).strip()
+    if len(clean) <= limit:
+        return clean
+    cut = clean[:limit]
+    if not CJK_RE.search(cut[-1:]) and " " in cut[limit // 2 :]:
+        cut = cut[: cut.rfind(" ")]
+    return cut.rstrip(" ,;，；") + "…"
+
+
+def neutralise(text: str) -> str:
+    return _FENCE_RE.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), text)
+
+
+def _attr(value: Any) -> str:
+    return str(value).replace('"', "'").replace("\n", " ")
+
+
+def render_source(src: dict[str, Any], snippet_chars: int) -> str:
+    attrs = [f'label="{_attr(src["label"])}"', f'title="{_attr(src.get("title") or "")}"']
+    if src.get("kind") == "web":
+        attrs.append(f'url="{_attr(src.get("url") or "")}"')
+        if src.get("published_at"):
+            attrs.append(f'published="{_attr(src["published_at"])}"')
+    else:
+        attrs.append(f'doc_id="{_attr(src.get("doc_id") or "")}"')
+    body = neutralise(cut_snippet(str(src.get("text") or ""), snippet_chars))
+    return f"<source {' '.join(attrs)}>\n{body}\n</source>"
+
+
+@dataclass
+class BuiltContext:
+    text: str
+    included: list[dict[str, Any]]
+    omitted: int
+    history: list[dict[str, str]]
+    tokens: int
+
+
+def build_context(
+    sources: list[dict[str, Any]],
+    *,
+    snippet_chars: int,
+    budget_tokens: int,
+    system_tokens: int,
+    reserve_tokens: int,
+    history: list[dict[str, str]] | None = None,
+    history_turns: int = 4,
+    web_fetched_at: str | None = None,
+    language: str = "en",
+) -> BuiltContext:
+    """Fit history and labelled sources into what the budget leaves."""
+    remaining = budget_tokens - system_tokens - reserve_tokens
+    kept_history: list[dict[str, str]] = []
+    for turn in reversed((history or [])[-history_turns:]):
+        cost = estimate_tokens(turn.get("content", "")) + 4
+        if cost > remaining // 3:  # history never takes more than a third of what is left
+            break
+        kept_history.insert(0, turn)
+        remaining -= cost
+    rendered: list[tuple[dict[str, Any], str]] = []
+    omitted = 0
+    for src in sources:
+        block = render_source(src, snippet_chars)
+        cost = estimate_tokens(block)
+        if cost > remaining:
+            omitted += 1
+            continue
+        rendered.append((src, block))
+        remaining -= cost
+    zh = language == "zh"
+    internal = [b for s, b in rendered if s.get("kind") != "web"]
+    web = [b for s, b in rendered if s.get("kind") == "web"]
+    parts = []
+    parts.append("<internal_sources>")
+    parts.extend(internal or ["（无）" if zh else "(none)"])
+    parts.append("</internal_sources>")
+    parts.append("<web_sources>")
+    if web and web_fetched_at:
+        parts.append(
+            f"网络结果获取时间：{web_fetched_at}"
+            if zh
+            else f"Web results fetched at {web_fetched_at}"
+        )
+    parts.extend(web or ["（无）" if zh else "(none)"])
+    parts.append("</web_sources>")
+    if omitted:
+        parts.append(
+            f"（另有 {omitted} 条来源因篇幅限制被省略）"
+            if zh
+            else f"({omitted} more sources omitted to fit the context budget)"
+        )
+    text = "\n".join(parts)
+    return BuiltContext(
+        text=text,
+        included=[s for s, _ in rendered],
+        omitted=omitted,
+        history=kept_history,
+        tokens=estimate_tokens(text),
+    )

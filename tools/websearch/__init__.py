@@ -1,0 +1,70 @@
+"""Live web search: many providers behind one normalised, cached, async API.
+
+Typical use::
+
+    settings = WebSearchSettings.from_env(provider="auto")
+    async with WebSearchClient(settings, cache=default_cache()) as client:
+        resp = await client.search("query", hl=None, gl=None, page=1, num=10)
+        multi = await client.search_many(["q1", "q2"], top_k=5)
+
+Nothing here reads the environment or touches the network at import time.
+"""
+
+from .cache import CacheStats, SearchCache, cache_key, default_cache, set_default_cache
+from .client import WebSearchClient, parse_retry_after, search_many_sync, search_sync
+from .dates import parse_date, parse_datetime
+from .errors import (
+    UnknownProviderError,
+    WebSearchAuthError,
+    WebSearchDependencyError,
+    WebSearchError,
+    WebSearchFailoverError,
+    WebSearchNetworkError,
+    WebSearchNotConfiguredError,
+    WebSearchProviderError,
+    WebSearchRateLimitError,
+    WebSearchTimeoutError,
+)
+from .providers import AUTO_ORDER, PROVIDERS, VALID_PROVIDERS, ProviderInfo
+from .settings import WebSearchSettings
+from .text import build_params, clean_snippet, default_locale
+from .types import MultiSearchResponse, ResultKind, SearchParams, SearchResponse, WebResult
+from .urls import normalize_url
+
+__all__ = [
+    "AUTO_ORDER",
+    "PROVIDERS",
+    "VALID_PROVIDERS",
+    "CacheStats",
+    "MultiSearchResponse",
+    "ProviderInfo",
+    "ResultKind",
+    "SearchCache",
+    "SearchParams",
+    "SearchResponse",
+    "UnknownProviderError",
+    "WebResult",
+    "WebSearchAuthError",
+    "WebSearchClient",
+    "WebSearchDependencyError",
+    "WebSearchError",
+    "WebSearchFailoverError",
+    "WebSearchNetworkError",
+    "WebSearchNotConfiguredError",
+    "WebSearchProviderError",
+    "WebSearchRateLimitError",
+    "WebSearchSettings",
+    "WebSearchTimeoutError",
+    "build_params",
+    "cache_key",
+    "clean_snippet",
+    "default_cache",
+    "default_locale",
+    "normalize_url",
+    "parse_date",
+    "parse_datetime",
+    "parse_retry_after",
+    "search_many_sync",
+    "search_sync",
+    "set_default_cache",
+]
