@@ -7,7 +7,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from cli.common import ProgressBar, print_json
 from tools.errors import ConfigError
@@ -36,7 +36,9 @@ def register(subparsers: Any) -> None:
     ask.set_defaults(func=cmd_ask)
 
     demo = subparsers.add_parser("demo", help="ingest the sample KB and answer sample questions")
-    demo.add_argument("--kb", default="examples/kb", help="knowledge base folder (default examples/kb)")
+    demo.add_argument(
+        "--kb", default="examples/kb", help="knowledge base folder (default examples/kb)"
+    )
     demo.set_defaults(func=cmd_demo)
 
     stats = subparsers.add_parser("stats", help="statistics of past runs")
@@ -71,9 +73,9 @@ def run_question(question: str, context: dict[str, Any], *, quiet: bool) -> dict
             {"question": question}, context=ctx, stream_mode=["custom", "values"]
         ):
             if mode == "custom" and not quiet:
-                print(_progress_line(chunk), file=sys.stderr)
+                print(_progress_line(cast(dict[str, Any], chunk)), file=sys.stderr)
             elif mode == "values":
-                final = chunk
+                final = cast(dict[str, Any], chunk)
         return final
 
     return asyncio.run(go())

@@ -13,7 +13,9 @@ from tools.knowledge_base import KBConfig, KnowledgeBase
 
 def add_kb_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("knowledge base")
-    group.add_argument("--collection", default="knowledge", help="Chroma collection (default: knowledge)")
+    group.add_argument(
+        "--collection", default="knowledge", help="Chroma collection (default: knowledge)"
+    )
     group.add_argument(
         "--embedding",
         default=os.environ.get("HYBRID_RAG_EMBEDDING", "local"),

@@ -62,8 +62,10 @@ def select_sources(state: State) -> list[Literal["retrieve_internal", "search_we
 
 def build_graph(*, checkpointer: Checkpointer = None) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile the state graph (without a checkpointer for the LangGraph server)."""
-    builder = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
-    for name, node in (
+    builder = StateGraph(
+        State, context_schema=Context, input_schema=InputState, output_schema=OutputState
+    )
+    nodes: tuple[tuple[str, Node], ...] = (
         ("prepare", prepare),
         ("route", route),
         ("rewrite", rewrite),
@@ -74,8 +76,9 @@ def build_graph(*, checkpointer: Checkpointer = None) -> CompiledStateGraph[Any,
         ("generate", generate),
         ("cite", cite),
         ("finalize", finalize),
-    ):
-        builder.add_node(name, with_default_context(node))
+    )
+    for name, node in nodes:
+        builder.add_node(name, with_default_context(node))  # type: ignore[call-overload]
     builder.add_edge(START, "prepare")
     builder.add_edge("prepare", "route")
     builder.add_edge("route", "rewrite")
@@ -83,7 +86,9 @@ def build_graph(*, checkpointer: Checkpointer = None) -> CompiledStateGraph[Any,
     builder.add_edge("retrieve_internal", "grade")
     builder.add_edge("search_web", "grade")
     builder.add_conditional_edges("grade", after_grade, ["search_web", "reflect"])
-    builder.add_conditional_edges("reflect", after_reflect, ["retrieve_internal", "search_web", "generate"])
+    builder.add_conditional_edges(
+        "reflect", after_reflect, ["retrieve_internal", "search_web", "generate"]
+    )
     builder.add_edge("generate", "cite")
     builder.add_edge("cite", "finalize")
     builder.add_edge("finalize", END)

@@ -42,9 +42,7 @@ async def structured_call(
     """
     try:
         model = load_chat_model(spec).with_structured_output(schema)
-        result = await model.ainvoke(
-            [SystemMessage(system), HumanMessage(user)], config=NOSTREAM
-        )
+        result = await model.ainvoke([SystemMessage(system), HumanMessage(user)], config=NOSTREAM)
         if isinstance(result, schema):
             return result, None
         if isinstance(result, dict):

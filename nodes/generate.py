@@ -41,7 +41,9 @@ def system_prompt(language: str, web_failure: str | None) -> str:
     return template.format(web_note=note, today=datetime.now(UTC).date())
 
 
-def build_prompt(state: dict[str, Any], ctx: Any, sources: list[dict[str, Any]]) -> tuple[list[Any], BuiltContext]:
+def build_prompt(
+    state: dict[str, Any], ctx: Any, sources: list[dict[str, Any]]
+) -> tuple[list[Any], BuiltContext]:
     language = state.get("language", "en")
     system = system_prompt(language, web_failure_reason(state))
     built = build_context(
@@ -56,7 +58,9 @@ def build_prompt(state: dict[str, Any], ctx: Any, sources: list[dict[str, Any]])
     )
     messages: list[Any] = [SystemMessage(system)]
     for turn in built.history:
-        messages.append(HumanMessage(turn["content"]) if turn["role"] == "user" else AIMessage(turn["content"]))
+        messages.append(
+            HumanMessage(turn["content"]) if turn["role"] == "user" else AIMessage(turn["content"])
+        )
     template = P.USER_TEMPLATE_ZH if language == "zh" else P.USER_TEMPLATE_EN
     messages.append(HumanMessage(template.format(context=built.text, question=state["question"])))
     return messages, built

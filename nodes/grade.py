@@ -33,7 +33,9 @@ def internal_confidence(docs: list[dict[str, Any]]) -> float:
 
 
 def web_confidence(question: str, docs: list[dict[str, Any]]) -> float:
-    top = [text_overlap(question, f"{d.get('title', '')} {d.get('text', '')}") for d in docs[:TOP_N]]
+    top = [
+        text_overlap(question, f"{d.get('title', '')} {d.get('text', '')}") for d in docs[:TOP_N]
+    ]
     return sum(top) / len(top) if top else 0.0
 
 
@@ -44,7 +46,10 @@ async def _model_grades(
     points = 0.0
     for doc in docs[:TOP_N]:
         out, _ = await structured_call(
-            spec, DocumentGrade, GRADE_SYSTEM, f"Question: {question}\n\nPassage:\n{doc.get('text', '')}"
+            spec,
+            DocumentGrade,
+            GRADE_SYSTEM,
+            f"Question: {question}\n\nPassage:\n{doc.get('text', '')}",
         )
         if out is None:
             return None  # one unusable grade: fall back to scores for all

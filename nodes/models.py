@@ -16,6 +16,7 @@ import threading
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
 
 from tools.errors import ConfigError
 
@@ -23,7 +24,7 @@ AUTO_MODEL = "openai:gpt-4o-mini"
 OFFLINE = "offline"
 # Internal calls (router, rewriter, grader, reflection) carry this tag so that
 # LangGraph keeps them out of the "messages" token stream: only the answer streams.
-NOSTREAM = {"tags": ["langsmith:nostream"]}
+NOSTREAM = RunnableConfig(tags=["langsmith:nostream"])
 
 _lock = threading.Lock()
 _custom: dict[str, BaseChatModel] = {}
@@ -74,7 +75,7 @@ def load_chat_model(spec: str) -> BaseChatModel:
         model: BaseChatModel = ChatOpenAI(**kwargs)
     else:
         try:
-            from langchain.chat_models import init_chat_model  # type: ignore[import-not-found]
+            from langchain.chat_models import init_chat_model
         except ImportError as exc:
             raise ConfigError(
                 f"model {spec!r}: provider {provider!r} needs the 'langchain' package and "

@@ -29,12 +29,16 @@ def _evidence(state: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _offline(state: dict[str, Any]) -> Reflection:
-    texts = [f"{d.get('heading', '')} {d.get('title', '')} {d.get('text', '')}" for d in _evidence(state)]
+    texts = [
+        f"{d.get('heading', '')} {d.get('title', '')} {d.get('text', '')}" for d in _evidence(state)
+    ]
     missing = uncovered_terms(state["question"], texts)
     if not missing:
         return Reflection(sufficient=True)
     web_possible = not state.get("web_error") and state.get("route") != "knowledge"
-    source: Literal["internal", "web"] = "web" if web_possible and state.get("route") == "search" else "internal"
+    source: Literal["internal", "web"] = (
+        "web" if web_possible and state.get("route") == "search" else "internal"
+    )
     return Reflection(sufficient=False, next_query=" ".join(missing), source=source)
 
 
@@ -55,7 +59,10 @@ async def reflect(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any
             if spec != OFFLINE:
                 sources = "\n\n".join(str(d.get("text", ""))[:500] for d in _evidence(state)[:8])
                 out, error = await structured_call(
-                    spec, Reflection, REFLECT_SYSTEM, f"Question: {state['question']}\n\nSources:\n{sources}"
+                    spec,
+                    Reflection,
+                    REFLECT_SYSTEM,
+                    f"Question: {state['question']}\n\nSources:\n{sources}",
                 )
                 if out is None:
                     warnings.append(f"reflection output unusable ({error}); used coverage rule")
@@ -69,11 +76,28 @@ async def reflect(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any
     if decision.sufficient:
         reasoning.append({"step": iteration, "action": "sufficient", "query": "", "note": note})
         emit(runtime, "reflected", sufficient=True)
-        return {"reasoning": reasoning, "next_query": "", "next_source": "", "warnings": warnings, "timings": timings}
+        return {
+            "reasoning": reasoning,
+            "next_query": "",
+            "next_source": "",
+            "warnings": warnings,
+            "timings": timings,
+        }
     reasoning.append(
-        {"step": iteration + 1, "action": f"retrieve:{decision.source}", "query": decision.next_query, "note": note}
+        {
+            "step": iteration + 1,
+            "action": f"retrieve:{decision.source}",
+            "query": decision.next_query,
+            "note": note,
+        }
     )
-    emit(runtime, "reflected", sufficient=False, next_query=decision.next_query, source=decision.source)
+    emit(
+        runtime,
+        "reflected",
+        sufficient=False,
+        next_query=decision.next_query,
+        source=decision.source,
+    )
     return {
         "iteration": iteration + 1,
         "reasoning": reasoning,

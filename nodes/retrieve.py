@@ -126,7 +126,9 @@ async def search_web(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, 
         except (WebSearchError, HybridRagError) as exc:
             update["web_error"] = str(exc)
             warnings.append(f"web search failed: {exc}")
-    emit(runtime, "searched", count=len(update.get("web_docs") or []), error=update.get("web_error"))
+    emit(
+        runtime, "searched", count=len(update.get("web_docs") or []), error=update.get("web_error")
+    )
     return {**update, "warnings": warnings, "timings": timings}
 
 

@@ -47,8 +47,14 @@ async def rewrite(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any
             web.insert(1, follow_up)
         spec = resolve_model_spec(ctx.fast_model, fallback=ctx.model)
         if spec != OFFLINE:
-            system = REWRITE_SYSTEM.format(today=datetime.now(UTC).date(), num_rewrites=ctx.num_rewrites)
-            user = f"History:\n{render_history(history)}\n\nQuestion: {question}" if history else question
+            system = REWRITE_SYSTEM.format(
+                today=datetime.now(UTC).date(), num_rewrites=ctx.num_rewrites
+            )
+            user = (
+                f"History:\n{render_history(history)}\n\nQuestion: {question}"
+                if history
+                else question
+            )
             out, error = await structured_call(spec, Rewrites, system, user)
             if out is None:
                 warnings.append(f"rewrite output unusable ({error}); used keyword rules")

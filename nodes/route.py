@@ -41,8 +41,12 @@ async def route(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
             decision = offline_route(question, probe)
             result = {"route": decision.route, "route_reason": f"offline rules: {decision.reason}"}
         else:
-            user = question if not state.get("history") else (
-                f"Conversation so far:\n{render_history(state['history'])}\n\nQuestion: {question}"
+            user = (
+                question
+                if not state.get("history")
+                else (
+                    f"Conversation so far:\n{render_history(state['history'])}\n\nQuestion: {question}"
+                )
             )
             system = ROUTE_SYSTEM.format(today=datetime.now(UTC).date(), kb_probe=probe)
             out, error = await structured_call(spec, RouteDecisionModel, system, user)

@@ -60,6 +60,7 @@ from langchain_core.language_models import BaseChatModel  # noqa: E402
 from langchain_core.messages import AIMessage, BaseMessage  # noqa: E402
 from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
 from langchain_core.runnables import RunnableLambda  # noqa: E402
+from pydantic import Field  # noqa: E402
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -70,9 +71,9 @@ class ScriptedChatModel(BaseChatModel):
     ``answer(messages) -> str`` produces the free-text answer. Every call is recorded.
     """
 
-    structured: dict[str, list[Any]] = {}
+    structured: dict[str, list[Any]] = Field(default_factory=dict)
     answer: Callable[[list[BaseMessage]], str] = lambda messages: "scripted answer"
-    calls: list[tuple[str, Any]] = []
+    calls: list[tuple[str, Any]] = Field(default_factory=list)
 
     @property
     def _llm_type(self) -> str:

@@ -20,7 +20,7 @@ import pytest
 
 from tests.fakes import hash_model
 from tools.errors import InputError, StoreError
-from tools.knowledge_base import KBConfig, KnowledgeBase
+from tools.knowledge_base import SEARCH_MODES, KBConfig, KnowledgeBase
 
 HOST = "127.0.0.1"
 STARTUP_DEADLINE_S = 60.0
@@ -129,8 +129,8 @@ def test_knowledge_base_on_chroma_server(
         assert stats["stale_chunks"] == 0
         assert set(stats["languages"]) == {"en", "zh"}
 
-        for mode in ("hybrid", "bm25", "vector"):
-            res = kb.search("extension 4455 outage", k=3, mode=mode)  # type: ignore[arg-type]
+        for mode in SEARCH_MODES:
+            res = kb.search("extension 4455 outage", k=3, mode=mode)
             assert res, mode
             assert res[0].doc_id == "it.txt", mode
             assert all(0.0 <= r.relevance <= 1.0 for r in res), mode
@@ -149,10 +149,10 @@ def test_knowledge_base_on_chroma_server(
         report = kb.ingest([kb_dir])
         assert report.updated == ["leave.md"]
         assert len(report.unchanged) == 4
-        for mode in ("hybrid", "bm25", "vector"):
+        for mode in SEARCH_MODES:
             texts = [
                 r.text
-                for r in kb.search("annual leave days", k=10, mode=mode)  # type: ignore[arg-type]
+                for r in kb.search("annual leave days", k=10, mode=mode)
                 if r.doc_id == "leave.md"
             ]
             assert any("20 days" in t for t in texts), mode
@@ -160,8 +160,8 @@ def test_knowledge_base_on_chroma_server(
 
         # Delete one document.
         assert kb.delete("robot.md") >= 1
-        for mode in ("hybrid", "bm25", "vector"):
-            res = kb.search("R2 robot 300 kg", k=10, mode=mode)  # type: ignore[arg-type]
+        for mode in SEARCH_MODES:
+            res = kb.search("R2 robot 300 kg", k=10, mode=mode)
             assert all(r.doc_id != "robot.md" for r in res), mode
         with pytest.raises(InputError, match=r"robot\.md"):
             kb.delete("robot.md")

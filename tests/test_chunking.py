@@ -132,14 +132,6 @@ def test_giant_chinese_sentence_is_cut_at_character_boundaries() -> None:
     assert "".join(c.text for c in chunks) == sentence
 
 
-@pytest.mark.xfail(
-    reason=(
-        "BUG: tools/chunking.py _split_long_sentence cuts only at spaces when the sentence "
-        "contains any space, so an unpunctuated CJK run inside a mixed-script sentence "
-        "stays one piece far above max_tokens"
-    ),
-    strict=True,
-)
 def test_giant_mixed_sentence_with_a_space_respects_max_tokens() -> None:
     sentence = "NR500 机器人" + "非常可靠地搬运货物" * 30  # one space, 272 CJK characters
     chunks = chunk_document(sentence, options=SMALL)
@@ -148,14 +140,6 @@ def test_giant_mixed_sentence_with_a_space_respects_max_tokens() -> None:
     ]
 
 
-@pytest.mark.xfail(
-    reason=(
-        "BUG: tools/chunking.py _chunk_section prepends the overlap tail to a chunk without "
-        "re-checking max_tokens, so a paragraph that fits max_tokens alone exceeds it with "
-        "the overlap (here 468 + a 16-token tail = 484 > 480 with the default options)"
-    ),
-    strict=True,
-)
 def test_overlap_never_pushes_a_chunk_over_max_tokens() -> None:
     opts = ChunkingOptions()  # target 300, max 480, overlap 40
     intro = "The policy starts here. This is the short last sentence."
@@ -456,14 +440,6 @@ def test_sample_kb_chunks_are_bounded_and_keep_tables(opts: ChunkingOptions) -> 
     assert problems == []
 
 
-@pytest.mark.xfail(
-    reason=(
-        "BUG: with small options (40/60/10) the sample KB yields prose chunks above "
-        "max_tokens, from the overlap tail added without a size check and from CJK "
-        "sentences containing a space that _split_long_sentence cannot cut"
-    ),
-    strict=True,
-)
 def test_sample_kb_small_options_respect_max_tokens() -> None:
     opts = ChunkingOptions(target_tokens=40, max_tokens=60, overlap_tokens=10)
     problems = [p for doc in _sample_docs() for p in _check_sample_doc(doc, opts)]

@@ -149,7 +149,9 @@ def test_crash_after_commit_serves_only_new_version(
         kb.ingest([kb_dir])
     for mode in ("bm25", "vector", "hybrid"):
         texts = " ".join(
-            r.text for r in kb.search("annual leave days", k=10, mode=mode) if r.doc_id == "leave.md"  # type: ignore[arg-type]
+            r.text
+            for r in kb.search("annual leave days", k=10, mode=mode)
+            if r.doc_id == "leave.md"  # type: ignore[arg-type]
         )
         assert "25 days" in texts and "15 days" not in texts, mode
     assert kb.stats()["stale_chunks"] > 0
@@ -168,10 +170,14 @@ def test_other_embedding_model_is_refused(tmp_path: Path, kb_dir: Path) -> None:
 
 def test_embedding_cache_avoids_reembedding(tmp_path: Path, kb_dir: Path) -> None:
     model = hash_model()
-    with KnowledgeBase(KBConfig(home=tmp_path / "h", collection="one"), embedding_model=model) as kb:
+    with KnowledgeBase(
+        KBConfig(home=tmp_path / "h", collection="one"), embedding_model=model
+    ) as kb:
         kb.ingest([kb_dir])
     embedded = model.embeddings.texts_embedded  # type: ignore[attr-defined]
-    with KnowledgeBase(KBConfig(home=tmp_path / "h", collection="two"), embedding_model=model) as kb:
+    with KnowledgeBase(
+        KBConfig(home=tmp_path / "h", collection="two"), embedding_model=model
+    ) as kb:
         kb.ingest([kb_dir])  # same texts, new collection: all from the cache
     assert model.embeddings.texts_embedded == embedded  # type: ignore[attr-defined]
 

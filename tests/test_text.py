@@ -131,14 +131,6 @@ def test_split_sentences_strips_and_drops_empty() -> None:
     assert split_sentences("第一句。  第二句。") == ["第一句。", "第二句。"]
 
 
-@pytest.mark.xfail(
-    reason=(
-        "BUG: tools/text.py _SENTENCE_RE splits after ASCII '!?;' even when no whitespace "
-        "follows (they share the Chinese-mark alternative with \\s*), contradicting the "
-        "comment 'English marks only when followed by whitespace'; a URL query string is cut"
-    ),
-    strict=True,
-)
 def test_split_sentences_question_mark_inside_url_does_not_split() -> None:
     text = "See https://example.com/search?q=leave for details."
     assert split_sentences(text) == [text]

@@ -159,14 +159,6 @@ def test_mixed_text_with_spaces(jieba_tok: Tokenizer, bigram_tok: Tokenizer) -> 
     assert b == ["使用", "fleetcloud", "平台", "台调", "调度", "nr500", "机器", "器人"]
 
 
-@pytest.mark.xfail(
-    reason=(
-        "BUG: tools/tokenizers.py _RUN_RE's second alternative [^\\W_]+ also matches CJK "
-        "characters, so a run that starts with a Latin letter or digit swallows the following "
-        "Chinese ('NR500机器人…' or '1年后享有5天年假' become one token, never segmented)"
-    ),
-    strict=True,
-)
 @pytest.mark.parametrize("mode", CHINESE_MODES)
 def test_mixed_text_without_spaces_segments_chinese(mode: str) -> None:
     tok = make_tokenizer(mode)

@@ -25,7 +25,7 @@ from rank_bm25 import BM25Okapi
 from tools.fusion import clamp01
 
 
-class PositiveIdfBM25(BM25Okapi):  # type: ignore[misc]
+class PositiveIdfBM25(BM25Okapi):
     """``BM25Okapi`` with Lucene's always-positive idf."""
 
     def _calc_idf(self, nd: dict[str, int]) -> None:
@@ -57,6 +57,9 @@ class BM25Index:
         self.size = len(texts)
         self._postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._idf: dict[str, float] = {}
+        # Unknown query terms count as the rarest possible term when normalising:
+        # a question word the corpus never uses is a word no chunk covers.
+        self._max_idf = math.log(1.0 + (self.size + 0.5) / 0.5)
         if not texts:
             return
         corpus = [tokenizer(t) or ["\x00empty"] for t in texts]
@@ -73,9 +76,6 @@ class BM25Index:
             t: (np.asarray(doc_ids[t], dtype=np.int32), np.asarray(weights[t], dtype=np.float32))
             for t in doc_ids
         }
-        # Unknown query terms count as the rarest possible term when normalising:
-        # a question word the corpus never uses is a word no chunk covers.
-        self._max_idf = math.log(1.0 + (self.size + 0.5) / 0.5)
 
     def idf(self, term: str) -> float:
         return self._idf.get(term, 0.0)

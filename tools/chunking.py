@@ -176,7 +176,12 @@ def _chunk_section(section: _Section, opts: ChunkingOptions) -> list[tuple[str, 
     previous_tail = ""
     for text, has_table, ends_with_prose in merged:
         starts_with_prose = not text.lstrip().startswith(("|", "```", "~~~"))
-        body = f"{previous_tail} {text}".strip() if previous_tail and starts_with_prose else text
+        body = text
+        if previous_tail and starts_with_prose:
+            candidate = _join([previous_tail, text])
+            # Overlap is a courtesy: never let it push a chunk over the hard limit.
+            if estimate_tokens(candidate) <= opts.max_tokens:
+                body = candidate
         out.append((body, has_table))
         previous_tail = _tail(text, opts.overlap_tokens) if ends_with_prose else ""
     return out
@@ -228,8 +233,11 @@ def _split_prose(text: str, opts: ChunkingOptions) -> list[str]:
 def _split_long_sentence(sentence: str, max_tokens: int) -> list[str]:
     if estimate_tokens(sentence) <= max_tokens:
         return [sentence]
-    # Cut at spaces for spaced scripts; at characters for CJK runs without spaces.
-    units = re.findall(r"\S+\s*", sentence) if " " in sentence else list(sentence)
+    # Cut at spaces in spaced scripts and between any two CJK characters.
+    units = re.findall(
+        r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\s\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+\s*|\s+",
+        sentence,
+    )
     out: list[str] = []
     buf = ""
     for unit in units:

@@ -220,7 +220,11 @@ class KnowledgeBase:
         metas = [*records.values(), {"generation": uuid.uuid4().hex}]
         self._store_call(
             f"committing {', '.join(list(records)[:3])}{'…' if len(records) > 3 else ''}",
-            lambda: self._registry.upsert(ids=ids, embeddings=[[1.0]] * len(ids), metadatas=metas),
+            lambda: self._registry.upsert(
+                ids=ids,
+                embeddings=[[1.0]] * len(ids),  # type: ignore[arg-type]
+                metadatas=metas,  # type: ignore[arg-type]
+            ),
         )
 
     # -- ingestion -----------------------------------------------------------------------
@@ -380,7 +384,7 @@ class KnowledgeBase:
         self._store_call(
             f"removing old chunks of {doc_id}",
             lambda: self._chunks.delete(
-                where={"$and": [{"doc_id": doc_id}, {"version": {"$ne": version}}]}
+                where={"$and": [{"doc_id": doc_id}, {"version": {"$ne": version}}]}  # type: ignore[dict-item]
             ),
         )
 
@@ -434,7 +438,7 @@ class KnowledgeBase:
         while True:
             page = self._store_call(
                 "reading chunks",
-                lambda offset=offset: self._chunks.get(
+                lambda offset=offset: self._chunks.get(  # type: ignore[misc]
                     include=["documents", "metadatas"], limit=_PAGE, offset=offset
                 ),
             )

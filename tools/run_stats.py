@@ -14,7 +14,9 @@ HIGH_FALLBACK_RATE = 0.3
 
 
 def record_run(path: Path, run: dict[str, Any]) -> None:
-    line = json.dumps({"at": datetime.now(UTC).isoformat(timespec="seconds"), **run}, ensure_ascii=False)
+    line = json.dumps(
+        {"at": datetime.now(UTC).isoformat(timespec="seconds"), **run}, ensure_ascii=False
+    )
     with _lock:
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a", encoding="utf-8") as fh:

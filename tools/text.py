@@ -23,7 +23,7 @@ _TOKEN_RE = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
 
 # Sentence ends: Chinese full-width marks always end a sentence; English marks
 # only when followed by whitespace (so "3.14" and "e.g." inside words stay whole).
-_SENTENCE_RE = re.compile(r"(?<=[。！？；!?;])\s*|(?<=[.])\s+")
+_SENTENCE_RE = re.compile(r"(?<=[。！？；])\s*|(?<=[.!?])\s+")
 
 
 def count_cjk(text: str) -> int:

@@ -22,7 +22,10 @@ from tools.errors import ConfigError
 ChineseMode = Literal["jieba", "bigram"]
 CHINESE_MODES: tuple[ChineseMode, ...] = ("jieba", "bigram")
 
-_RUN_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[^\W_]+", re.UNICODE)
+# CJK runs, or runs of other letters/digits (\w alone would swallow CJK after a digit).
+_RUN_RE = re.compile(
+    r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[^\W_\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+"
+)
 _CJK_START = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 ENGLISH_STOPWORDS = frozenset(
@@ -181,7 +184,7 @@ def _jieba() -> Callable[[str], list[str]]:
     jieba.setLogLevel(logging.WARNING)
     with _jieba_lock:
         jieba.initialize()
-    return jieba.lcut_for_search  # type: ignore[no-any-return]
+    return jieba.lcut_for_search
 
 
 def _stem(word: str) -> str:
