@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from cli.common import ProgressBar, add_kb_options, kb_config, print_json
+from tools.errors import ConfigError
 from tools.evaluation import evaluate_retrieval, load_beir
 from tools.knowledge_base import SEARCH_MODES, SearchMode
 
@@ -28,6 +29,66 @@ def register(subparsers: Any) -> None:
     ret.add_argument("--json", action="store_true", help="one JSON object keyed by mode")
     add_kb_options(ret)
     ret.set_defaults(func=cmd_retrieval)
+
+    routing = ev_sub.add_parser("routing", help="route distribution on FreshQA questions")
+    routing.add_argument("--freshqa", required=True, type=Path, help="FreshQA JSONL file")
+    routing.add_argument("--no-kb-probe", action="store_true", help="route without probing the KB")
+    routing.add_argument("--json", action="store_true")
+    add_kb_options(routing)
+    routing.set_defaults(func=cmd_routing)
+
+    rgb = ev_sub.add_parser("rgb", help="offline answers on RGB (accuracy, rejection, citations)")
+    rgb.add_argument("--data", required=True, type=Path, help="RGB JSON-lines file")
+    rgb.add_argument("--negatives-only", action="store_true", help="only negative passages")
+    rgb.add_argument("--passages", type=int, default=5, help="passages per question (default 5)")
+    rgb.add_argument("--noise", type=float, default=0.4, help="share of negatives (default 0.4)")
+    rgb.add_argument("--max-questions", type=int, default=None)
+    rgb.add_argument("--embedding", default="local")
+    rgb.add_argument("--json", action="store_true")
+    rgb.set_defaults(func=cmd_rgb)
+
+
+def cmd_routing(args: argparse.Namespace) -> int:
+    from cli.eval_answers import evaluate_routing
+    from tools.knowledge_base import KnowledgeBase
+
+    kb = None if args.no_kb_probe else KnowledgeBase(kb_config(args))
+    try:
+        result = evaluate_routing(args.freshqa, kb)
+    finally:
+        if kb is not None:
+            kb.close()
+    if args.json:
+        print_json(result)
+        return 0
+    print(f"{result['questions']} questions (offline router)")
+    for fact_type, routes in result["routes_by_fact_type"].items():
+        print(f"  {fact_type:<16} {routes}")
+    print(f"  fast-changing routed with web search: {result['fast_changing_with_web']}")
+    return 0
+
+
+def cmd_rgb(args: argparse.Namespace) -> int:
+    from cli.eval_answers import evaluate_rgb
+
+    if not 0.0 <= args.noise <= 1.0:
+        raise ConfigError(f"--noise must be in [0, 1], got {args.noise}")
+    if args.passages < 1:
+        raise ConfigError(f"--passages must be >= 1, got {args.passages}")
+    result = evaluate_rgb(
+        args.data,
+        negatives_only=args.negatives_only,
+        passages=args.passages,
+        noise=args.noise,
+        max_questions=args.max_questions,
+        embedding=args.embedding,
+    )
+    if args.json:
+        print_json(result)
+        return 0
+    for key, value in result.items():
+        print(f"{key:<20} {value}")
+    return 0
 
 
 def cmd_retrieval(args: argparse.Namespace) -> int:

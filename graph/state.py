@@ -33,6 +33,7 @@ class OutputState(TypedDict, total=False):
     question: str
     answer: str
     citations: list[dict[str, Any]]
+    citation_validity: float
     route: Route
     route_reason: str
     strategy: str

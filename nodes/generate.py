@@ -110,6 +110,7 @@ async def cite(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
     return {
         "answer": check.answer,
         "citations": check.cited,
+        "citation_validity": round(check.validity, 4),
         "warnings": warnings,
         "messages": [AIMessage(check.answer)],
     }

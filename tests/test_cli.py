@@ -1,0 +1,105 @@
+"""The hybrid-rag command line, run in-process through ``cli.main.main``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cli import common
+from cli.main import main
+from tests.fakes import hash_model
+from tools.knowledge_base import KnowledgeBase
+
+
+@pytest.fixture(autouse=True)
+def _hash_embeddings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI opens its own KnowledgeBase; give it the fast deterministic embedder."""
+
+    def open_kb(args: Any) -> KnowledgeBase:
+        return KnowledgeBase(common.kb_config(args), embedding_model=hash_model())
+
+    monkeypatch.setattr(common, "open_kb", open_kb)
+    monkeypatch.setattr("cli.kb_commands.open_kb", open_kb)
+
+
+def test_ingest_search_stats_delete(
+    kb_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = str(tmp_path / "clihome")
+    assert main(["--home", home, "ingest", str(kb_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "5 added, 0 updated, 0 unchanged, 0 deleted, 0 skipped" in out
+
+    assert main(["--home", home, "ingest", str(kb_dir), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert len(summary["unchanged"]) == 5 and summary["added"] == []
+
+    assert main(["--home", home, "search", "annual leave days", "--json", "-k", "2"]) == 0
+    results = json.loads(capsys.readouterr().out)
+    assert results[0]["doc_id"] == "leave.md"
+    assert {"vector_score", "bm25_score", "fused_score", "relevance"} <= set(results[0])
+
+    assert main(["--home", home, "search", "年假", "--mode", "bm25"]) == 0
+    assert "nianjia.md" in capsys.readouterr().out
+
+    assert main(["--home", home, "kb", "stats", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["documents"] == 5 and stats["stale_chunks"] == 0
+
+    assert main(["--home", home, "kb", "delete", "robot.md"]) == 0
+    assert "deleted robot.md" in capsys.readouterr().out
+
+
+def test_errors_are_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home = str(tmp_path / "clihome")
+    assert main(["--home", home, "ingest", str(tmp_path / "missing")]) == 2
+    assert "path does not exist" in capsys.readouterr().err
+    assert main(["--home", home, "search", "  "]) == 2
+    assert "query is empty" in capsys.readouterr().err
+    assert main(["--home", home, "kb", "delete", "nope.md"]) == 2
+    assert "no document with doc_id 'nope.md'" in capsys.readouterr().err
+    assert main(["--home", home, "ask", "hello", "--set", "top_k_web=99"]) == 2
+    assert "top_k_web must be between 1 and 20" in capsys.readouterr().err
+    assert main(["--home", home, "ask", "hello", "--set", "bogus=1"]) == 2
+    assert "unknown context field(s): bogus" in capsys.readouterr().err
+
+
+def test_eval_retrieval_on_a_tiny_beir_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "beir"
+    (data / "qrels").mkdir(parents=True)
+    docs = {
+        "d1": ("Annual leave", "Employees get 15 days of annual leave."),
+        "d2": ("Expenses", "Hotel limit is 600 CNY per night."),
+        "d3": ("Robots", "The R2 robot carries 300 kg."),
+        "d4": ("IT", "Call extension 4455 for outages."),
+        "d5": ("Onboarding", "New hires get a laptop on day one."),
+    }
+    (data / "corpus.jsonl").write_text(
+        "\n".join(json.dumps({"_id": k, "title": t, "text": x}) for k, (t, x) in docs.items()),
+        encoding="utf-8",
+    )
+    (data / "queries.jsonl").write_text(
+        "\n".join(
+            json.dumps({"_id": q, "text": t})
+            for q, t in [("q1", "annual leave days"), ("q2", "hotel limit per night")]
+        ),
+        encoding="utf-8",
+    )
+    (data / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n", encoding="utf-8"
+    )
+    monkeypatch.setattr(
+        "tools.evaluation.KnowledgeBase",
+        lambda cfg: KnowledgeBase(cfg, embedding_model=hash_model()),
+    )
+    code = main(["--home", str(tmp_path / "h"), "eval", "retrieval", "--data", str(data), "--json"])
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result) == {"bm25", "vector", "hybrid"}
+    assert result["bm25"]["ndcg@10"] == 1.0 and result["bm25"]["queries"] == 2
+    assert result["hybrid"]["hit@5"] == 1.0
