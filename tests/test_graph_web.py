@@ -1,0 +1,111 @@
+"""The state graph with a real local search provider (Serper wire format) on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graph import Context, build_graph
+from nodes import resources
+from tests.fakes import hash_model
+from tests.local_provider import LocalServer, Reply
+from tools.knowledge_base import KBConfig, KnowledgeBase
+from tools.websearch import SearchCache, set_default_cache
+
+SENTINEL = "sk-GRAPH-SENTINEL-42"
+SERPER_BODY = {
+    "organic": [
+        {
+            "title": "Python 3.14.2 released",
+            "link": "https://www.python.org/downloads/release/python-3142/?utm_source=x",
+            "snippet": "Python 3.14.2 is the latest stable release of Python, released on Dec 1.",
+            "date": "1 day ago",
+            "position": 1,
+        },
+        {
+            "title": "Python release schedule",
+            "link": "https://peps.python.org/pep-0745/",
+            "snippet": "The release schedule lists every planned Python 3.14 release.",
+            "position": 2,
+        },
+    ]
+}
+
+
+@pytest.fixture
+def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalServer]:
+    srv = LocalServer()
+    srv.thread.start()
+    monkeypatch.setenv("SERPER_API_KEY", SENTINEL)
+    monkeypatch.setenv("SERPER_BASE_URL", srv.url)
+    set_default_cache(SearchCache())  # no results shared with other tests
+    try:
+        yield srv
+    finally:
+        set_default_cache(None)
+        srv.httpd.shutdown()
+        srv.httpd.server_close()
+
+
+@pytest.fixture
+def sample_kb(tmp_path: Path, sample_kb_copy: Path) -> Iterator[KnowledgeBase]:
+    kb = KnowledgeBase(KBConfig(home=tmp_path / "home"), embedding_model=hash_model())
+    kb.ingest([sample_kb_copy])
+    resources.register_kb(kb)
+    yield kb
+    resources.close_all()
+
+
+def ask(tmp_path: Path, question: str, **kw: Any) -> dict[str, Any]:
+    context = Context(data_home=str(tmp_path / "home"), search_provider="serper", **kw)
+    return asyncio.run(build_graph().ainvoke({"question": question}, context=context))
+
+
+def test_web_results_are_separate_cited_sources(
+    sample_kb: KnowledgeBase, provider: LocalServer, tmp_path: Path
+) -> None:
+    provider.route("/search", Reply(SERPER_BODY))
+    out = ask(tmp_path, "What is the latest stable Python release today?")
+    assert out["route"] == "search"
+    assert "[web-1]" in out["answer"]
+    web = [c for c in out["citations"] if c["type"] == "web"]
+    assert web[0]["url"] == "https://www.python.org/downloads/release/python-3142"
+    assert web[0]["published_at"]  # "1 day ago" normalised against the fetch time
+    assert out["search_calls"] >= 1 and out["search_cost"] > 0
+    sent = provider.hits("/search")[0]
+    assert sent.headers["x-api-key"] == SENTINEL
+    assert SENTINEL not in json.dumps(out, default=str)
+
+
+def test_provider_failure_keeps_the_kb_answer_and_says_why(
+    sample_kb: KnowledgeBase, provider: LocalServer, tmp_path: Path
+) -> None:
+    provider.route("/search", Reply({"message": "boom"}, status=500))
+    out = ask(
+        tmp_path, "What is the latest news on our annual leave policy, 5 to 10 years of service?"
+    )
+    assert out["route"] == "both"
+    assert "[internal-1]" in out["answer"]  # the KB path answered
+    assert "Live web results were unavailable" in out["answer"]
+    assert any("web search failed" in w and "500" in w for w in out["warnings"])
+    assert SENTINEL not in json.dumps(out, default=str)
+    # Failures are not cached: a second run calls the provider again.
+    before = len(provider.hits("/search"))
+    ask(tmp_path, "What is the latest news on our annual leave policy, 5 to 10 years of service?")
+    assert len(provider.hits("/search")) > before
+
+
+def test_second_identical_question_is_served_from_the_cache(
+    sample_kb: KnowledgeBase, provider: LocalServer, tmp_path: Path
+) -> None:
+    provider.route("/search", Reply(SERPER_BODY))
+    first = ask(tmp_path, "What is the latest stable Python release today?")
+    calls = len(provider.hits("/search"))
+    second = ask(tmp_path, "What is the latest stable Python release today?")
+    assert len(provider.hits("/search")) == calls
+    assert second["search_cost"] == 0.0 and first["search_cost"] > 0
