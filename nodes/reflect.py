@@ -36,10 +36,12 @@ def _offline(state: dict[str, Any]) -> Reflection:
     if not missing:
         return Reflection(sufficient=True)
     web_possible = not state.get("web_error") and state.get("route") != "knowledge"
-    source: Literal["internal", "web"] = (
-        "web" if web_possible and state.get("route") == "search" else "internal"
-    )
-    return Reflection(sufficient=False, next_query=" ".join(missing), source=source)
+    if state.get("route") == "search":
+        # The KB was judged irrelevant; only another web query could help.
+        if not web_possible:
+            return Reflection(sufficient=True)
+        return Reflection(sufficient=False, next_query=" ".join(missing), source="web")
+    return Reflection(sufficient=False, next_query=" ".join(missing), source="internal")
 
 
 async def reflect(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:

@@ -68,6 +68,7 @@ def test_time_sensitive_question_reports_web_not_configured(
     out = run(build_graph(), {"question": "What is the latest Python release today?"},
               Context(data_home=str(tmp_path / "home")))  # fmt: skip
     assert out["route"] == "search"
+    assert out["iteration"] == 0  # no pointless KB re-queries when only the web could help
     assert any("not configured" in w for w in out["warnings"])
     assert "Live web results were unavailable" in out["answer"]
 
