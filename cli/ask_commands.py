@@ -33,6 +33,11 @@ def register(subparsers: Any) -> None:
         help="a Context field, e.g. --set confidence_threshold=0.5 (repeatable)",
     )
     ask.add_argument("--quiet", action="store_true", help="no progress lines")
+    ask.add_argument(
+        "--agent",
+        action="store_true",
+        help="use the tool-calling agent graph (tool_agent) instead of the state graph",
+    )
     ask.set_defaults(func=cmd_ask)
 
     demo = subparsers.add_parser("demo", help="ingest the sample KB and answer sample questions")
@@ -61,11 +66,14 @@ def parse_context(pairs: list[str], home: str | None) -> dict[str, Any]:
     return values
 
 
-def run_question(question: str, context: dict[str, Any], *, quiet: bool) -> dict[str, Any]:
-    from graph import Context, build_graph
+def run_question(
+    question: str, context: dict[str, Any], *, quiet: bool, agent: bool = False
+) -> dict[str, Any]:
+    """Run one question through the state graph, or the tool-calling agent with ``agent``."""
+    from graph import Context, build_agent_graph, build_graph
 
     ctx = Context.from_mapping(context)
-    compiled = build_graph()
+    compiled = build_agent_graph() if agent else build_graph()
 
     async def go() -> dict[str, Any]:
         final: dict[str, Any] = {}
@@ -102,6 +110,10 @@ def print_answer(result: dict[str, Any]) -> None:
         f"confidence={result.get('confidence')} iterations={result.get('iteration')} "
         f"search_cost=${result.get('search_cost') or 0:.4f}"
     )
+    if "model_calls" in result:  # the agent graph: say how much of its budget it used
+        print(
+            f"model_calls={result['model_calls']} tool_calls={len(result.get('tool_calls') or [])}"
+        )
     for w in result.get("warnings") or []:
         print(f"warning: {w}")
 
@@ -114,7 +126,9 @@ def _jsonable(result: dict[str, Any]) -> dict[str, Any]:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     context = parse_context(args.set, args.home)
-    result = run_question(args.question, context, quiet=args.quiet or args.json)
+    result = run_question(
+        args.question, context, quiet=args.quiet or args.json, agent=getattr(args, "agent", False)
+    )
     if args.json:
         print_json(_jsonable(result))
     else:

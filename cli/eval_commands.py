@@ -10,6 +10,7 @@ from cli.common import ProgressBar, add_kb_options, kb_config, print_json
 from tools.errors import ConfigError
 from tools.evaluation import evaluate_retrieval, load_beir
 from tools.knowledge_base import SEARCH_MODES, SearchMode
+from tools.rerank import make_reranker
 
 METRICS = ("ndcg@10", "recall@5", "recall@10", "mrr@10", "hit@5")
 
@@ -27,6 +28,9 @@ def register(subparsers: Any) -> None:
         "--max-queries", type=int, default=None, help="evaluate only the first N queries"
     )
     ret.add_argument("--json", action="store_true", help="one JSON object keyed by mode")
+    ret.add_argument(
+        "--rerank", default="none", help="none | lexical | cross-encoder:<model> (default none)"
+    )
     add_kb_options(ret)
     ret.set_defaults(func=cmd_retrieval)
 
@@ -100,6 +104,7 @@ def cmd_retrieval(args: argparse.Namespace) -> int:
         config=kb_config(args),
         max_queries=args.max_queries,
         progress=ProgressBar("index"),
+        reranker=None if args.rerank == "none" else make_reranker(args.rerank),
     )
     if args.json:
         print_json({m: {k: round(v, 4) for k, v in r.items()} for m, r in results.items()})

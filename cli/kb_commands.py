@@ -7,6 +7,7 @@ from typing import Any
 
 from cli.common import ProgressBar, add_kb_options, open_kb, print_json
 from tools.knowledge_base import SEARCH_MODES
+from tools.rerank import make_reranker, rerank_chunks
 
 
 def register(subparsers: Any) -> None:
@@ -27,6 +28,7 @@ def register(subparsers: Any) -> None:
     search.add_argument("-k", type=int, default=5, help="number of results (default 5)")
     search.add_argument("--doc-id", action="append", help="restrict to this doc_id (repeatable)")
     search.add_argument("--json", action="store_true")
+    search.add_argument("--rerank", default="none", help="none | lexical | cross-encoder:<model>")
     add_kb_options(search)
     search.set_defaults(func=cmd_search)
 
@@ -73,7 +75,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def cmd_search(args: argparse.Namespace) -> int:
     with open_kb(args) as kb:
-        results = kb.search(args.query, args.k, mode=args.mode, doc_ids=args.doc_id)
+        reranker = make_reranker(args.rerank)  # before searching: a missing model fails fast
+        results = kb.search(args.query, max(args.k, 20), mode=args.mode, doc_ids=args.doc_id)
+        results = rerank_chunks(args.query, results, reranker, args.k)
     if args.json:
         print_json(
             [

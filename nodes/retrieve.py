@@ -14,42 +14,11 @@ from langgraph.runtime import Runtime
 
 from nodes.common import emit, timed
 from nodes.resources import get_kb, web_settings
+from nodes.tracing import annotate_run
 from tools.errors import HybridRagError
 from tools.knowledge_base import RetrievedChunk
-from tools.websearch import WebResult, WebSearchClient, WebSearchError, default_cache
-
-
-def chunk_to_source(hit: RetrievedChunk) -> dict[str, Any]:
-    return {
-        "id": hit.chunk_id,
-        "kind": "internal",
-        "title": hit.heading.split(" > ")[0] if hit.heading else hit.doc_id,
-        "heading": hit.heading,
-        "text": hit.text,
-        "doc_id": hit.doc_id,
-        "chunk_id": hit.chunk_id,
-        "source": hit.source,
-        "relevance": round(hit.relevance, 4),
-        "vector_score": hit.vector_score,
-        "bm25_score": round(hit.bm25_score, 4),
-        "ingested_at": hit.metadata.get("ingested_at"),
-    }
-
-
-def web_to_source(result: WebResult) -> dict[str, Any]:
-    return {
-        "id": result.url,
-        "kind": "web",
-        "title": result.title,
-        "text": result.snippet,
-        "url": result.url,
-        "published_at": result.published_at,
-        "source": result.source,
-        "provider": result.provider,
-        "rank": result.rank,
-        "result_kind": result.kind,
-        "fetched_at": result.fetched_at,
-    }
+from tools.sources import chunk_to_source, web_to_source
+from tools.websearch import WebSearchClient, WebSearchError, default_cache
 
 
 def merge_sources(
@@ -118,6 +87,10 @@ async def search_web(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, 
                 async with WebSearchClient(settings, cache=default_cache()) as client:
                     multi = await client.search_many(queries, hl=hl, gl=gl, top_k=ctx.top_k_web)
                 found = [web_to_source(r) for r in multi.results]
+                annotate_run(  # LangSmith metadata of this node's run (no-op untraced)
+                    web_provider=",".join(sorted({r.provider for r in multi.responses})),
+                    cache_hits=sum(r.cache_hit for r in multi.responses),
+                )
                 update["web_docs"] = _merge_web(state.get("web_docs") or [], found)
                 update["search_cost"] = round(float(state.get("search_cost") or 0) + multi.cost, 6)
                 update["search_calls"] = int(state.get("search_calls") or 0) + multi.calls

@@ -22,6 +22,7 @@ from typing import Any
 from tools.errors import InputError
 from tools.knowledge_base import SEARCH_MODES, KBConfig, KnowledgeBase, SearchMode
 from tools.loaders import SourceDocument, content_hash
+from tools.rerank import Reranker, rerank_chunks
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,8 @@ def evaluate_retrieval(
     kb: KnowledgeBase | None = None,
     max_queries: int | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    reranker: Reranker | None = None,
+    rerank_top_n: int = 30,
 ) -> dict[str, dict[str, float]]:
     """Index ``data`` into a throw-away collection and score each mode."""
     if not data.qrels:
@@ -178,6 +181,8 @@ def evaluate_retrieval(
             for qid in query_ids:
                 started = time.perf_counter()
                 hits = kb.search(data.queries[qid], 30, mode=mode)
+                if reranker is not None:
+                    hits = rerank_chunks(data.queries[qid], hits, reranker, rerank_top_n)
                 latencies.append((time.perf_counter() - started) * 1000)
                 rankings[qid] = list(dict.fromkeys(h.doc_id for h in hits))
             results[mode] = score_run(rankings, data.qrels, latencies)

@@ -1,0 +1,90 @@
+"""The tool-calling agent variant of the hybrid RAG — exported as ``tool_agent``.
+
+    agent_prepare ─(model)───→ call_model ─(tool calls)→ run_tools → call_model
+                  │                       └(answer)───→ cite → finalize
+                  └(offline)─→ offline_tools → offline_answer → cite → finalize
+
+The model chooses between ``internal_search`` and ``google_search``
+(``tools/agent_tools.py``) until it answers, bounded by ``Context.max_model_calls``
+and ``Context.max_tool_calls`` in the nodes and by :data:`RECURSION_LIMIT` here.
+Without a model, a deterministic rule stands in (see ``nodes/agent.py``). Answers
+pass the same citation check (``cite``) and run record (``finalize``) as the state
+graph, and the output has the state graph's fields plus ``model_calls``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Checkpointer
+
+from graph.context import Context
+from graph.rag_graph import Node, with_default_context
+from graph.state import InputState, OutputState, State
+from nodes.agent import (
+    after_model,
+    after_prepare,
+    agent_prepare,
+    call_model,
+    offline_answer,
+    offline_tools,
+    run_tools,
+)
+from nodes.finalize import finalize
+from nodes.generate import cite
+
+# Each model turn that calls tools costs two steps (call_model, run_tools). The nodes
+# stop at max_model_calls (≤ 50, see Context); this backstop allows the largest
+# configurable loop plus prepare/cite/finalize, and ends a run that somehow loops past it.
+MAX_MODEL_CALLS_ALLOWED = 50
+RECURSION_LIMIT = 2 * MAX_MODEL_CALLS_ALLOWED + 10
+
+
+class AgentOutputState(OutputState, total=False):
+    """The state graph's output plus the agent's model-call count."""
+
+    model_calls: int
+
+
+class AgentState(State, AgentOutputState, total=False):
+    """The state graph's working state plus ``model_calls`` (reset by ``agent_prepare``)."""
+
+
+def build_agent_graph(
+    *, checkpointer: Checkpointer = None
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """Compile the agent graph (without a checkpointer for the LangGraph server)."""
+    builder = StateGraph(
+        AgentState,
+        context_schema=Context,
+        input_schema=InputState,
+        output_schema=AgentOutputState,
+    )
+    nodes: tuple[tuple[str, Node], ...] = (
+        ("agent_prepare", agent_prepare),
+        ("call_model", call_model),
+        ("run_tools", run_tools),
+        ("offline_tools", offline_tools),
+        ("offline_answer", offline_answer),
+        ("cite", cite),
+        ("finalize", finalize),
+    )
+    for name, node in nodes:
+        builder.add_node(name, with_default_context(node))  # type: ignore[call-overload]
+    builder.add_edge(START, "agent_prepare")
+    builder.add_conditional_edges("agent_prepare", after_prepare, ["call_model", "offline_tools"])
+    builder.add_conditional_edges("call_model", after_model, ["run_tools", "cite"])
+    builder.add_edge("run_tools", "call_model")
+    builder.add_edge("offline_tools", "offline_answer")
+    builder.add_edge("offline_answer", "cite")
+    builder.add_edge("cite", "finalize")
+    builder.add_edge("finalize", END)
+    return builder.compile(checkpointer=checkpointer, name="tool_agent").with_config(
+        recursion_limit=RECURSION_LIMIT
+    )
+
+
+# Exported for langgraph.json (as ``tool_agent``); the server supplies the checkpointer.
+graph = build_agent_graph()

@@ -1,0 +1,303 @@
+"""The agent's two tools, ``internal_search`` and ``google_search``, as plain LangChain tools.
+
+No LangGraph here: :func:`make_tools` returns ``langchain_core`` tools that any
+tool-calling loop (the agent graph, ``ToolNode``, a notebook) can run. The tools
+share one :class:`SourceRegistry` per run, which numbers sources stably across
+calls — the same chunk or URL always gets the same label, internal and web are
+numbered separately — so the labels the model reads in tool results are exactly
+the labels the citation check later resolves (``tools.citations``).
+
+Tools never raise: a disabled or unconfigured web search, a provider outage, an
+empty knowledge base, a store error or bad arguments come back to the model as
+one clear sentence, so it can try something else or answer from what it has.
+Each tool uses ``response_format="content_and_artifact"``: the model sees the
+compact text, the caller gets a :class:`ToolOutcome`-shaped dict (sources found,
+search cost and upstream calls, warnings) as the ``ToolMessage.artifact``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from langchain_core.tools import BaseTool, StructuredTool
+from pydantic import BaseModel, Field, ValidationError
+
+from tools.citations import SourceKind, label
+from tools.context_builder import cut_snippet
+from tools.errors import HybridRagError, InputError
+from tools.knowledge_base import KnowledgeBase
+from tools.sources import chunk_to_source, web_to_source
+from tools.websearch import (
+    SearchCache,
+    WebSearchClient,
+    WebSearchError,
+    WebSearchNotConfiguredError,
+    WebSearchSettings,
+    build_params,
+    default_cache,
+)
+
+INTERNAL_SEARCH = "internal_search"
+GOOGLE_SEARCH = "google_search"
+TOOL_NAMES = (INTERNAL_SEARCH, GOOGLE_SEARCH)
+
+INTERNAL_DESCRIPTION = (
+    "Search the company's private knowledge base. Use for company documents, product "
+    "manuals, internal processes and policies (HR, finance, IT, products). Works with "
+    "Chinese and English queries. Returns labelled passages such as "
+    "'[internal-1] title — snippet'; cite those labels."
+)
+GOOGLE_DESCRIPTION = (
+    "Search the live web (Google-style results). Use for news, current events, prices, "
+    "releases and other public or time-sensitive information. hl is the interface "
+    "language (e.g. 'zh-CN', 'en'), gl the two-letter country (e.g. 'cn', 'us'); match "
+    "them to the query's language. Returns labelled results such as "
+    "'[web-1] title (url, date) — snippet'; cite those labels."
+)
+
+KBGetter = Callable[[], KnowledgeBase]
+WebSettingsGetter = Callable[[], WebSearchSettings | None]
+
+
+class SourceRegistry:
+    """Numbers the sources of one run stably: the same chunk or URL keeps its label on
+    every call, internal and web sources are numbered separately from 1. Rebuilt from
+    ``state["sources"]`` at each step, so labels survive between graph steps."""
+
+    def __init__(self, language: str, sources: Iterable[dict[str, Any]] = ()) -> None:
+        self.language = "zh" if language == "zh" else "en"
+        self._by_key: dict[tuple[str, str], dict[str, Any]] = {}
+        self._counters: dict[str, int] = {"internal": 0, "web": 0}
+        for src in sources:
+            kind = self._kind(src)
+            number = int(src.get("number") or 0)
+            if number < 1:  # an unlabelled source: number it like a new one
+                self.add(src)
+                continue
+            self._by_key[(kind, str(src["id"]))] = dict(src)
+            self._counters[kind] = max(self._counters[kind], number)
+
+    @staticmethod
+    def _kind(src: dict[str, Any]) -> SourceKind:
+        return "web" if src.get("kind") == "web" else "internal"
+
+    def add(self, src: dict[str, Any]) -> dict[str, Any]:
+        """The labelled source: the known one (same label as before) or a newly numbered copy."""
+        kind = self._kind(src)
+        key = (kind, str(src["id"]))
+        known = self._by_key.get(key)
+        if known is not None:
+            # Keep the label; remember the best relevance any query gave it.
+            if float(src.get("relevance") or 0) > float(known.get("relevance") or 0):
+                known["relevance"] = src["relevance"]
+            return known
+        self._counters[kind] += 1
+        number = self._counters[kind]
+        labelled = {**src, "number": number, "label": label(kind, number, self.language)}
+        self._by_key[key] = labelled
+        return labelled
+
+    @property
+    def sources(self) -> list[dict[str, Any]]:
+        """All labelled sources, internal first, each kind in label order."""
+        return sorted(
+            self._by_key.values(), key=lambda s: (s.get("kind") == "web", int(s["number"]))
+        )
+
+    def of_kind(self, kind: SourceKind) -> list[dict[str, Any]]:
+        return [s for s in self.sources if self._kind(s) == kind]
+
+
+@dataclass
+class ToolOutcome:
+    """What a tool call produced besides its text (the ``ToolMessage.artifact``)."""
+
+    ok: bool
+    # "ok", "bad_arguments" (the model can fix them), "unavailable" (the source cannot
+    # answer this run: web disabled / not configured / provider down, store error) or "empty".
+    status: str = "ok"
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    search_cost: float = 0.0
+    search_calls: int = 0
+    warnings: list[str] = field(default_factory=list)
+    error: str = ""
+    web_fetched_at: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _one_line(text: str, limit: int) -> str:
+    # One source per line: newlines inside a snippet could otherwise fake a new "[web-9]" line.
+    return cut_snippet(re.sub(r"\s+", " ", text), limit)
+
+
+def render_internal(sources: list[dict[str, Any]], query: str, snippet_chars: int) -> str:
+    lines = [f"Knowledge-base results for {query!r}:"]
+    for s in sources:
+        title = s.get("heading") or s.get("title") or s.get("doc_id") or ""
+        lines.append(f"{s['label']} {title} — {_one_line(str(s.get('text') or ''), snippet_chars)}")
+    return "\n".join(lines)
+
+
+def render_web(sources: list[dict[str, Any]], query: str, snippet_chars: int) -> str:
+    lines = [f"Web results for {query!r}:"]
+    for s in sources:
+        where = ", ".join(str(p) for p in (s.get("url"), s.get("published_at")) if p)
+        lines.append(
+            f"{s['label']} {s.get('title') or ''} ({where}) — "
+            f"{_one_line(str(s.get('text') or ''), snippet_chars)}"
+        )
+    return "\n".join(lines)
+
+
+def validation_message(tool_name: str) -> Callable[[ValidationError], str]:
+    """A short 'which argument is wrong' sentence for the model instead of pydantic's dump."""
+
+    def render(exc: ValidationError) -> str:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors()
+        )
+        return f"Error: invalid arguments for {tool_name}: {problems}. Fix them and call again."
+
+    return render
+
+
+class InternalSearchArgs(BaseModel):
+    query: str = Field(description="What to look for, in Chinese or English.")
+
+
+class GoogleSearchArgs(BaseModel):
+    query: str = Field(description="The web search query.")
+    hl: str = Field(default="zh-CN", description="Interface language, e.g. 'zh-CN' or 'en'.")
+    gl: str = Field(default="cn", description="Two-letter country code, e.g. 'cn' or 'us'.")
+
+
+def make_tools(
+    registry: SourceRegistry,
+    *,
+    kb_getter: KBGetter,
+    web_settings_getter: WebSettingsGetter,
+    top_k_internal: int = 5,
+    top_k_web: int = 5,
+    snippet_chars: int = 280,
+    cache: SearchCache | None = None,
+) -> list[BaseTool]:
+    """``[internal_search, google_search]`` bound to one run's registry and resources.
+
+    ``kb_getter`` and ``web_settings_getter`` are called on each tool call (not now),
+    so building the tools only to describe them to a model opens nothing.
+    ``web_settings_getter`` returns ``None`` when web search is disabled. Web search
+    uses ``cache`` or the process-wide :func:`~tools.websearch.default_cache`.
+    """
+
+    async def internal_search(query: str) -> tuple[str, dict[str, Any]]:
+        if not query.strip():
+            return _fail("Error: internal_search needs a non-empty query.", status="bad_arguments")
+        try:
+            kb = kb_getter()
+            # Chroma and BM25 are blocking; keep the event loop free for other work.
+            hits = await asyncio.to_thread(kb.search, query, top_k_internal)
+            empty = not hits and (await asyncio.to_thread(kb.stats))["chunks"] == 0
+        except HybridRagError as exc:
+            return _fail(
+                f"internal_search failed: the knowledge base is unavailable ({exc}).",
+                error=f"knowledge base unavailable: {exc}",
+            )
+        if empty:
+            msg = "The knowledge base is empty (nothing has been ingested); it cannot help here."
+            return _fail(
+                msg,
+                status="empty",
+                error="the knowledge base is empty: run 'hybrid-rag ingest PATH'",
+            )
+        if not hits:
+            return f"No knowledge-base passage matches {query!r}.", ToolOutcome(ok=True).to_dict()
+        found = [registry.add(chunk_to_source(h)) for h in hits]
+        text = render_internal(found, query, snippet_chars)
+        return text, ToolOutcome(ok=True, sources=found).to_dict()
+
+    async def google_search(
+        query: str, hl: str = "zh-CN", gl: str = "cn"
+    ) -> tuple[str, dict[str, Any]]:
+        try:
+            build_params(query, hl=hl, gl=gl)  # validate before spending anything
+        except InputError as exc:
+            return _fail(
+                f"Error: google_search arguments rejected: {exc}. Fix them and call again.",
+                status="bad_arguments",
+            )
+        try:
+            settings = web_settings_getter()
+        except HybridRagError as exc:
+            return _fail(
+                f"google_search is not available: {exc}. Use internal_search instead.",
+                error=str(exc),
+            )
+        if settings is None:
+            reason = "web search is disabled (search_provider=none)"
+            return _fail(
+                f"google_search is not available: {reason}. Use internal_search and tell the "
+                "user that live web results were unavailable.",
+                error=reason,
+            )
+        try:
+            async with WebSearchClient(settings, cache=cache or default_cache()) as client:
+                resp = await client.search(query, hl=hl, gl=gl, num=top_k_web)
+        except WebSearchNotConfiguredError as exc:
+            return _fail(
+                f"google_search is not available: {exc}. Use internal_search and tell the user "
+                "that live web results were unavailable.",
+                error=str(exc),
+            )
+        except (WebSearchError, HybridRagError) as exc:
+            calls = exc.calls if isinstance(exc, WebSearchError) else 0
+            return _fail(
+                f"google_search failed: {exc}. You may retry once later or answer from "
+                "internal_search results, saying live web results were unavailable.",
+                error=str(exc),
+                calls=calls,
+            )
+        found = [registry.add(web_to_source(r)) for r in resp.results[:top_k_web]]
+        outcome = ToolOutcome(
+            ok=True,
+            sources=found,
+            search_cost=resp.cost,
+            search_calls=resp.calls,
+            warnings=list(resp.warnings),
+            web_fetched_at=resp.fetched_at,
+        )
+        if not found:
+            return f"No web results for {query!r}.", outcome.to_dict()
+        return render_web(found, query, snippet_chars), outcome.to_dict()
+
+    return [
+        StructuredTool.from_function(
+            coroutine=internal_search,
+            name=INTERNAL_SEARCH,
+            description=INTERNAL_DESCRIPTION,
+            args_schema=InternalSearchArgs,
+            response_format="content_and_artifact",
+            handle_validation_error=validation_message(INTERNAL_SEARCH),
+        ),
+        StructuredTool.from_function(
+            coroutine=google_search,
+            name=GOOGLE_SEARCH,
+            description=GOOGLE_DESCRIPTION,
+            args_schema=GoogleSearchArgs,
+            response_format="content_and_artifact",
+            handle_validation_error=validation_message(GOOGLE_SEARCH),
+        ),
+    ]
+
+
+def _fail(
+    message: str, *, status: str = "unavailable", error: str = "", calls: int = 0
+) -> tuple[str, dict[str, Any]]:
+    """The (text, artifact) pair of a failed call: the text for the model, ``error`` for people."""
+    outcome = ToolOutcome(ok=False, status=status, error=error or message, search_calls=calls)
+    return message, outcome.to_dict()

@@ -1,0 +1,45 @@
+"""The source record shared by both graphs: one dict per KB chunk or web hit.
+
+Plain dicts (not objects) so checkpoints, the server and traces serialise them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tools.knowledge_base import RetrievedChunk
+from tools.websearch import WebResult
+
+
+def chunk_to_source(hit: RetrievedChunk) -> dict[str, Any]:
+    return {
+        "id": hit.chunk_id,
+        "kind": "internal",
+        "title": hit.heading.split(" > ")[0] if hit.heading else hit.doc_id,
+        "heading": hit.heading,
+        "text": hit.text,
+        "doc_id": hit.doc_id,
+        "chunk_id": hit.chunk_id,
+        "source": hit.source,
+        "relevance": round(hit.relevance, 4),
+        "vector_score": hit.vector_score,
+        "bm25_score": round(hit.bm25_score, 4),
+        "ingested_at": hit.metadata.get("ingested_at"),
+        "lang": hit.metadata.get("lang"),
+    }
+
+
+def web_to_source(result: WebResult) -> dict[str, Any]:
+    return {
+        "id": result.url,
+        "kind": "web",
+        "title": result.title,
+        "text": result.snippet,
+        "url": result.url,
+        "published_at": result.published_at,
+        "source": result.source,
+        "provider": result.provider,
+        "rank": result.rank,
+        "result_kind": result.kind,
+        "fetched_at": result.fetched_at,
+    }
