@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Annotated, Any
 
 from tools.errors import ConfigError
+from tools.rerank import make_reranker
 
 _MODEL_RE = re.compile(r"^(auto|offline|[A-Za-z0-9_.-]+:[^\s]+)$")
 _HL_RE = re.compile(r"^(auto|[a-z]{2,3}(-[A-Za-z]{2,4})?)$")
@@ -68,6 +69,20 @@ class Context:
     answer_reserve_tokens: int = _f(1024, "Tokens reserved for the answer within the budget.")
     answer_language: str = _f("auto", "'zh', 'en', or 'auto' (the question's language).")
     max_question_chars: int = _f(4000, "Longest question accepted (characters).")
+    reranker: str = _f(
+        "none",
+        "Second-stage reranker: 'none', 'lexical' (no model), 'cross-encoder:<model>' "
+        "(local sentence-transformers model) or 'llm' (listwise by fast_model).",
+    )
+    rerank_top_n: int = _f(10, "Candidates kept after reranking (1-50).")
+    joint_ranking: bool = _f(
+        False, "Rank knowledge-base and web candidates together and keep the best rerank_top_n."
+    )
+    crosslingual: bool = _f(
+        True,
+        "Add a translated query when the knowledge base holds another language than the "
+        "question (needs a model; offline mode says no translation was done).",
+    )
     max_model_calls: int = _f(8, "Agent graph: most model calls per run.")
     max_tool_calls: int = _f(8, "Agent graph: most tool calls per run.")
 
@@ -103,6 +118,15 @@ class Context:
             raise ConfigError(
                 f"hl must be 'auto' or a language code like 'en' or 'zh-CN', got {self.hl!r}"
             )
+        _range(self, "rerank_top_n", 1, 50)
+        if self.reranker not in ("none", "lexical", "llm") and not self.reranker.startswith(
+            "cross-encoder"
+        ):
+            raise ConfigError(
+                f"reranker must be none, lexical, llm or cross-encoder:<model>, got {self.reranker!r}"
+            )
+        if self.reranker.startswith("cross-encoder"):
+            make_reranker(self.reranker)  # fails now, naming what to install, not mid-run
         if not _GL_RE.match(self.gl):
             raise ConfigError(f"gl must be 'auto' or a two-letter country code, got {self.gl!r}")
 

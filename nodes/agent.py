@@ -59,6 +59,7 @@ from prompts.agent import (
 from tools.agent_tools import GOOGLE_SEARCH, INTERNAL_SEARCH, SourceRegistry, make_tools
 from tools.errors import HybridRagError
 from tools.offline_policy import extractive_answer, no_information, offline_route
+from tools.rerank import make_reranker
 from tools.websearch import default_locale
 
 # --- helpers ---------------------------------------------------------------------------
@@ -85,6 +86,8 @@ def tools_for(registry: SourceRegistry, ctx: Any) -> dict[str, BaseTool]:
         top_k_internal=ctx.top_k_internal,
         top_k_web=ctx.top_k_web,
         snippet_chars=ctx.snippet_chars,
+        # The agent reranks inside internal_search; 'llm' ordering is the state graph's only.
+        reranker=None if ctx.reranker in ("none", "llm") else make_reranker(ctx.reranker),
     )
     return {t.name: t for t in tools}
 

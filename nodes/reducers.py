@@ -50,4 +50,5 @@ def fresh_turn() -> dict[str, Any]:
         "next_query": "",
         "next_source": "",
         "tool_calls": [],
+        "crosslingual": {},
     }

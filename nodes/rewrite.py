@@ -9,6 +9,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from nodes.common import emit, render_history, structured_call, timed
+from nodes.crosslingual import translated_queries
 from nodes.models import OFFLINE, resolve_model_spec
 from prompts.internal import REWRITE_SYSTEM
 from tools.offline_policy import keywords, offline_rewrites
@@ -62,10 +63,20 @@ async def rewrite(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any
                 kb, web = out.kb_queries, out.web_queries
         kb_queries = _clean(kb, question, ctx.num_rewrites + 1)
         web_queries = _clean(web, question, 3)
+        report: dict[str, Any] = {}
+        if ctx.crosslingual:
+            extra, report = await translated_queries(ctx, question, spec)
+            # Translations come right after the original, so the query limit never drops them.
+            kb_queries = _clean(
+                [*extra, *kb_queries[1:]], question, ctx.num_rewrites + 1 + len(extra)
+            )
+            if report.get("note"):
+                warnings.append(f"cross-lingual: {report['note']}")
     emit(runtime, "rewritten", kb_queries=kb_queries, web_queries=web_queries)
     return {
         "kb_queries": kb_queries,
         "web_queries": web_queries,
+        "crosslingual": report,
         "warnings": warnings,
         "timings": timings,
     }

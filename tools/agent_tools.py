@@ -30,6 +30,7 @@ from tools.citations import SourceKind, label
 from tools.context_builder import cut_snippet
 from tools.errors import HybridRagError, InputError
 from tools.knowledge_base import KnowledgeBase
+from tools.rerank import Reranker, rerank_chunks
 from tools.sources import chunk_to_source, web_to_source
 from tools.websearch import (
     SearchCache,
@@ -186,6 +187,7 @@ def make_tools(
     top_k_web: int = 5,
     snippet_chars: int = 280,
     cache: SearchCache | None = None,
+    reranker: Reranker | None = None,
 ) -> list[BaseTool]:
     """``[internal_search, google_search]`` bound to one run's registry and resources.
 
@@ -201,7 +203,11 @@ def make_tools(
         try:
             kb = kb_getter()
             # Chroma and BM25 are blocking; keep the event loop free for other work.
-            hits = await asyncio.to_thread(kb.search, query, top_k_internal)
+            if reranker is None:
+                hits = await asyncio.to_thread(kb.search, query, top_k_internal)
+            else:  # rerank a wider first-stage pool, keep the best top_k_internal
+                pool = await asyncio.to_thread(kb.search, query, max(20, top_k_internal))
+                hits = await asyncio.to_thread(rerank_chunks, query, pool, reranker, top_k_internal)
             empty = not hits and (await asyncio.to_thread(kb.stats))["chunks"] == 0
         except HybridRagError as exc:
             return _fail(

@@ -666,12 +666,18 @@ class KnowledgeBase:
 
     # -- statistics ----------------------------------------------------------------------
 
-    def stats(self) -> dict[str, Any]:
+    def languages(self) -> dict[str, int]:
+        """Active chunks per detected language (``zh``/``en``), the KB's language mix."""
         snap = self.snapshot()
         langs: dict[str, int] = {}
         for m in snap.metadatas:
             lang = str(m.get("lang", "?"))
             langs[lang] = langs.get(lang, 0) + 1
+        return langs
+
+    def stats(self) -> dict[str, Any]:
+        snap = self.snapshot()
+        langs = self.languages()
         stored = int(self._store_call("counting chunks", self._chunks.count))
         return {
             "collection": self.config.collection,

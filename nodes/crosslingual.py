@@ -1,0 +1,64 @@
+"""Cross-lingual queries: when the KB holds text in another language than the question.
+
+With a model, the question is translated and the translation joins the KB queries,
+so results of both languages are fused by ``retrieve_internal``. Offline, nothing is
+translated and the output says so (the multilingual embedding still matches across
+languages, more weakly).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from langchain_core.messages import HumanMessage, SystemMessage
+
+from nodes.models import NOSTREAM, OFFLINE, load_chat_model
+from nodes.resources import get_kb
+from prompts.internal import TRANSLATE_SYSTEM
+from tools.errors import HybridRagError
+from tools.text import detect_language
+
+LANGUAGE_NAMES = {"zh": "Simplified Chinese", "en": "English"}
+
+
+async def translated_queries(
+    ctx: Any, question: str, spec: str
+) -> tuple[list[str], dict[str, Any]]:
+    """Extra KB queries in the KB's other languages, and a report for the output."""
+    try:
+        mix = await asyncio.to_thread(lambda: get_kb(ctx).languages())
+    except HybridRagError:
+        return [], {}
+    source = detect_language(question)
+    others = sorted(
+        lang for lang, n in mix.items() if n > 0 and lang != source and lang in LANGUAGE_NAMES
+    )
+    report: dict[str, Any] = {"question_language": source, "kb_languages": mix, "translated": []}
+    if not others:
+        return [], report
+    if spec == OFFLINE:
+        report["note"] = (
+            f"the knowledge base also holds {', '.join(others)} text; no translation was done "
+            "(offline mode), so only the multilingual embedding matches across languages"
+        )
+        return [], report
+    queries: list[str] = []
+    model = load_chat_model(spec)
+    for lang in others:
+        try:
+            reply = await model.ainvoke(
+                [
+                    SystemMessage(TRANSLATE_SYSTEM.format(target=LANGUAGE_NAMES[lang])),
+                    HumanMessage(question),
+                ],
+                config=NOSTREAM,
+            )
+        except Exception as exc:  # a failed translation only loses the extra query
+            report.setdefault("errors", []).append(f"{lang}: {type(exc).__name__}")
+            continue
+        text = str(reply.content).strip()
+        if text and text != question:
+            queries.append(text)
+            report["translated"].append({"language": lang, "query": text})
+    return queries, report

@@ -1,0 +1,81 @@
+"""``rerank``: second-stage ordering between retrieval and grading.
+
+Internal candidates are reranked by ``Context.reranker``; with ``joint_ranking`` on
+and both kinds present, KB and web candidates are scored together and the best
+``rerank_top_n`` overall are kept (the answer still shows them in their own
+labelled sections). Scores stay in [0, 1] (see ``tools.rerank``), so the grader's
+threshold keeps its meaning. An unusable ``llm`` ordering falls back to the
+first-stage order with a warning.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+from pydantic import BaseModel, Field
+
+from nodes.common import emit, structured_call, timed
+from nodes.models import OFFLINE, resolve_model_spec
+from prompts.internal import RERANK_SYSTEM
+from tools.offline_policy import text_overlap
+from tools.rerank import Candidate, make_reranker, reorder
+
+
+class Ordering(BaseModel):
+    ids: list[str] = Field(description="candidate ids, most relevant first")
+
+
+def to_candidates(question: str, docs: list[dict[str, Any]]) -> list[Candidate]:
+    out = []
+    for d in docs:
+        text = f"{d.get('heading') or d.get('title') or ''}\n{d.get('text') or ''}"
+        # Web hits carry no retrieval score: their first-stage relevance is keyword overlap.
+        rel = d.get("relevance")
+        relevance = float(rel) if rel is not None else text_overlap(question, text)
+        out.append(Candidate(str(d["id"]), text, relevance, payload=d))
+    return out
+
+
+async def _llm_order(
+    spec: str, question: str, cands: list[Candidate], top_n: int
+) -> tuple[list[Candidate], str | None]:
+    listing = "\n".join(f"[{c.id}] {c.text[:300]}" for c in cands)
+    out, error = await structured_call(
+        spec, Ordering, RERANK_SYSTEM, f"Question: {question}\n\nCandidates:\n{listing}"
+    )
+    if out is None or not set(out.ids) & {c.id for c in cands}:
+        return cands[:top_n], error or "no known ids in the ordering"
+    return reorder(cands, out.ids, top_n), None
+
+
+async def rerank(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+    ctx = runtime.context
+    question: str = state["question"]
+    internal = list(state.get("internal_docs") or [])
+    web = list(state.get("web_docs") or [])
+    joint = bool(ctx.joint_ranking and internal and web)
+    if ctx.reranker == "none" and not joint:
+        return {}
+    timings: dict[str, float] = {}
+    warnings: list[str] = []
+    emit(runtime, "reranking", reranker=ctx.reranker, joint=joint)
+    with timed("rerank", timings):
+        pool = to_candidates(question, internal + web if joint else internal)
+        top_n = ctx.rerank_top_n if joint else max(ctx.rerank_top_n, len(pool))
+        error: str | None = None
+        if ctx.reranker == "llm":
+            spec = resolve_model_spec(ctx.fast_model, fallback=ctx.model)
+            if spec == OFFLINE:
+                ranked, error = pool[:top_n], "no model configured (offline)"
+            else:
+                ranked, error = await _llm_order(spec, question, pool, top_n)
+            if error:
+                warnings.append(f"llm reranking unusable ({error}); kept first-stage order")
+        else:
+            ranked = make_reranker(ctx.reranker).rerank(question, pool, top_n)
+    docs = [{**c.payload, "relevance": round(c.relevance, 4)} for c in ranked]
+    update: dict[str, Any] = {"internal_docs": [d for d in docs if d.get("kind") != "web"]}
+    if joint:
+        update["web_docs"] = [d for d in docs if d.get("kind") == "web"]
+    return {**update, "warnings": warnings, "timings": timings}

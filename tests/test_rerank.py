@@ -1,0 +1,165 @@
+"""Reranking stage and cross-lingual queries (issue: reranking, one ranking, cross-lingual)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graph import Context, build_graph
+from nodes import resources
+from nodes.models import register_chat_model, unregister_chat_model
+from tests.fakes import ScriptedChatModel, hash_model
+from tools.errors import ConfigError
+from tools.knowledge_base import KBConfig, KnowledgeBase
+from tools.rerank import (
+    Candidate,
+    LexicalReranker,
+    NoReranker,
+    ScoringReranker,
+    make_reranker,
+    reorder,
+)
+
+
+def cands() -> list[Candidate]:
+    return [
+        Candidate("a", "expense rules for taxis", 0.9),
+        Candidate("b", "annual leave: 18 days after five years", 0.5),
+        Candidate("c", "office locations", 0.7),
+    ]
+
+
+def test_scoring_reranker_orders_cuts_and_clamps() -> None:
+    scores = {"expense rules for taxis": 0.1, "annual leave: 18 days after five years": 3.0}
+    rr = ScoringReranker("fake", lambda q, texts: [scores.get(t, -1.0) for t in texts])
+    out = rr.rerank("annual leave", cands(), top_n=2)
+    assert [c.id for c in out] == ["b", "a"]
+    assert out[0].relevance == 1.0  # clamped into [0, 1]
+    assert all(0.0 <= c.relevance <= 1.0 for c in out)
+
+
+def test_scoring_reranker_rejects_wrong_score_count() -> None:
+    rr = ScoringReranker("broken", lambda q, texts: [0.5])
+    with pytest.raises(ValueError, match="1 scores for 3"):
+        rr.rerank("q", cands(), top_n=3)
+
+
+def test_lexical_reranker_prefers_query_coverage() -> None:
+    out = LexicalReranker().rerank("annual leave days", cands(), top_n=3)
+    assert out[0].id == "b"
+    assert all(0.0 <= c.relevance <= 1.0 for c in out)
+
+
+def test_none_keeps_order_and_reorder_keeps_leftovers() -> None:
+    assert [c.id for c in NoReranker().rerank("q", cands(), 2)] == ["a", "b"]
+    assert [c.id for c in reorder(cands(), ["c", "zzz", "a"], 3)] == ["c", "a", "b"]
+
+
+def test_missing_cross_encoder_extra_is_a_configuration_error() -> None:
+    pytest.importorskip("pytest")  # always present; the check below is about the extra
+    try:
+        import sentence_transformers  # noqa: F401
+    except ImportError:
+        with pytest.raises(ConfigError, match=r"pip install 'hybrid-rag\[rerank\]'"):
+            make_reranker("cross-encoder:BAAI/bge-reranker-v2-m3")
+        with pytest.raises(ConfigError, match="hybrid-rag\\[rerank\\]"):
+            Context(reranker="cross-encoder:BAAI/bge-reranker-v2-m3")
+    else:
+        with pytest.raises(ConfigError, match="not available locally"):
+            make_reranker("cross-encoder:/nonexistent/model")
+    with pytest.raises(ConfigError, match="reranker must be"):
+        Context(reranker="magic")
+
+
+@pytest.fixture
+def sample_kb(tmp_path: Path, sample_kb_copy: Path) -> Iterator[KnowledgeBase]:
+    kb = KnowledgeBase(KBConfig(home=tmp_path / "home"), embedding_model=hash_model())
+    kb.ingest([sample_kb_copy])
+    resources.register_kb(kb)
+    yield kb
+    resources.close_all()
+
+
+@pytest.fixture
+def scripted() -> Iterator[ScriptedChatModel]:
+    model = ScriptedChatModel()
+    register_chat_model("scripted", model)
+    yield model
+    unregister_chat_model("scripted")
+
+
+def ask(tmp_path: Path, question: str, **kw: Any) -> dict[str, Any]:
+    context = Context(data_home=str(tmp_path / "home"), search_provider="none", **kw)
+    return asyncio.run(build_graph().ainvoke({"question": question}, context=context))
+
+
+def test_chunk_language_is_stored_and_the_mix_is_known(sample_kb: KnowledgeBase) -> None:
+    mix = sample_kb.languages()
+    assert mix.get("zh", 0) > 0 and mix.get("en", 0) > 0
+    hit = sample_kb.search("年假制度", k=1)[0]
+    assert hit.metadata["lang"] == "zh"
+
+
+def test_offline_mode_says_no_translation_was_done(
+    sample_kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    out = ask(tmp_path, "How many days of annual leave after 6 years?")
+    assert out["crosslingual"]["question_language"] == "en"
+    assert out["crosslingual"]["translated"] == []
+    assert "no translation was done" in out["crosslingual"]["note"]
+    assert any("no translation was done" in w for w in out["warnings"])
+
+
+def test_translated_query_is_fused_with_a_scripted_model(
+    sample_kb: KnowledgeBase, tmp_path: Path, scripted: ScriptedChatModel
+) -> None:
+    scripted.structured = {
+        "RouteDecisionModel": [{"route": "knowledge", "reason": "policy"}],
+        "Rewrites": [{"kb_queries": ["NR-500 max payload"], "web_queries": ["NR-500"]}],
+        "DocumentGrade": [{"grade": "correct"}],
+        "Reflection": [{"sufficient": True}],
+    }
+
+    def answer(messages: list[Any]) -> str:
+        text = str(messages[-1].content)
+        if "Translate" in str(messages[0].content):
+            return "NR-500 最大负载是多少？"
+        assert "<source" in text
+        return "It lifts 1500 kg " + "".join(f"[internal-{i}]" for i in range(1, 6))
+
+    scripted.answer = answer
+    out = ask(tmp_path, "What is the maximum payload of the NR-500?", model="custom:scripted")
+    assert out["crosslingual"]["translated"] == [
+        {"language": "zh", "query": "NR-500 最大负载是多少？"}
+    ]
+    assert any(c["doc_id"] == "product/nr500-manual-zh.md" for c in out["citations"])
+
+
+def test_lexical_reranker_runs_in_the_graph(sample_kb: KnowledgeBase, tmp_path: Path) -> None:
+    out = ask(
+        tmp_path, "How many days of annual leave after 6 years?", reranker="lexical", rerank_top_n=3
+    )
+    assert "rerank" in out["timings"]
+    assert out["citations"] and out["citations"][0]["doc_id"].startswith("hr/annual-leave")
+
+
+def test_llm_reranker_falls_back_on_unparseable_output(
+    sample_kb: KnowledgeBase, tmp_path: Path, scripted: ScriptedChatModel
+) -> None:
+    scripted.structured = {
+        "RouteDecisionModel": [{"route": "knowledge", "reason": "policy"}],
+        "Rewrites": ["unparseable"],
+        "Ordering": ["unparseable"],
+        "DocumentGrade": [{"grade": "correct"}],
+        "Reflection": [{"sufficient": True}],
+    }
+    scripted.answer = lambda m: "Answer [internal-1]."
+    out = ask(
+        tmp_path, "annual leave days", model="custom:scripted", reranker="llm", crosslingual=False
+    )
+    assert any("llm reranking unusable" in w for w in out["warnings"])
+    assert out["answer"].startswith("Answer [internal-1]")
