@@ -1,7 +1,7 @@
 """The hybrid RAG state graph — the workflow's table of contents.
 
-    prepare → route → rewrite → retrieve_internal ∥ search_web → grade
-        grade ──(weak KB evidence, web not yet searched)──→ search_web → grade
+    prepare → route → rewrite → retrieve_internal ∥ search_web → rerank → grade
+        grade ──(weak KB evidence, web not yet searched)──→ search_web → rerank → grade
         grade → reflect ──(next query, ≤ max_iterations)──→ retrieve_internal | search_web
         reflect → generate → cite → finalize
 
@@ -27,9 +27,11 @@ from nodes.generate import cite, generate
 from nodes.grade import after_grade, grade
 from nodes.prepare import prepare
 from nodes.reflect import after_reflect, reflect
+from nodes.rerank import rerank
 from nodes.retrieve import retrieve_internal, search_web
 from nodes.rewrite import rewrite
 from nodes.route import route
+from nodes.tracing import annotate_run, run_summary
 
 # Steps a run may take. The loops are bounded by ``max_iterations`` in the nodes;
 # this is a second, explicit backstop far below LangGraph's default (~10,000).
@@ -39,13 +41,19 @@ Node = Callable[[dict[str, Any], Runtime[Any]], Awaitable[dict[str, Any]]]
 
 
 def with_default_context(node: Node) -> Node:
-    """Give the node a default ``Context`` when the caller passed none."""
+    """Give the node a default ``Context`` when the caller passed none.
+
+    When LangSmith tracing is on, the node's run also gets a summary of its update
+    (route, strategy, confidence, counts…) as metadata; see ``nodes.tracing``.
+    """
 
     @functools.wraps(node)
     async def run(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
         if runtime.context is None:
             runtime = dataclasses.replace(runtime, context=Context())
-        return await node(state, runtime)
+        update = await node(state, runtime)
+        annotate_run(**run_summary(update, node.__name__))
+        return update
 
     return run
 
@@ -65,26 +73,31 @@ def build_graph(*, checkpointer: Checkpointer = None) -> CompiledStateGraph[Any,
     builder = StateGraph(
         State, context_schema=Context, input_schema=InputState, output_schema=OutputState
     )
-    nodes: tuple[tuple[str, Node], ...] = (
-        ("prepare", prepare),
-        ("route", route),
-        ("rewrite", rewrite),
-        ("retrieve_internal", retrieve_internal),
-        ("search_web", search_web),
-        ("grade", grade),
-        ("reflect", reflect),
-        ("generate", generate),
-        ("cite", cite),
-        ("finalize", finalize),
+    nodes: tuple[tuple[str, Node, str], ...] = (
+        ("prepare", prepare, "validate the question, reset the turn"),
+        ("route", route, "knowledge | search | both"),
+        ("rewrite", rewrite, "knowledge-base and web queries"),
+        ("retrieve_internal", retrieve_internal, "hybrid knowledge-base retrieval"),
+        ("search_web", search_web, "live web search"),
+        ("rerank", rerank, "second-stage ranking (optional)"),
+        ("grade", grade, "confidence and web fallback"),
+        ("reflect", reflect, "bounded re-retrieval"),
+        ("generate", generate, "answer with labelled sources"),
+        ("cite", cite, "citation check"),
+        ("finalize", finalize, "run statistics"),
     )
-    for name, node in nodes:
-        builder.add_node(name, with_default_context(node))  # type: ignore[call-overload]
+    for name, node, step in nodes:
+        # Node metadata shows in Studio and on the node's LangSmith run.
+        builder.add_node(  # type: ignore[call-overload]
+            name, with_default_context(node), metadata={"hybrid_rag.step": step}
+        )
     builder.add_edge(START, "prepare")
     builder.add_edge("prepare", "route")
     builder.add_edge("route", "rewrite")
     builder.add_conditional_edges("rewrite", select_sources, ["retrieve_internal", "search_web"])
-    builder.add_edge("retrieve_internal", "grade")
-    builder.add_edge("search_web", "grade")
+    builder.add_edge("retrieve_internal", "rerank")
+    builder.add_edge("search_web", "rerank")
+    builder.add_edge("rerank", "grade")
     builder.add_conditional_edges("grade", after_grade, ["search_web", "reflect"])
     builder.add_conditional_edges(
         "reflect", after_reflect, ["retrieve_internal", "search_web", "generate"]

@@ -9,10 +9,15 @@ Sources are plain dicts so checkpoints and the server can serialise them.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
+
+# typing_extensions' TypedDict, not typing's: on Python 3.11 pydantic cannot build a JSON
+# schema from typing.TypedDict, and the LangGraph server then reports input_schema and
+# output_schema as null (Studio's form and chat view need them).
+from typing_extensions import TypedDict
 
 from nodes.reducers import extend_or_reset, merge_or_reset
 
@@ -34,6 +39,7 @@ class OutputState(TypedDict, total=False):
     answer: str
     citations: list[dict[str, Any]]
     citation_validity: float
+    crosslingual: dict[str, Any]
     route: Route
     route_reason: str
     strategy: str

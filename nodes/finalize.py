@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import Any
@@ -16,22 +17,25 @@ log = logging.getLogger("hybrid_rag.nodes")
 
 async def finalize(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
     ctx = runtime.context
-    try:
+    record = {
+        "graph": "agent" if state.get("tool_calls") else "state",
+        "route": state.get("route"),
+        "strategy": state.get("strategy"),
+        "confidence": state.get("confidence"),
+        "iterations": state.get("iteration"),
+        "search_cost": state.get("search_cost"),
+        "search_calls": state.get("search_calls"),
+        "mode": state.get("mode"),
+        "warnings": len(state.get("warnings") or []),
+    }
+
+    def write() -> None:
         home = data_home(Path(ctx.data_home) if ctx.data_home else None)
-        record_run(
-            run_stats_path(home),
-            {
-                "graph": "agent" if state.get("tool_calls") else "state",
-                "route": state.get("route"),
-                "strategy": state.get("strategy"),
-                "confidence": state.get("confidence"),
-                "iterations": state.get("iteration"),
-                "search_cost": state.get("search_cost"),
-                "search_calls": state.get("search_calls"),
-                "mode": state.get("mode"),
-                "warnings": len(state.get("warnings") or []),
-            },
-        )
+        record_run(run_stats_path(home), record)
+
+    try:
+        # File I/O off the event loop: the LangGraph server rejects blocking calls in nodes.
+        await asyncio.to_thread(write)
     except OSError as exc:  # statistics are best effort; the answer is not
         log.warning("could not record run statistics: %s", exc)
     return {}

@@ -1,0 +1,228 @@
+"""Retrieval quality and latency per dataset and mode (run on demand).
+
+Datasets (BEIR layout under ``--data-dir``, default ``<repo>/../shared/data``):
+
+* ``scifact`` — ``beir_scifact``, qrels/train.tsv (English, 5,183 abstracts)
+* ``rgb``     — ``rgb/derived_retrieval/zh_refine``, qrels.tsv (Chinese news passages)
+* ``cmrc``    — ``cmrc2018_retrieval``, qrels/trial.tsv (Chinese Wikipedia paragraphs)
+
+Each dataset is indexed into a throw-away collection by
+``tools.evaluation.evaluate_retrieval`` and scored for ``bm25``, ``vector`` and
+``hybrid`` (nDCG@10, Recall@5, Recall@10, MRR@10, hit@5, p50/p95 search latency,
+which includes the query embedding). The embedding cache lives in ``--home``
+(a temporary directory unless given), so passing the home of an earlier run
+skips re-embedding identical chunks.
+
+Two design questions, answered with BM25 only (a cheap hash embedder is injected,
+the vector side is not used):
+
+* ``--compare-tokenizers``: jieba vs character bigrams on the two Chinese sets;
+* ``--compare-stem``: English light stemming on/off on SciFact.
+
+Usage::
+
+    OMP_NUM_THREADS=2 .venv/bin/python bench/bench_retrieval.py
+    .venv/bin/python bench/bench_retrieval.py --datasets rgb,cmrc --max-queries 100
+    .venv/bin/python bench/bench_retrieval.py --compare-tokenizers --compare-stem
+    .venv/bin/python bench/bench_retrieval.py --embedding local:e5 --fusion weighted
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from tools.evaluation import BeirData, evaluate_retrieval, load_beir  # noqa: E402
+from tools.knowledge_base import SEARCH_MODES, KBConfig, KnowledgeBase, SearchMode  # noqa: E402
+
+DEFAULT_DATA = REPO.parent / "shared" / "data"
+METRICS = ("ndcg@10", "recall@5", "recall@10", "mrr@10", "hit@5")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    path: str
+    split: str | None
+    language: str
+
+
+DATASETS = {
+    "scifact": Dataset("scifact", "beir_scifact", "train", "en"),
+    "rgb": Dataset("rgb", "rgb/derived_retrieval/zh_refine", None, "zh"),
+    "cmrc": Dataset("cmrc", "cmrc2018_retrieval", "trial", "zh"),
+}
+
+
+def load(data_dir: Path, name: str) -> BeirData:
+    ds = DATASETS[name]
+    root = data_dir / ds.path
+    if not root.exists():
+        sys.exit(f"error: {root} not found; pass --data-dir pointing at the shared data folder")
+    return load_beir(root, ds.split)
+
+
+def run_modes(
+    data: BeirData,
+    modes: tuple[SearchMode, ...],
+    config: KBConfig,
+    max_queries: int | None,
+    cheap_embedder: bool = False,
+) -> tuple[dict[str, dict[str, float]], float]:
+    """Score ``modes``; returns the results and the wall time (index + queries) in s."""
+    started = time.perf_counter()
+    if cheap_embedder:
+        from tests.fakes import hash_model
+
+        kb = KnowledgeBase(
+            KBConfig(
+                home=config.home,
+                collection=f"bench-{uuid.uuid4().hex[:10]}",
+                chinese_tokenizer=config.chinese_tokenizer,
+                stem=config.stem,
+            ),
+            embedding_model=hash_model(64),
+        )
+        try:
+            results = evaluate_retrieval(data, modes=modes, kb=kb, max_queries=max_queries)
+        finally:
+            kb.drop()
+            kb.close()
+    else:
+        results = evaluate_retrieval(data, modes=modes, config=config, max_queries=max_queries)
+    return results, time.perf_counter() - started
+
+
+def print_table(title: str, rows: list[tuple[str, str, dict[str, float]]]) -> None:
+    print(f"\n{title}")
+    header = (
+        f"{'dataset':<9}{'variant':<16}"
+        + "".join(f"{m:>10}" for m in METRICS)
+        + f"{'queries':>8}{'p50 ms':>8}{'p95 ms':>8}"
+    )
+    print(header)
+    print("-" * len(header))
+    for dataset, variant, r in rows:
+        print(
+            f"{dataset:<9}{variant:<16}"
+            + "".join(f"{r[m]:>10.4f}" for m in METRICS)
+            + f"{int(r['queries']):>8}{r['p50_ms']:>8.1f}{r['p95_ms']:>8.1f}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+    p.add_argument(
+        "--datasets", default="scifact,rgb,cmrc", help="comma list of " + ",".join(DATASETS)
+    )
+    p.add_argument("--modes", default="bm25,vector,hybrid", help="comma list of search modes")
+    p.add_argument("--embedding", default="local", help="'local', 'local:e5' or 'openai:<model>'")
+    p.add_argument("--tokenizer", choices=("jieba", "bigram"), default="jieba")
+    p.add_argument("--stem", action="store_true", help="light English stemming for BM25")
+    p.add_argument("--fusion", choices=("rrf", "weighted"), default="rrf")
+    p.add_argument("--vector-weight", type=float, default=0.5)
+    p.add_argument("--max-queries", type=int, default=None)
+    p.add_argument("--home", type=Path, default=None, help="data home (embedding cache)")
+    p.add_argument("--compare-tokenizers", action="store_true", help="BM25: jieba vs bigram (zh)")
+    p.add_argument("--compare-stem", action="store_true", help="BM25: stemming on/off (SciFact)")
+    p.add_argument("--only-compare", action="store_true", help="skip the main table")
+    p.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
+    args = p.parse_args(argv)
+    if not args.data_dir.exists():
+        sys.exit(f"error: data directory {args.data_dir} not found (use --data-dir)")
+    names = [n.strip() for n in args.datasets.split(",") if n.strip()]
+    unknown = [n for n in names if n not in DATASETS]
+    if unknown:
+        sys.exit(f"error: unknown dataset(s) {unknown}; choose from {list(DATASETS)}")
+    modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
+    if any(m not in SEARCH_MODES for m in modes):
+        sys.exit(f"error: modes must be among {SEARCH_MODES}")
+
+    home = args.home or Path(tempfile.mkdtemp(prefix="bench-retrieval-"))
+    out: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "embedding": args.embedding,
+        "tokenizer": args.tokenizer,
+        "stem": args.stem,
+        "fusion": args.fusion,
+        "max_queries": args.max_queries,
+    }
+    try:
+        if not args.only_compare:
+            config = KBConfig(
+                home=home,
+                embedding=args.embedding,
+                chinese_tokenizer=args.tokenizer,
+                stem=args.stem,
+                fusion=args.fusion,
+                vector_weight=args.vector_weight,
+            )
+            rows: list[tuple[str, str, dict[str, float]]] = []
+            for name in names:
+                data = load(args.data_dir, name)
+                print(
+                    f"{name}: {len(data.corpus)} documents, {len(data.qrels)} judged queries",
+                    file=sys.stderr,
+                )
+                results, seconds = run_modes(data, modes, config, args.max_queries)  # type: ignore[arg-type]
+                out.setdefault("retrieval", {})[name] = {"seconds": round(seconds, 1), **results}
+                rows.extend((name, mode, r) for mode, r in results.items())
+                print(f"{name}: done in {seconds:.0f} s", file=sys.stderr)
+            print_table(
+                f"retrieval (embedding={args.embedding}, tokenizer={args.tokenizer}, "
+                f"stem={args.stem}, fusion={args.fusion}); latency includes query embedding",
+                rows,
+            )
+        if args.compare_tokenizers:
+            rows = []
+            for name in ("rgb", "cmrc"):
+                data = load(args.data_dir, name)
+                for tok in ("jieba", "bigram"):
+                    config = KBConfig(home=home, chinese_tokenizer=tok)
+                    results, seconds = run_modes(
+                        data, ("bm25",), config, args.max_queries, cheap_embedder=True
+                    )
+                    out.setdefault("tokenizers", {}).setdefault(name, {})[tok] = results["bm25"]
+                    rows.append((name, f"bm25 {tok}", results["bm25"]))
+                    print(f"{name} {tok}: {seconds:.0f} s", file=sys.stderr)
+            print_table("Chinese tokenisation, BM25 only", rows)
+        if args.compare_stem:
+            rows = []
+            data = load(args.data_dir, "scifact")
+            for stem in (False, True):
+                config = KBConfig(home=home, stem=stem)
+                results, seconds = run_modes(
+                    data, ("bm25",), config, args.max_queries, cheap_embedder=True
+                )
+                label = "stem" if stem else "no-stem"
+                out.setdefault("stemming", {})[label] = results["bm25"]
+                rows.append(("scifact", f"bm25 {label}", results["bm25"]))
+                print(f"scifact {label}: {seconds:.0f} s", file=sys.stderr)
+            print_table("English stemming, BM25 only", rows)
+    finally:
+        if args.home is None:
+            shutil.rmtree(home, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2, ensure_ascii=False), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,178 @@
+"""Either graph with a persistent SQLite checkpointer, for the Python API.
+
+The LangGraph server supplies its own checkpointer (``graph.rag_graph.graph`` is compiled
+without one). In-process applications get conversation memory that survives a restart
+from ``langgraph-checkpoint-sqlite``::
+
+    async with open_graph() as graph:                      # async: ainvoke / astream
+        config = run_config("user-42")
+        out = await graph.ainvoke({"question": "..."}, config, context=Context())
+
+    with open_sync_graph() as graph:                       # sync: invoke / stream
+        out = graph.invoke({"question": "..."}, run_config("user-42"))
+
+The nodes are ``async`` only, so LangGraph's own sync ``invoke`` cannot run them; the
+sync variant drives the async graph (and its ``AsyncSqliteSaver``) on one private event
+loop thread and exposes blocking ``invoke`` / ``stream`` / ``get_state``.
+
+The checkpoint file defaults to ``<data home>/checkpoints.sqlite`` ($HYBRID_RAG_HOME).
+Every run config carries an explicit ``recursion_limit`` (the graph's backstop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import StateSnapshot
+
+from graph import agent_graph, rag_graph
+from tools.settings import data_home
+
+GraphName = Literal["hybrid_rag", "tool_agent"]
+CHECKPOINT_FILE = "checkpoints.sqlite"
+T = TypeVar("T")
+
+_BUILDERS: dict[str, Callable[..., CompiledStateGraph[Any, Any, Any, Any]]] = {
+    "hybrid_rag": rag_graph.build_graph,
+    "tool_agent": agent_graph.build_agent_graph,
+}
+_LIMITS: dict[str, int] = {
+    "hybrid_rag": rag_graph.RECURSION_LIMIT,
+    "tool_agent": agent_graph.RECURSION_LIMIT,
+}
+
+
+def checkpoint_path(path: str | Path | None = None, *, home: str | Path | None = None) -> Path:
+    """The SQLite file: ``path`` if given, else ``checkpoints.sqlite`` in the data home."""
+    if path is not None:
+        target = Path(path).expanduser()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return target
+    return data_home(home) / CHECKPOINT_FILE
+
+
+def run_config(
+    thread_id: str,
+    *,
+    graph: GraphName = "hybrid_rag",
+    recursion_limit: int | None = None,
+    **configurable: Any,
+) -> RunnableConfig:
+    """A run config naming the thread, with an explicit ``recursion_limit``.
+
+    ``recursion_limit`` defaults to the graph's own backstop (60 for ``hybrid_rag``,
+    110 for ``tool_agent``), far below LangGraph's default.
+    """
+    if not thread_id:
+        raise ValueError("thread_id must be a non-empty string")
+    limit = _LIMITS[graph] if recursion_limit is None else recursion_limit
+    if limit < 1:
+        raise ValueError(f"recursion_limit must be positive, got {limit}")
+    return {"configurable": {**configurable, "thread_id": thread_id}, "recursion_limit": limit}
+
+
+def build_with_checkpointer(
+    graph: GraphName, checkpointer: Any
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """Compile ``hybrid_rag`` or ``tool_agent`` with the given checkpointer."""
+    if graph not in _BUILDERS:
+        raise ValueError(f"unknown graph {graph!r}; choose one of {', '.join(_BUILDERS)}")
+    return _BUILDERS[graph](checkpointer=checkpointer)
+
+
+@asynccontextmanager
+async def open_graph(
+    path: str | Path | None = None, *, graph: GraphName = "hybrid_rag"
+) -> AsyncIterator[CompiledStateGraph[Any, Any, Any, Any]]:
+    """The graph compiled with an ``AsyncSqliteSaver`` on ``path`` (closed on exit)."""
+    target = await asyncio.to_thread(checkpoint_path, path)
+    async with AsyncSqliteSaver.from_conn_string(str(target)) as saver:
+        yield build_with_checkpointer(graph, saver)
+
+
+class SyncGraph:
+    """Blocking ``invoke`` / ``stream`` / ``get_state`` over the async persistent graph.
+
+    One daemon thread runs an event loop that owns the SQLite connection; calls from
+    any thread are submitted to it. Use :func:`open_sync_graph` to create and close one.
+    """
+
+    def __init__(self, path: str | Path | None = None, *, graph: GraphName = "hybrid_rag") -> None:
+        self.path = checkpoint_path(path)
+        self.name = graph
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="hybrid-rag-graph", daemon=True
+        )
+        self._thread.start()
+        self._saver_cm = AsyncSqliteSaver.from_conn_string(str(self.path))
+        try:
+            saver = self._call(self._saver_cm.__aenter__())
+        except BaseException:
+            self._stop_loop()
+            raise
+        self.graph = build_with_checkpointer(graph, saver)
+
+    def _call(self, aw: Awaitable[T]) -> T:
+        async def run() -> T:
+            return await aw
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result()
+
+    def invoke(self, input: Any, config: RunnableConfig, **kwargs: Any) -> Any:
+        """``graph.ainvoke`` run to completion (``context=``, ``stream_mode=``… as usual)."""
+        return self._call(self.graph.ainvoke(input, config, **kwargs))
+
+    def stream(self, input: Any, config: RunnableConfig, **kwargs: Any) -> Iterator[Any]:
+        """``graph.astream`` as a blocking iterator (the run advances as you iterate)."""
+        agen = self.graph.astream(input, config, **kwargs).__aiter__()
+        try:
+            while True:
+                try:
+                    yield self._call(agen.__anext__())
+                except StopAsyncIteration:
+                    return
+        finally:
+            self._call(agen.aclose())  # type: ignore[attr-defined]
+
+    def get_state(self, config: RunnableConfig) -> StateSnapshot:
+        return self._call(self.graph.aget_state(config))
+
+    def get_state_history(self, config: RunnableConfig) -> list[StateSnapshot]:
+        async def collect() -> list[StateSnapshot]:
+            return [s async for s in self.graph.aget_state_history(config)]
+
+        return self._call(collect())
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        try:
+            self._call(self._saver_cm.__aexit__(None, None, None))
+        finally:
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+
+
+@contextmanager
+def open_sync_graph(
+    path: str | Path | None = None, *, graph: GraphName = "hybrid_rag"
+) -> Iterator[SyncGraph]:
+    """A :class:`SyncGraph` on the SQLite file ``path`` (closed on exit)."""
+    sync_graph = SyncGraph(path, graph=graph)
+    try:
+        yield sync_graph
+    finally:
+        sync_graph.close()

@@ -1,0 +1,270 @@
+"""``langgraph dev`` serving both graphs, exercised through langgraph-sdk on 127.0.0.1.
+
+One server per module: ``langgraph dev --no-browser --no-reload --port <free>`` with
+``HYBRID_RAG_HOME`` in a temp dir, no model or search keys (offline), the sample KB
+ingested there first with the project's own code (default ``local`` embeddings, which is
+what the server's runs use).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE_KB = REPO / "examples" / "kb"
+LANGGRAPH = Path(sys.executable).parent / "langgraph"
+START_DEADLINE_S = 90.0
+KB_QUESTION = "How many days of annual leave after 6 years of service?"
+FOLLOW_UP = "And how many unused days can be carried over to next year?"
+# Variables that would take the server out of offline mode or send traces.
+SCRUBBED_ENV = (
+    "OPENAI_API_KEY", "OPENAI_BASE_URL", "SERPBASE_API_KEY", "SERPER_API_KEY",
+    "SERPAPI_API_KEY", "SCAVIO_API_KEY", "TAVILY_API_KEY", "BRAVE_API_KEY",
+    "SEARXNG_BASE_URL", "WEBSEARCH_PROVIDER", "CHROMA_HOST", "CHROMA_PORT",
+    "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY", "LANGCHAIN_TRACING_V2",
+)  # fmt: skip
+# Two documented assistant configurations (see docs/DEPLOYMENT.md).
+ZH_WEB_FIRST = {"hl": "zh-CN", "gl": "cn", "confidence_threshold": 0.6}
+KB_ONLY = {"search_provider": "none"}
+
+
+@dataclass
+class LocalServer:
+    url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    home: Path
+
+    def log_tail(self, chars: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def server_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV}
+    env.update(HYBRID_RAG_HOME=str(home), LANGSMITH_TRACING="false", PYTHONUNBUFFERED="1")
+    return env
+
+
+def start_server(home: Path, log_path: Path, *, jobs: int | None = None) -> LocalServer:
+    """Start ``langgraph dev`` (cwd = the repo, config = its langgraph.json); no wait."""
+    port = free_port()
+    cmd = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--port", str(port)]
+    cmd += ["--config", str(REPO / "langgraph.json")]
+    if jobs:
+        cmd += ["--n-jobs-per-worker", str(jobs)]
+    log = log_path.open("wb")
+    process = subprocess.Popen(
+        cmd, cwd=REPO, env=server_env(home), stdout=log, stderr=subprocess.STDOUT
+    )
+    log.close()  # the child holds its own descriptor
+    return LocalServer(f"http://127.0.0.1:{port}", process, log_path, home)
+
+
+def wait_until_ready(server: LocalServer, deadline_s: float = START_DEADLINE_S) -> float:
+    """Poll ``GET /ok``; returns the seconds it took. Raises with the log on failure."""
+    started = time.monotonic()
+    while time.monotonic() - started < deadline_s:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"langgraph dev exited early:\n{server.log_tail()}")
+        try:
+            if httpx.get(f"{server.url}/ok", timeout=2).status_code == 200:
+                return time.monotonic() - started
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.25)
+    raise RuntimeError(f"langgraph dev not ready after {deadline_s} s:\n{server.log_tail()}")
+
+
+def stop_server(server: LocalServer) -> None:
+    """terminate → wait → kill."""
+    if server.process.poll() is None:
+        server.process.terminate()
+        try:
+            server.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.process.kill()
+            server.process.wait(timeout=15)
+
+
+def ingest_sample_kb(home: Path) -> str:
+    """Ingest examples/kb into ``home`` with the project's code (the server's embeddings)."""
+    from tools.knowledge_base import KBConfig, KnowledgeBase
+
+    with KnowledgeBase(KBConfig(home=home)) as kb:
+        return kb.ingest([SAMPLE_KB]).summary()
+
+
+def sdk(url: str) -> Any:
+    """A langgraph-sdk client (typed ``Any``: the SDK's TypedDicts are stricter than JSON)."""
+    return get_client(url=url)
+
+
+def agent_graph_available() -> bool:
+    try:
+        import graph.agent_graph  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
+    if not SAMPLE_KB.exists():
+        pytest.skip("examples/kb is missing")
+    base = tmp_path_factory.mktemp("server")
+    home = base / "home"
+    home.mkdir()
+    srv = start_server(home, base / "langgraph-dev.log")
+    try:
+        ingest_sample_kb(home)  # while the server boots; it opens the KB on its first run
+        wait_until_ready(srv)
+        yield srv
+    finally:
+        stop_server(srv)
+
+
+def by_graph(assistants: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The server-created default assistant of each graph."""
+    return {
+        a["graph_id"]: a
+        for a in assistants
+        if (a.get("metadata") or {}).get("created_by") == "system"
+    }
+
+
+async def test_serves_both_graphs_with_studio_schemas(server: LocalServer) -> None:
+    client = sdk(server.url)
+    defaults = by_graph(await client.assistants.search(limit=100))
+    expected = {"hybrid_rag", "tool_agent"} if agent_graph_available() else {"hybrid_rag"}
+    assert expected <= set(defaults)
+    for graph_id in expected:
+        assistant = defaults[graph_id]
+        assert assistant["description"]  # from langgraph.json
+        schemas = await client.assistants.get_schemas(assistant["assistant_id"])
+        props = schemas["context_schema"]["properties"]
+        assert {"model", "search_provider", "confidence_threshold", "chroma_host"} <= set(props)
+        for name, prop in props.items():
+            assert prop.get("description"), name
+            assert "default" in prop, name
+        assert props["confidence_threshold"]["default"] == 0.3
+        # Studio's form and chat view: input accepts `question` or chat `messages`.
+        assert {"question", "messages"} <= set(schemas["input_schema"]["properties"])
+        assert "answer" in schemas["output_schema"]["properties"]
+    drawn = await client.assistants.get_graph(defaults["hybrid_rag"]["assistant_id"])
+    edges = {(e["source"], e["target"]) for e in drawn["edges"]}
+    for edge in [
+        ("rewrite", "retrieve_internal"), ("rewrite", "search_web"), ("grade", "search_web"),
+        ("grade", "reflect"), ("reflect", "retrieve_internal"), ("reflect", "search_web"),
+        ("reflect", "generate"), ("cite", "finalize"),
+    ]:  # fmt: skip
+        assert edge in edges, edge
+
+
+async def test_assistant_context_changes_behaviour(server: LocalServer) -> None:
+    client = sdk(server.url)
+    default = by_graph(await client.assistants.search(limit=100))["hybrid_rag"]
+    strict = await client.assistants.create(
+        "hybrid_rag",
+        context={"confidence_threshold": 0.95, "search_provider": "none"},
+        name="strict KB, no web",
+    )
+    assert strict["context"]["confidence_threshold"] == 0.95
+    base = await client.runs.wait(None, default["assistant_id"], input={"question": KB_QUESTION})
+    changed = await client.runs.wait(None, strict["assistant_id"], input={"question": KB_QUESTION})
+    assert isinstance(base, dict) and isinstance(changed, dict)
+    assert base["route"] == "knowledge" and base["strategy"] == "vector"
+    assert "18 days" in base["answer"] and base["citations"]
+    assert not any("disabled" in w for w in base["warnings"])
+    # Below the 0.95 threshold the KB evidence is "weak": web fallback, which is disabled.
+    assert changed["strategy"] == "search_fallback"
+    assert any("disabled" in w for w in changed["warnings"])
+    assert "unavailable" in changed["answer"]
+
+
+async def test_documented_assistants_are_created_through_the_sdk(server: LocalServer) -> None:
+    client = sdk(server.url)
+    zh = await client.assistants.create(
+        "hybrid_rag", context=ZH_WEB_FIRST, name="zh-web-first", metadata={"lang": "zh"}
+    )
+    kb_only = await client.assistants.create("hybrid_rag", context=KB_ONLY, name="kb-only")
+    found = {a["assistant_id"]: a for a in await client.assistants.search(graph_id="hybrid_rag")}
+    assert found[zh["assistant_id"]]["context"] == ZH_WEB_FIRST
+    assert found[kb_only["assistant_id"]]["context"] == KB_ONLY
+    out = await client.runs.wait(
+        None, zh["assistant_id"], input={"question": "今天上海的天气怎么样？"}
+    )
+    assert isinstance(out, dict)
+    assert out["route"] == "search" and out["language"] == "zh"
+    assert any("not configured" in w for w in out["warnings"])  # no search key on this server
+    if agent_graph_available():
+        agent = await client.assistants.create("tool_agent", context=KB_ONLY, name="agent-kb")
+        reply = await client.runs.wait(None, agent["assistant_id"], input={"question": KB_QUESTION})
+        assert isinstance(reply, dict) and reply["citations"]
+
+
+async def test_thread_streams_progress_and_keeps_history(server: LocalServer) -> None:
+    client = sdk(server.url)
+    thread = await client.threads.create()
+    events: list[tuple[str, Any]] = []
+    async for part in client.runs.stream(
+        thread["thread_id"],
+        "hybrid_rag",
+        input={"messages": [{"role": "user", "content": KB_QUESTION}]},
+        context=KB_ONLY,
+        stream_mode=["updates", "custom", "messages-tuple"],
+    ):
+        events.append((part.event, part.data))
+    kinds = {e for e, _ in events}
+    assert "error" not in kinds, events[-3:]
+    steps = [d["step"] for e, d in events if e == "custom"]
+    assert {"preparing", "routing", "routed", "retrieving", "graded", "answering", "done"} <= set(
+        steps
+    )
+    updated = [next(iter(d)) for e, d in events if e == "updates"]
+    assert updated[:3] == ["prepare", "route", "rewrite"]
+    assert {"retrieve_internal", "grade", "reflect", "generate", "cite", "finalize"} <= set(updated)
+    # messages mode: only the checked answer, never a router/grader/rewriter call.
+    streamed = [d for e, d in events if e == "messages"]
+    assert streamed
+    answer_nodes = {
+        meta["langgraph_node"] for msg, meta in streamed if msg["type"].startswith("ai")
+    }
+    assert answer_nodes <= {"generate", "cite"}
+    state = await client.threads.get_state(thread["thread_id"])
+    first_answer = state["values"]["answer"]
+    assert "18 days" in first_answer
+    assert any(msg["content"] == first_answer for msg, _ in streamed)
+
+    # Follow-up on the same thread, as a plain question: history is used and kept.
+    out = await client.runs.wait(
+        thread["thread_id"], "hybrid_rag", input={"question": FOLLOW_UP}, context=KB_ONLY
+    )
+    assert isinstance(out, dict)
+    assert out["question"] == FOLLOW_UP
+    messages = out["messages"]
+    assert [m["type"] for m in messages] == ["human", "ai", "human", "ai"]
+    assert messages[0]["content"] == KB_QUESTION and messages[1]["content"] == first_answer
+    assert messages[2]["content"] == FOLLOW_UP
+    history = await client.threads.get_history(thread["thread_id"], limit=100)
+    assert len(history) > 10  # every super-step of both runs is checkpointed by the server
