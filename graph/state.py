@@ -69,3 +69,4 @@ class State(InputState, OutputState, total=False):
     next_query: str
     next_source: str
     sources: list[dict[str, Any]]
+    answer_message_id: str | None

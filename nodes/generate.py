@@ -75,6 +75,7 @@ async def generate(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, An
     ctx = runtime.context
     language = state.get("language", "en")
     mode = state.get("mode", OFFLINE)
+    message_id: str | None = None
     timings: dict[str, float] = {}
     warnings: list[str] = []
     emit(runtime, "answering", mode=mode)
@@ -92,10 +93,17 @@ async def generate(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, An
         else:
             reply = await load_chat_model(mode).ainvoke(messages)
             answer = str(reply.content).strip()
+            message_id = reply.id
         reason = web_failure_reason(state)
         if reason:
             answer = f"{answer}\n\n{failure_sentence(language, reason)}"
-    return {"answer": answer, "sources": built.included, "warnings": warnings, "timings": timings}
+    return {
+        "answer": answer,
+        "answer_message_id": message_id,
+        "sources": built.included,
+        "warnings": warnings,
+        "timings": timings,
+    }
 
 
 async def cite(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
@@ -112,5 +120,7 @@ async def cite(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
         "citations": check.cited,
         "citation_validity": round(check.validity, 4),
         "warnings": warnings,
-        "messages": [AIMessage(check.answer)],
+        # Same id as the streamed draft (when a model wrote it): the checked answer replaces
+        # the draft in chat clients instead of appearing as a second message.
+        "messages": [AIMessage(check.answer, id=state.get("answer_message_id") or None)],
     }

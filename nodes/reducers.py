@@ -51,4 +51,5 @@ def fresh_turn() -> dict[str, Any]:
         "next_source": "",
         "tool_calls": [],
         "crosslingual": {},
+        "answer_message_id": None,
     }

@@ -240,3 +240,38 @@ def test_both_route_runs_branches_concurrently(
     assert out["route"] == "both"
     (kb_start, kb_end), (web_start, web_end) = spans["kb"], spans["web"]
     assert kb_start < web_end and web_start < kb_end
+
+
+def test_checked_answer_replaces_the_streamed_draft(
+    sample_kb: KnowledgeBase, tmp_path: Path, scripted: ScriptedChatModel
+) -> None:
+    """Only the answer streams, and the checked answer reuses the draft's message id."""
+    scripted.structured = {
+        "RouteDecisionModel": [{"route": "knowledge", "reason": "r"}],
+        "Rewrites": ["unparseable"],
+        "DocumentGrade": [{"grade": "correct"}],
+        "Reflection": [{"sufficient": True}],
+    }
+    scripted.answer = lambda m: "Draft with a bad label [internal-7] and a good one [internal-1]."
+    graph = build_graph()
+
+    async def go() -> tuple[list[Any], dict[str, Any]]:
+        streamed: list[Any] = []
+        final: dict[str, Any] = {}
+        async for mode, chunk in graph.astream(
+            {"question": "annual leave days"},
+            context=ctx(tmp_path, model="custom:scripted", crosslingual=False),
+            stream_mode=["messages", "values"],
+        ):
+            if mode == "messages":
+                streamed.append(chunk[0])
+            else:
+                final = chunk
+        return streamed, final
+
+    streamed, final = asyncio.run(go())
+    ai_ids = {m.id for m in streamed if m.type in ("ai", "AIMessageChunk")}
+    assert len(ai_ids) == 1  # router, rewriter, grader, reflection stayed out of the stream
+    last = final["messages"][-1]
+    assert last.id in ai_ids
+    assert "[internal-7]" not in last.content and "[internal-1]" in last.content
