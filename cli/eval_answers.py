@@ -7,35 +7,20 @@ checking) offline, so their figures describe exactly what a keyless user gets.
 from __future__ import annotations
 
 import asyncio
-import json
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from graph import Context, build_graph
 from nodes import resources
-from tools.errors import InputError
-from tools.evaluation import percentile
+from tools.evaluation import percentile, read_jsonl
 from tools.knowledge_base import KBConfig, KnowledgeBase
 from tools.loaders import SourceDocument, content_hash
 from tools.offline_policy import offline_route
 
 NO_INFO = ("没找到相关信息", "No relevant information found")
-
-
-def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    if not path.exists():
-        raise InputError(f"{path} does not exist")
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if line.strip():
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"{path}:{n}: invalid JSON ({exc.msg})") from exc
 
 
 def evaluate_routing(path: Path, kb: KnowledgeBase | None) -> dict[str, Any]:

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes import hash_model
+from nodes import resources
+from nodes.models import register_chat_model, unregister_chat_model
+from tests.fakes import ScriptedChatModel, hash_model
 from tools.knowledge_base import KBConfig, KnowledgeBase
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,6 +57,31 @@ def kb(tmp_path: Path) -> Iterator[KnowledgeBase]:
     base = KnowledgeBase(KBConfig(home=tmp_path / "kbhome"), embedding_model=hash_model())
     yield base
     base.close()
+
+
+@pytest.fixture
+def sample_kb(tmp_path: Path, sample_kb_copy: Path) -> Iterator[KnowledgeBase]:
+    """The sample KB ingested with the hash embedder and registered for the graphs."""
+    kb = KnowledgeBase(KBConfig(home=tmp_path / "home"), embedding_model=hash_model())
+    kb.ingest([sample_kb_copy])
+    resources.register_kb(kb)
+    yield kb
+    resources.close_all()
+
+
+@pytest.fixture
+def sample_home(sample_kb: KnowledgeBase) -> Path:
+    """The data home of ``sample_kb`` (for Context(data_home=...))."""
+    return sample_kb.home
+
+
+@pytest.fixture
+def scripted() -> Iterator[ScriptedChatModel]:
+    """A scripted chat model registered as ``custom:scripted``."""
+    model = ScriptedChatModel()
+    register_chat_model("scripted", model)
+    yield model
+    unregister_chat_model("scripted")
 
 
 @pytest.fixture

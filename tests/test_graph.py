@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,20 +12,9 @@ from langchain_core.messages import HumanMessage
 
 from graph import Context, build_graph
 from graph.rag_graph import select_sources
-from nodes import resources
-from nodes.models import register_chat_model, unregister_chat_model
-from tests.fakes import ScriptedChatModel, hash_model
+from tests.fakes import ScriptedChatModel
 from tools.errors import ConfigError, InputError
-from tools.knowledge_base import KBConfig, KnowledgeBase
-
-
-@pytest.fixture
-def sample_kb(tmp_path: Path, sample_kb_copy: Path) -> Iterator[KnowledgeBase]:
-    kb = KnowledgeBase(KBConfig(home=tmp_path / "home"), embedding_model=hash_model())
-    kb.ingest([sample_kb_copy])
-    resources.register_kb(kb)
-    yield kb
-    resources.close_all()
+from tools.knowledge_base import KnowledgeBase
 
 
 def ctx(tmp_path: Path, **kw: Any) -> Context:
@@ -117,16 +105,6 @@ def test_graph_has_every_node_and_edge() -> None:
                  ("grade", "reflect"), ("reflect", "retrieve_internal"), ("reflect", "search_web"),
                  ("reflect", "generate"), ("generate", "cite")]:  # fmt: skip
         assert edge in edges, edge
-
-
-@pytest.fixture
-def scripted() -> Iterator[ScriptedChatModel]:
-    model = ScriptedChatModel()
-    model.structured = {}
-    model.calls = []
-    register_chat_model("scripted", model)
-    yield model
-    unregister_chat_model("scripted")
 
 
 def test_model_that_never_says_sufficient_is_bounded(

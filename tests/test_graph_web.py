@@ -11,10 +11,8 @@ from typing import Any
 import pytest
 
 from graph import Context, build_graph
-from nodes import resources
-from tests.fakes import hash_model
 from tests.local_provider import LocalServer, Reply
-from tools.knowledge_base import KBConfig, KnowledgeBase
+from tools.knowledge_base import KnowledgeBase
 from tools.websearch import SearchCache, set_default_cache
 
 SENTINEL = "sk-GRAPH-SENTINEL-42"
@@ -50,15 +48,6 @@ def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalServer]:
         set_default_cache(None)
         srv.httpd.shutdown()
         srv.httpd.server_close()
-
-
-@pytest.fixture
-def sample_kb(tmp_path: Path, sample_kb_copy: Path) -> Iterator[KnowledgeBase]:
-    kb = KnowledgeBase(KBConfig(home=tmp_path / "home"), embedding_model=hash_model())
-    kb.ingest([sample_kb_copy])
-    resources.register_kb(kb)
-    yield kb
-    resources.close_all()
 
 
 def ask(tmp_path: Path, question: str, **kw: Any) -> dict[str, Any]:

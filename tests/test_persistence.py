@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,6 @@ from graph import Context
 from graph.persistence import checkpoint_path, open_graph, open_sync_graph, run_config
 from graph.rag_graph import RECURSION_LIMIT
 from nodes import resources
-from tests.fakes import hash_model
-from tools.knowledge_base import KBConfig, KnowledgeBase
 
 REPO = Path(__file__).resolve().parent.parent
 Q1 = "How many days of annual leave after 6 years of service?"
@@ -56,16 +53,6 @@ CHILD = textwrap.dedent(
 )
 
 
-@pytest.fixture
-def sample_kb(tmp_path: Path, sample_kb_copy: Path) -> Iterator[Path]:
-    home = tmp_path / "home"
-    kb = KnowledgeBase(KBConfig(home=home), embedding_model=hash_model())
-    kb.ingest([sample_kb_copy])
-    resources.register_kb(kb)
-    yield home
-    resources.close_all()
-
-
 def ctx(home: Path) -> Context:
     return Context(data_home=str(home), search_provider="none")
 
@@ -87,11 +74,11 @@ def test_default_checkpoint_file_is_under_the_data_home(tmp_path: Path) -> None:
     assert checkpoint_path(tmp_path / "x" / "c.db") == tmp_path / "x" / "c.db"
 
 
-async def test_thread_history_survives_a_new_process(sample_kb: Path, tmp_path: Path) -> None:
+async def test_thread_history_survives_a_new_process(sample_home: Path, tmp_path: Path) -> None:
     db = tmp_path / "checkpoints.sqlite"
     async with open_graph(db) as graph:
         first = await graph.ainvoke(
-            {"question": Q1}, run_config("thread-1"), context=ctx(sample_kb)
+            {"question": Q1}, run_config("thread-1"), context=ctx(sample_home)
         )
     assert "18 days" in first["answer"]
     assert [m.type for m in first["messages"]] == ["human", "ai"]
@@ -99,7 +86,7 @@ async def test_thread_history_survives_a_new_process(sample_kb: Path, tmp_path: 
     resources.close_all()  # the child process opens the same Chroma directory
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(sample_kb), str(db), Q2],
+        [sys.executable, "-c", CHILD, str(sample_home), str(db), Q2],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -123,17 +110,17 @@ async def test_thread_history_survives_a_new_process(sample_kb: Path, tmp_path: 
     assert [m.content for m in state.values["messages"]][::2] == [Q1, Q2]
 
 
-def test_sync_graph_invokes_and_streams_with_thread_id(sample_kb: Path, tmp_path: Path) -> None:
+def test_sync_graph_invokes_and_streams_with_thread_id(sample_home: Path, tmp_path: Path) -> None:
     db = tmp_path / "sync.sqlite"
     with open_sync_graph(db) as graph:
         config = run_config("s-1")
-        out = graph.invoke({"question": Q1}, config, context=ctx(sample_kb))
+        out = graph.invoke({"question": Q1}, config, context=ctx(sample_home))
         assert "18 days" in out["answer"]
         chunks = list(
             graph.stream(
                 {"question": Q2},
                 config,
-                context=ctx(sample_kb),
+                context=ctx(sample_home),
                 stream_mode=["updates", "custom"],
             )
         )
@@ -145,17 +132,17 @@ def test_sync_graph_invokes_and_streams_with_thread_id(sample_kb: Path, tmp_path
         assert len(graph.get_state_history(config)) > 10
 
 
-async def test_explicit_recursion_limit_is_enforced(sample_kb: Path, tmp_path: Path) -> None:
+async def test_explicit_recursion_limit_is_enforced(sample_home: Path, tmp_path: Path) -> None:
     async with open_graph(tmp_path / "r.sqlite") as graph:
         with pytest.raises(GraphRecursionError):
             await graph.ainvoke(
-                {"question": Q1}, run_config("r-1", recursion_limit=3), context=ctx(sample_kb)
+                {"question": Q1}, run_config("r-1", recursion_limit=3), context=ctx(sample_home)
             )
 
 
-async def test_tool_agent_graph_persists_too(sample_kb: Path, tmp_path: Path) -> None:
+async def test_tool_agent_graph_persists_too(sample_home: Path, tmp_path: Path) -> None:
     async with open_graph(tmp_path / "a.sqlite", graph="tool_agent") as graph:
         config = run_config("a-1", graph="tool_agent")
-        await graph.ainvoke({"question": Q1}, config, context=ctx(sample_kb))
-        out = await graph.ainvoke({"question": Q2}, config, context=ctx(sample_kb))
+        await graph.ainvoke({"question": Q1}, config, context=ctx(sample_home))
+        out = await graph.ainvoke({"question": Q2}, config, context=ctx(sample_home))
     assert [m.content for m in out["messages"] if m.type == "human"] == [Q1, Q2]

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from graph import Context, build_graph
-from nodes import resources
-from nodes.models import register_chat_model, unregister_chat_model
-from tests.fakes import ScriptedChatModel, hash_model
+from tests.fakes import ScriptedChatModel
 from tools.errors import ConfigError
-from tools.knowledge_base import KBConfig, KnowledgeBase
+from tools.knowledge_base import KnowledgeBase
 from tools.rerank import (
     Candidate,
     LexicalReranker,
@@ -73,23 +70,6 @@ def test_missing_cross_encoder_extra_is_a_configuration_error() -> None:
             make_reranker("cross-encoder:/nonexistent/model")
     with pytest.raises(ConfigError, match="reranker must be"):
         Context(reranker="magic")
-
-
-@pytest.fixture
-def sample_kb(tmp_path: Path, sample_kb_copy: Path) -> Iterator[KnowledgeBase]:
-    kb = KnowledgeBase(KBConfig(home=tmp_path / "home"), embedding_model=hash_model())
-    kb.ingest([sample_kb_copy])
-    resources.register_kb(kb)
-    yield kb
-    resources.close_all()
-
-
-@pytest.fixture
-def scripted() -> Iterator[ScriptedChatModel]:
-    model = ScriptedChatModel()
-    register_chat_model("scripted", model)
-    yield model
-    unregister_chat_model("scripted")
 
 
 def ask(tmp_path: Path, question: str, **kw: Any) -> dict[str, Any]:

@@ -29,11 +29,8 @@ from langsmith import run_trees
 from langsmith import utils as ls_utils
 
 from graph import Context, build_graph
-from nodes import resources
 from nodes.tracing import REDACTED, redact_secrets, redacting_client, run_summary
-from tests.fakes import hash_model
 from tests.local_provider import LocalServer, Reply
-from tools.knowledge_base import KBConfig, KnowledgeBase
 from tools.websearch import SearchCache, set_default_cache
 
 LS_KEY = "lsv2_pt_SENTINEL_LANGSMITH_KEY_0001"
@@ -171,16 +168,6 @@ def web_provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalServer]:
     srv.httpd.server_close()
 
 
-@pytest.fixture
-def sample_kb(tmp_path: Path, sample_kb_copy: Path) -> Iterator[Path]:
-    home = tmp_path / "home"
-    kb = KnowledgeBase(KBConfig(home=home), embedding_model=hash_model())
-    kb.ingest([sample_kb_copy])
-    resources.register_kb(kb)
-    yield home
-    resources.close_all()
-
-
 def ask(home: Path, question: str, provider: str) -> dict[str, Any]:
     context = Context(data_home=str(home), search_provider=provider)
     return asyncio.run(build_graph().ainvoke({"question": question}, context=context))
@@ -233,11 +220,11 @@ def by_name(runs: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 
 
 def test_every_node_is_a_named_run_with_metadata_and_no_secret(
-    langsmith_env: Recorder, web_provider: LocalServer, sample_kb: Path
+    langsmith_env: Recorder, web_provider: LocalServer, sample_home: Path
 ) -> None:
-    kb_out = ask(sample_kb, KB_QUESTION, "serper")
-    web_out = ask(sample_kb, WEB_QUESTION, "serper")
-    again = ask(sample_kb, WEB_QUESTION, "serper")  # served from the search cache
+    kb_out = ask(sample_home, KB_QUESTION, "serper")
+    web_out = ask(sample_home, WEB_QUESTION, "serper")
+    again = ask(sample_home, WEB_QUESTION, "serper")  # served from the search cache
     wait_for_all_tracers()
     assert kb_out["route"] == "knowledge" and web_out["route"] == "search"
     assert web_out["citations"] and again["citations"]
@@ -278,7 +265,10 @@ def test_every_node_is_a_named_run_with_metadata_and_no_secret(
 
 
 def test_tracing_off_sends_nothing(
-    recorder: Recorder, web_provider: LocalServer, sample_kb: Path, monkeypatch: pytest.MonkeyPatch
+    recorder: Recorder,
+    web_provider: LocalServer,
+    sample_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("LANGSMITH_TRACING", "false")
     monkeypatch.delenv("LANGCHAIN_TRACING_V2", raising=False)
@@ -286,7 +276,7 @@ def test_tracing_off_sends_nothing(
     monkeypatch.setenv("LANGSMITH_API_KEY", LS_KEY)
     _reset_langsmith()
     try:
-        out = ask(sample_kb, WEB_QUESTION, "serper")
+        out = ask(sample_home, WEB_QUESTION, "serper")
         wait_for_all_tracers()
     finally:
         _reset_langsmith()

@@ -32,7 +32,10 @@ class BeirData:
     qrels: dict[str, dict[str, int]]  # query id -> {doc id: grade}
 
 
-def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """Objects of a JSON-lines file; a missing file or a bad line is an ``InputError``."""
+    if not path.exists():
+        raise InputError(f"{path} does not exist")
     with path.open(encoding="utf-8") as fh:
         for n, line in enumerate(fh, start=1):
             if line.strip():
@@ -75,10 +78,10 @@ def load_beir(data_dir: str | Path, split: str | None = None) -> BeirData:
                 qrels.setdefault(parts[0], {})[parts[1]] = grade
     corpus = {
         str(r["_id"]): (str(r.get("title") or ""), str(r.get("text") or ""))
-        for r in _read_jsonl(root / "corpus.jsonl")
+        for r in read_jsonl(root / "corpus.jsonl")
     }
     queries = {
-        str(r["_id"]): str(r["text"]) for r in _read_jsonl(root / "queries.jsonl") if r.get("text")
+        str(r["_id"]): str(r["text"]) for r in read_jsonl(root / "queries.jsonl") if r.get("text")
     }
     qrels = {q: rel for q, rel in qrels.items() if q in queries}
     return BeirData(corpus=corpus, queries=queries, qrels=qrels)
