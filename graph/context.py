@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Annotated, Any
 
+from pydantic import Field
+
 from tools.errors import ConfigError
 from tools.rerank import make_reranker
 
@@ -20,8 +22,11 @@ _MODEL_RE = re.compile(r"^(auto|offline|[A-Za-z0-9_.-]+:[^\s]+)$")
 _HL_RE = re.compile(r"^(auto|[a-z]{2,3}(-[A-Za-z]{2,4})?)$")
 _GL_RE = re.compile(r"^(auto|[A-Za-z]{2})$")
 
-# Studio shows fields tagged this way as model pickers (react-agent convention).
-_LLM = {"__template_metadata__": {"kind": "llm"}}
+
+# Model fields carry their kind and the nodes that use them into the JSON schema the
+# server publishes, so Studio can present them as model choices next to those nodes.
+def _llm(*nodes: str) -> Any:
+    return Field(json_schema_extra={"langgraph_type": "llm", "langgraph_nodes": list(nodes)})
 
 
 def _f(default: Any, description: str) -> Any:
@@ -32,13 +37,13 @@ def _f(default: Any, description: str) -> Any:
 class Context:
     """Configuration of one run of either graph."""
 
-    model: Annotated[str, _LLM] = _f(
+    model: Annotated[str, _llm("generate", "call_model")] = _f(
         "auto",
         "Answering model as 'provider:model' (e.g. 'openai:gpt-4o-mini'), 'offline' for the "
         "deterministic no-LLM mode, or 'auto': openai:gpt-4o-mini when OPENAI_API_KEY or "
         "OPENAI_BASE_URL is set, otherwise offline.",
     )
-    fast_model: Annotated[str, _LLM] = _f(
+    fast_model: Annotated[str, _llm("route", "rewrite", "rerank", "grade", "reflect")] = _f(
         "auto",
         "Model for routing, rewriting, grading and reflection; same format as 'model'. "
         "'auto' follows 'model'.",

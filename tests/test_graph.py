@@ -253,3 +253,12 @@ def test_checked_answer_replaces_the_streamed_draft(
     last = final["messages"][-1]
     assert last.id in ai_ids
     assert "[internal-7]" not in last.content and "[internal-1]" in last.content
+
+
+def test_context_schema_has_descriptions_and_marks_model_fields() -> None:
+    from pydantic import TypeAdapter
+
+    props = TypeAdapter(Context).json_schema()["properties"]
+    assert all(p.get("description") and "default" in p for p in props.values())
+    assert props["model"]["langgraph_type"] == "llm"
+    assert "route" in props["fast_model"]["langgraph_nodes"]
