@@ -58,6 +58,11 @@ class Context:
         "Web search provider: a name (serper, serpapi, serpbase, scavio, tavily, brave, searxng, "
         "ddgs), 'auto' (first one configured), 'none', or a comma-separated failover list.",
     )
+    search_timeout: float = _f(10.0, "Seconds one web search request may take (0.1-120).")
+    search_max_attempts: int = _f(3, "Attempts per web search, retries included (1-10).")
+    search_time_budget: float = _f(
+        30.0, "Seconds all attempts of one web search may take together (0.1-300)."
+    )
     hl: str = _f("auto", "Search interface language (e.g. 'en', 'zh-CN'); 'auto' by question.")
     gl: str = _f("auto", "Search country (e.g. 'us', 'cn'); 'auto' by question language.")
     top_k_internal: int = _f(5, "Knowledge-base sources kept for the answer (1-20).")
@@ -124,6 +129,9 @@ class Context:
                 f"hl must be 'auto' or a language code like 'en' or 'zh-CN', got {self.hl!r}"
             )
         _range(self, "rerank_top_n", 1, 50)
+        _range(self, "search_timeout", 0.1, 120.0)
+        _range(self, "search_max_attempts", 1, 10)
+        _range(self, "search_time_budget", 0.1, 300.0)
         if self.reranker not in ("none", "lexical", "llm") and not self.reranker.startswith(
             "cross-encoder"
         ):

@@ -84,16 +84,21 @@ async def generate(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, An
         messages, built = build_prompt(state, ctx, sources)
         if built.omitted:
             warnings.append(f"{built.omitted} sources left out to fit context_token_budget")
-        if mode == OFFLINE:
+        answer = ""
+        if mode != OFFLINE:
+            try:
+                reply = await load_chat_model(mode).ainvoke(messages)
+                answer, message_id = str(reply.content).strip(), reply.id
+            except Exception as exc:  # provider down: answer from the sources, say why
+                warnings.append(
+                    f"answer model call failed ({type(exc).__name__}); used extractive answer"
+                )
+        if not answer:
             if float(state.get("confidence") or 0) < ctx.confidence_threshold * REFUSAL_FACTOR:
                 answer = no_information(language)
             else:
                 answer = extractive_answer(state["question"], built.included, language)
             answer = f"{answer} {P.OFFLINE_NOTE_ZH if language == 'zh' else P.OFFLINE_NOTE_EN}"
-        else:
-            reply = await load_chat_model(mode).ainvoke(messages)
-            answer = str(reply.content).strip()
-            message_id = reply.id
         reason = web_failure_reason(state)
         if reason:
             answer = f"{answer}\n\n{failure_sentence(language, reason)}"

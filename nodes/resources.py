@@ -56,4 +56,10 @@ def web_settings(ctx: Any) -> WebSearchSettings | None:
     """Search settings from the context and the environment; None when disabled."""
     if ctx.search_provider.strip().lower() == "none":
         return None
-    return WebSearchSettings.from_env(provider=ctx.search_provider, snippet_chars=ctx.snippet_chars)
+    return WebSearchSettings.from_env(
+        provider=ctx.search_provider,
+        snippet_chars=ctx.snippet_chars,
+        timeout=ctx.search_timeout,
+        max_attempts=ctx.search_max_attempts,
+        time_budget=ctx.search_time_budget,
+    )

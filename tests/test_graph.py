@@ -12,6 +12,7 @@ from langchain_core.messages import HumanMessage
 
 from graph import Context, build_graph
 from graph.rag_graph import select_sources
+from nodes import resources
 from tests.fakes import ScriptedChatModel
 from tools.errors import ConfigError, InputError
 from tools.knowledge_base import KnowledgeBase
@@ -262,3 +263,42 @@ def test_context_schema_has_descriptions_and_marks_model_fields() -> None:
     assert all(p.get("description") and "default" in p for p in props.values())
     assert props["model"]["langgraph_type"] == "llm"
     assert "route" in props["fast_model"]["langgraph_nodes"]
+
+
+def test_answer_model_failure_falls_back_to_extractive_answer(
+    sample_kb: KnowledgeBase, tmp_path: Path, scripted: ScriptedChatModel
+) -> None:
+    scripted.structured = {
+        "RouteDecisionModel": [{"route": "knowledge", "reason": "r"}],
+        "Rewrites": ["unparseable"],
+        "DocumentGrade": [{"grade": "correct"}],
+        "Reflection": [{"sufficient": True}],
+    }
+
+    def broken(messages: list[Any]) -> str:
+        raise ConnectionError("provider down")
+
+    scripted.answer = broken
+    out = run(
+        build_graph(),
+        {"question": "How many days of annual leave after 6 years of service?"},
+        ctx(tmp_path, model="custom:scripted", crosslingual=False),
+    )
+    assert "18 days" in out["answer"] and "[internal-1]" in out["answer"]
+    assert any("answer model call failed (ConnectionError)" in w for w in out["warnings"])
+
+
+def test_search_bounds_come_from_the_context() -> None:
+    settings = resources.web_settings(
+        Context(
+            search_provider="serper",
+            search_timeout=0.5,
+            search_max_attempts=1,
+            search_time_budget=2,
+        )
+    )
+    assert settings is not None
+    assert (settings.timeout, settings.max_attempts, settings.time_budget) == (0.5, 1, 2)
+    assert resources.web_settings(Context(search_provider="none")) is None
+    with pytest.raises(ConfigError, match="search_timeout"):
+        Context(search_timeout=0)

@@ -35,7 +35,8 @@ def neutralise(text: str) -> str:
 
 
 def _attr(value: Any) -> str:
-    return str(value).replace('"', "'").replace("\n", " ")
+    # Titles and headings come from documents too: they must not open or close a block.
+    return neutralise(str(value)).replace('"', "'").replace("\n", " ")
 
 
 def render_source(src: dict[str, Any], snippet_chars: int) -> str:

@@ -89,6 +89,7 @@ INTERNAL_CUES_EN = (
     "procedure",
 )
 _YEAR_RE = re.compile(r"(?<!\d)(20\d\d)(?!\d)")
+_LABEL_RE = re.compile(r"\[(内部|网络|internal|web)\s*-\s*\d{1,3}\]", re.I)
 
 # Relevance of the knowledge base's best BM25 hit above which the KB "knows" the topic.
 KB_PROBE_STRONG = 0.45
@@ -197,7 +198,9 @@ def extractive_answer(
     scored: list[tuple[float, int, str, str]] = []
     for order, src in enumerate(sources):
         for sentence in _units(str(src.get("text") or "")):
-            clean = sentence.strip(" #-*")
+            # Label-shaped text inside a source is data: quoting it would turn it into a
+            # citation of some other source.
+            clean = _LABEL_RE.sub("", sentence).strip(" #-*")
             if len(clean) < 4:
                 continue
             low = clean.casefold()

@@ -55,9 +55,14 @@ class _RedactingFilter(logging.Filter):
     httpx logs every request URL at INFO, and SerpApi carries its key in the URL.
     """
 
+    def __init__(self) -> None:
+        super().__init__()
+        # Every configured secret seen by an open client (a handful of keys per process).
+        self.secrets: set[str] = set()
+
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        cleaned = scrub(message)
+        cleaned = scrub(message, self.secrets)
         if cleaned != message:
             record.msg, record.args = cleaned, ()
         return True
@@ -119,6 +124,7 @@ class WebSearchClient:
 
     async def __aenter__(self) -> WebSearchClient:
         _install_log_filter()
+        _FILTER.secrets.update(s for s in self.settings.secrets() if s and len(s) >= 4)
         self._http = httpx.AsyncClient(
             transport=self._transport,
             timeout=self.settings.timeout,
@@ -249,7 +255,10 @@ class WebSearchClient:
                 and isinstance(first, WebSearchError)
                 and not isinstance(first, WebSearchNotConfiguredError)
             ):
-                raise WebSearchFailoverError([e for _, e in failures])
+                # Several queries failing is not a provider failover: report the first
+                # failure once (its own type and provider), with the count.
+                first.reason = f"all {len(failures)} queries failed; first: {first.reason}"
+                first.redact(())  # re-render the message from the new reason
             raise first
         warnings = [f"query {q!r} failed: {e}" for q, e in failures]
         for r in responses:
@@ -360,15 +369,18 @@ class WebSearchClient:
         name, secrets = provider.name, self.settings.secrets()
         timeout = min(self.settings.timeout, remaining)
         try:
-            resp = await self._http.request(
-                spec.method,
-                spec.url,
-                headers=spec.headers,
-                params=spec.params,
-                json=spec.json,
-                timeout=timeout,
-            )
-        except httpx.TimeoutException:
+            # httpx applies ``timeout`` to each read; a provider dripping its body byte by
+            # byte would never trip it. asyncio.timeout bounds the whole exchange.
+            async with asyncio.timeout(timeout):
+                resp = await self._http.request(
+                    spec.method,
+                    spec.url,
+                    headers=spec.headers,
+                    params=spec.params,
+                    json=spec.json,
+                    timeout=timeout,
+                )
+        except (httpx.TimeoutException, TimeoutError):
             raise WebSearchTimeoutError(
                 name, f"no answer within {timeout:.1f}s", retryable=True
             ) from None

@@ -24,6 +24,10 @@ _SECRET_PARAM = re.compile(
 _BEARER = re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+")
 
 
+# user:password@ in URLs (a SearXNG base URL behind basic auth).
+_URL_USERINFO = re.compile(r"(\b[a-z][a-z0-9+.-]*://)[^/\s@]+@", re.I)
+
+
 def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
     """Remove every known secret and credential-looking parameter from ``text``."""
     for secret in secrets:
@@ -31,6 +35,7 @@ def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
         if secret and len(secret) >= 4:
             text = text.replace(secret, REDACTED)
     text = _SECRET_PARAM.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
     return _BEARER.sub(f"Bearer {REDACTED}", text)
 
 
