@@ -13,8 +13,9 @@ which includes the query embedding). The embedding cache lives in ``--home``
 (a temporary directory unless given), so passing the home of an earlier run
 skips re-embedding identical chunks.
 
-Two design questions, answered with BM25 only (a cheap hash embedder is injected,
-the vector side is not used):
+Two design questions, answered with BM25 only (in memory: the same chunking and
+``BM25Index`` as the knowledge base, without Chroma; ``--compare-via-kb`` runs them
+through ``evaluate_retrieval`` with a cheap hash embedder instead):
 
 * ``--compare-tokenizers``: jieba vs character bigrams on the two Chinese sets;
 * ``--compare-stem``: English light stemming on/off on SciFact.
@@ -48,8 +49,17 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tools.evaluation import BeirData, evaluate_retrieval, load_beir  # noqa: E402
+from tools.bm25 import BM25Index  # noqa: E402
+from tools.chunking import ChunkingOptions, chunk_document  # noqa: E402
+from tools.evaluation import (  # noqa: E402
+    BeirData,
+    evaluate_retrieval,
+    load_beir,
+    score_run,
+    to_documents,
+)
 from tools.knowledge_base import SEARCH_MODES, KBConfig, KnowledgeBase, SearchMode  # noqa: E402
+from tools.tokenizers import make_tokenizer  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data"
 METRICS = ("ndcg@10", "recall@5", "recall@10", "mrr@10", "hit@5")
@@ -109,6 +119,34 @@ def run_modes(
     return results, time.perf_counter() - started
 
 
+def bm25_in_memory(
+    data: BeirData, tokenizer: str, stem: bool, max_queries: int | None
+) -> tuple[dict[str, float], float]:
+    """BM25-only scores without Chroma: the knowledge base's chunking and ``BM25Index``.
+
+    Same chunks, index texts (heading + body), ``BM25Index.search`` and document-level
+    scoring as ``evaluate_retrieval(mode="bm25")``, minus the Chroma round trip, so a
+    tokeniser comparison costs seconds instead of two full ingests.
+    """
+    started = time.perf_counter()
+    options = ChunkingOptions()
+    texts: list[str] = []
+    owners: list[str] = []
+    for doc in to_documents(data):
+        for c in chunk_document(doc.text, markdown=doc.is_markdown, options=options):
+            texts.append(f"{c.heading}\n{c.text}")
+            owners.append(doc.doc_id)
+    index = BM25Index(texts, make_tokenizer(tokenizer, stem=stem))
+    rankings: dict[str, list[str]] = {}
+    latencies: list[float] = []
+    for qid in sorted(data.qrels)[: max_queries or None]:
+        t0 = time.perf_counter()
+        hits = index.search(data.queries[qid], 30)
+        latencies.append((time.perf_counter() - t0) * 1000)
+        rankings[qid] = list(dict.fromkeys(owners[h.index] for h in hits))
+    return score_run(rankings, data.qrels, latencies), time.perf_counter() - started
+
+
 def print_table(title: str, rows: list[tuple[str, str, dict[str, float]]]) -> None:
     print(f"\n{title}")
     header = (
@@ -143,6 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare-tokenizers", action="store_true", help="BM25: jieba vs bigram (zh)")
     p.add_argument("--compare-stem", action="store_true", help="BM25: stemming on/off (SciFact)")
     p.add_argument("--only-compare", action="store_true", help="skip the main table")
+    p.add_argument(
+        "--compare-via-kb",
+        action="store_true",
+        help="run the comparisons through evaluate_retrieval/Chroma (slow) instead of in memory",
+    )
     p.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
     args = p.parse_args(argv)
     if not args.data_dir.exists():
@@ -195,25 +238,33 @@ def main(argv: list[str] | None = None) -> int:
             for name in ("rgb", "cmrc"):
                 data = load(args.data_dir, name)
                 for tok in ("jieba", "bigram"):
-                    config = KBConfig(home=home, chinese_tokenizer=tok)
-                    results, seconds = run_modes(
-                        data, ("bm25",), config, args.max_queries, cheap_embedder=True
-                    )
-                    out.setdefault("tokenizers", {}).setdefault(name, {})[tok] = results["bm25"]
-                    rows.append((name, f"bm25 {tok}", results["bm25"]))
+                    if args.compare_via_kb:
+                        config = KBConfig(home=home, chinese_tokenizer=tok)
+                        results, seconds = run_modes(
+                            data, ("bm25",), config, args.max_queries, cheap_embedder=True
+                        )
+                        scores = results["bm25"]
+                    else:
+                        scores, seconds = bm25_in_memory(data, tok, False, args.max_queries)
+                    out.setdefault("tokenizers", {}).setdefault(name, {})[tok] = scores
+                    rows.append((name, f"bm25 {tok}", scores))
                     print(f"{name} {tok}: {seconds:.0f} s", file=sys.stderr)
             print_table("Chinese tokenisation, BM25 only", rows)
         if args.compare_stem:
             rows = []
             data = load(args.data_dir, "scifact")
             for stem in (False, True):
-                config = KBConfig(home=home, stem=stem)
-                results, seconds = run_modes(
-                    data, ("bm25",), config, args.max_queries, cheap_embedder=True
-                )
+                if args.compare_via_kb:
+                    config = KBConfig(home=home, stem=stem)
+                    results, seconds = run_modes(
+                        data, ("bm25",), config, args.max_queries, cheap_embedder=True
+                    )
+                    scores = results["bm25"]
+                else:
+                    scores, seconds = bm25_in_memory(data, "jieba", stem, args.max_queries)
                 label = "stem" if stem else "no-stem"
-                out.setdefault("stemming", {})[label] = results["bm25"]
-                rows.append(("scifact", f"bm25 {label}", results["bm25"]))
+                out.setdefault("stemming", {})[label] = scores
+                rows.append(("scifact", f"bm25 {label}", scores))
                 print(f"scifact {label}: {seconds:.0f} s", file=sys.stderr)
             print_table("English stemming, BM25 only", rows)
     finally:

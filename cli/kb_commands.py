@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from cli.common import ProgressBar, add_kb_options, open_kb, print_json
+from tools.errors import ConfigError
 from tools.knowledge_base import SEARCH_MODES
 from tools.rerank import make_reranker, rerank_chunks
 
@@ -75,6 +76,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def cmd_search(args: argparse.Namespace) -> int:
     with open_kb(args) as kb:
+        if args.k < 1:
+            raise ConfigError(f"k must be >= 1, got {args.k}")
         reranker = make_reranker(args.rerank)  # before searching: a missing model fails fast
         results = kb.search(args.query, max(args.k, 20), mode=args.mode, doc_ids=args.doc_id)
         results = rerank_chunks(args.query, results, reranker, args.k)

@@ -15,8 +15,12 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from nodes.models import validate_model_spec
+from tools.embeddings import validate_embedding_spec
 from tools.errors import ConfigError
 from tools.rerank import make_reranker
+from tools.vectorstore import validate_collection_name
+from tools.websearch import VALID_PROVIDERS
 
 _MODEL_RE = re.compile(r"^(auto|offline|[A-Za-z0-9_.-]+:[^\s]+)$")
 _HL_RE = re.compile(r"^(auto|[a-z]{2,3}(-[A-Za-z]{2,4})?)$")
@@ -97,12 +101,16 @@ class Context:
     max_tool_calls: int = _f(8, "Agent graph: most tool calls per run.")
 
     def __post_init__(self) -> None:
+        # Types first (JSON clients send 5.0 for 5, CLI users "true"), then values.
+        for f in fields(self):
+            _check_type(self, f.name, str(f.type))
         for name in ("model", "fast_model"):
-            value = getattr(self, name)
-            if not isinstance(value, str) or not _MODEL_RE.match(value.strip()):
+            value = getattr(self, name).strip()
+            if not _MODEL_RE.match(value):
                 raise ConfigError(
                     f"{name} must be 'auto', 'offline' or 'provider:model', got {value!r}"
                 )
+            validate_model_spec(name, value)
         _range(self, "top_k_internal", 1, 20)
         _range(self, "top_k_web", 1, 20)
         _range(self, "snippet_chars", 50, 4000)
@@ -115,6 +123,10 @@ class Context:
         _range(self, "max_question_chars", 10, 100_000)
         _range(self, "max_model_calls", 1, 50)
         _range(self, "max_tool_calls", 0, 50)
+        _range(self, "rerank_top_n", 1, 50)
+        _range(self, "search_timeout", 0.1, 120.0)
+        _range(self, "search_max_attempts", 1, 10)
+        _range(self, "search_time_budget", 0.1, 300.0)
         if self.answer_reserve_tokens >= self.context_token_budget // 2:
             raise ConfigError(
                 "answer_reserve_tokens must be less than half of context_token_budget "
@@ -128,10 +140,8 @@ class Context:
             raise ConfigError(
                 f"hl must be 'auto' or a language code like 'en' or 'zh-CN', got {self.hl!r}"
             )
-        _range(self, "rerank_top_n", 1, 50)
-        _range(self, "search_timeout", 0.1, 120.0)
-        _range(self, "search_max_attempts", 1, 10)
-        _range(self, "search_time_budget", 0.1, 300.0)
+        if not _GL_RE.match(self.gl):
+            raise ConfigError(f"gl must be 'auto' or a two-letter country code, got {self.gl!r}")
         if self.reranker not in ("none", "lexical", "llm") and not self.reranker.startswith(
             "cross-encoder"
         ):
@@ -140,8 +150,9 @@ class Context:
             )
         if self.reranker.startswith("cross-encoder"):
             make_reranker(self.reranker)  # fails now, naming what to install, not mid-run
-        if not _GL_RE.match(self.gl):
-            raise ConfigError(f"gl must be 'auto' or a two-letter country code, got {self.gl!r}")
+        _check_search_provider(self.search_provider)
+        validate_embedding_spec(self.embedding)
+        validate_collection_name(self.collection)
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any] | None) -> Context:
@@ -154,12 +165,38 @@ class Context:
         return cls(**values)
 
 
+def _check_type(ctx: Context, name: str, annotation: str) -> None:
+    """Check (and normalise) one field against its annotation: str, bool, int or float."""
+    value = getattr(ctx, name)
+    kind = annotation if annotation in ("bool", "int", "float") else "str"
+    if kind == "str":
+        if not isinstance(value, str):
+            raise ConfigError(f"{name} must be a string, got {type(value).__name__} {value!r}")
+    elif kind == "bool":
+        if not isinstance(value, bool):  # the string "false" is not False
+            raise ConfigError(f"{name} must be true or false, got {value!r}")
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+    elif kind == "int":
+        if not float(value).is_integer():
+            raise ConfigError(f"{name} must be a whole number, got {value!r}")
+        setattr(ctx, name, int(value))  # 5.0 from a JSON client is 5
+    else:
+        setattr(ctx, name, float(value))
+
+
 def _range(ctx: Context, name: str, low: float, high: float) -> None:
     value = getattr(ctx, name)
-    number_type = float if isinstance(low, float) else int
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{name} must be a number, got {value!r}")
-    if number_type is int and not float(value).is_integer():
-        raise ConfigError(f"{name} must be a whole number, got {value!r}")
     if not low <= value <= high:
         raise ConfigError(f"{name} must be between {low} and {high}, got {value!r}")
+
+
+def _check_search_provider(value: str) -> None:
+    names = [p.strip() for p in value.split(",") if p.strip()]
+    allowed = {"auto", "none", *VALID_PROVIDERS}
+    unknown = [n for n in names if n not in allowed]
+    if not names or unknown:
+        raise ConfigError(
+            f"search_provider {value!r} is not valid: use auto, none, one of "
+            f"{', '.join(VALID_PROVIDERS)}, or a comma-separated failover list"
+        )

@@ -200,15 +200,15 @@ def answer_sources(state: dict[str, Any], ctx: Any) -> list[dict[str, Any]]:
     return [*internal[: ctx.top_k_internal], *web[: ctx.top_k_web]]
 
 
-def bounded_answer(state: dict[str, Any], ctx: Any, bound: str) -> dict[str, Any]:
-    """Stop gracefully: quote the gathered sources and say which bound ended the run."""
+def bounded_answer(state: dict[str, Any], ctx: Any, reason: str) -> dict[str, Any]:
+    """Stop gracefully: quote the gathered sources and say why the run ended."""
     language = state.get("language", "en")
     sources = answer_sources(state, ctx)
     text = extractive_answer(state["question"], sources, language)
-    note = (BOUND_NOTE_ZH if language == "zh" else BOUND_NOTE_EN).format(bound=bound)
+    note = (BOUND_NOTE_ZH if language == "zh" else BOUND_NOTE_EN).format(reason=reason)
     return {
         "answer": f"{text} {note}{web_failure_note(state, language)}",
-        "warnings": [f"agent stopped at {bound}; answered extractively from the sources gathered"],
+        "warnings": [f"agent stopped: {reason}; answered extractively from the sources gathered"],
         **route_of(state.get("tool_calls") or []),
         **_confidence(state),
     }
@@ -247,7 +247,9 @@ async def call_model(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, 
     started = time.perf_counter()
     calls = int(state.get("model_calls") or 0)
     if calls >= ctx.max_model_calls:
-        return bounded_answer(state, ctx, f"max_model_calls ({ctx.max_model_calls})")
+        return bounded_answer(
+            state, ctx, f"the max_model_calls bound ({ctx.max_model_calls}) was reached"
+        )
     tools_left = ctx.max_tool_calls - len(state.get("tool_calls") or [])
     messages = agent_messages(state, tools_left)
     emit(runtime, "thinking", call=calls + 1, tools_left=max(0, tools_left))
@@ -260,11 +262,11 @@ async def call_model(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, 
         tools = list(tools_for(registry_of(state), ctx).values())
         reply = await model.bind_tools(tools).ainvoke(messages)
     except HybridRagError as exc:
-        bounded = bounded_answer(state, ctx, "a model error")
+        bounded = bounded_answer(state, ctx, "the model call failed")
         bounded["warnings"].append(f"model call failed: {exc}")
         return {**update, **bounded, "timings": _add_ms(state, "call_model", started)}
     except Exception as exc:  # provider/network failure: answer from what we have
-        bounded = bounded_answer(state, ctx, "a model error")
+        bounded = bounded_answer(state, ctx, "the model call failed")
         bounded["warnings"].append(f"model call failed: {type(exc).__name__}")
         return {**update, **bounded, "timings": _add_ms(state, "call_model", started)}
     update["timings"] = _add_ms(state, "call_model", started)
@@ -272,12 +274,14 @@ async def call_model(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, 
         if tools_left <= 0:
             return {
                 **update,
-                **bounded_answer(state, ctx, f"max_tool_calls ({ctx.max_tool_calls})"),
+                **bounded_answer(
+                    state, ctx, f"the max_tool_calls bound ({ctx.max_tool_calls}) was reached"
+                ),
             }
         return {**update, "messages": [reply]}
     answer = reply.text.strip() if isinstance(reply, AIMessage) else str(reply).strip()
     if not answer:
-        bounded = bounded_answer(state, ctx, "an empty model reply")
+        bounded = bounded_answer(state, ctx, "the model replied with nothing")
         return {**update, **bounded}
     language = state.get("language", "en")
     emit(runtime, "answering", mode=state["mode"])

@@ -11,6 +11,7 @@ are installed. Tests and applications can plug their own model object in with
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import threading
 from typing import Any
@@ -51,6 +52,23 @@ def resolve_model_spec(spec: str, *, fallback: str | None = None) -> str:
             return AUTO_MODEL
         return OFFLINE
     return spec
+
+
+def validate_model_spec(field: str, spec: str) -> None:
+    """Fail at configuration time for a model that cannot be built (no call is made)."""
+    provider, _, name = spec.partition(":")
+    if spec in ("auto", OFFLINE) or provider == "openai":
+        return
+    if provider == "custom":
+        with _lock:
+            if name not in _custom:
+                raise ConfigError(f"{field}: no custom model registered under {name!r}")
+        return
+    if importlib.util.find_spec("langchain") is None:
+        raise ConfigError(
+            f"{field} {spec!r}: provider {provider!r} needs the 'langchain' package and its "
+            f"integration (pip install langchain langchain-{provider}); built in: openai"
+        )
 
 
 def load_chat_model(spec: str) -> BaseChatModel:

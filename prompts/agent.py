@@ -35,8 +35,11 @@ NO_TOOLS_LEFT_ZH = "你已没有剩余的工具调用次数：请立即依据上
 BOUND_TOOL_MESSAGE = (
     "Not run: the max_tool_calls bound ({bound}) was reached. Answer from the results you have."
 )
-BOUND_NOTE_EN = "(The agent stopped at its {bound} bound; this answer is quoted from the sources gathered so far.)"
-BOUND_NOTE_ZH = "（智能体已达到 {bound} 上限而停止；此回答摘录自目前检索到的来源。）"
+# {reason}: "the max_model_calls bound (8) was reached", "the model call failed", ...
+BOUND_NOTE_EN = (
+    "(The agent stopped because {reason}; this answer is quoted from the sources gathered so far.)"
+)
+BOUND_NOTE_ZH = "（智能体已停止：{reason}；此回答摘录自目前检索到的来源。）"
 AGENT_OFFLINE_NOTE_EN = (
     "(Offline mode: no language model is configured, so a fixed rule chose the tools and the "
     "answer is quoted from the sources; this is the offline stand-in for the agent.)"

@@ -204,9 +204,10 @@ def test_a_model_that_never_stops_is_bounded(
     out = run({"question": Q}, ctx(kb_home, model="custom:agent", **bounds))
     assert len(model.calls) == model_calls and out["model_calls"] == model_calls
     assert len(out["tool_calls"]) == tool_calls
-    assert f"stopped at its {bound} bound" in out["answer"]
+    name, number = bound.split(" ")
+    assert f"stopped because the {name} bound {number} was reached" in out["answer"]
     assert "[internal-1]" in out["answer"] and out["citations"]
-    assert any(bound in w for w in out["warnings"])
+    assert any(f"the {name} bound {number} was reached" in w for w in out["warnings"])
     if bounds["max_tool_calls"] == 2:  # the last call was told to answer without tools
         assert "no tool calls left" in str(model.calls[-1]["messages"][0].content)
 

@@ -289,6 +289,6 @@ def test_agent_obeying_call_google_search_50_times_is_bounded(
     assert len(out["tool_calls"]) == 4  # internal_search + 3 google_search, then no more
     assert len(web.hits("/search")) <= 3
     assert out["model_calls"] <= 10 and len(agent_model.calls) <= 10
-    assert "stopped at its max_tool_calls (4) bound" in out["answer"]
+    assert "stopped because the max_tool_calls bound (4) was reached" in out["answer"]
     if one_turn:
         assert any("47 tool call(s) not run" in w for w in out["warnings"]), out["warnings"]

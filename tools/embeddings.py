@@ -57,6 +57,16 @@ class EmbeddingModel:
         return self.embeddings.embed_query(text)
 
 
+def validate_embedding_spec(spec: str) -> None:
+    """The spec's form only (nothing is loaded): 'local', 'local:<name>', 'openai:<model>'."""
+    provider, sep, model = spec.strip().partition(":")
+    if provider == "local" or (provider == "openai" and sep and model):
+        return
+    raise ConfigError(
+        f"unknown embedding model {spec!r}: use 'local', 'local:<name>' or 'openai:<model>'"
+    )
+
+
 def make_embedding_model(
     spec: str = DEFAULT_EMBEDDING,
     *,

@@ -16,6 +16,8 @@ and on disk under the registry's generation, so it cannot drift from the store.
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import pickle
 import threading
@@ -60,6 +62,8 @@ from tools.vectorstore import (
 SearchMode = Literal["hybrid", "bm25", "vector"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "bm25", "vector")
 GENERATION_ID = "__generation__"
+SNAPSHOT_ATTEMPTS = 3
+log = logging.getLogger("hybrid_rag.kb")
 _PAGE = 2000
 
 
@@ -288,6 +292,7 @@ class KnowledgeBase:
         progress: ProgressFn | None,
     ) -> None:
         registry = self._registry_records()
+        self._finish_deletions(registry)
         pending: list[SourceDocument] = []
         for n, doc in enumerate(docs):
             if progress:
@@ -388,6 +393,21 @@ class KnowledgeBase:
             ),
         )
 
+    def _finish_deletions(self, registry: dict[str, dict[str, Any]]) -> None:
+        """Complete deletions a crash interrupted (tombstone written, chunks still there)."""
+        for doc_id in [
+            d for d, m in registry.items() if d != GENERATION_ID and not m.get("version")
+        ]:
+            self._store_call(
+                f"deleting chunks of {doc_id}",
+                functools.partial(self._chunks.delete, where={"doc_id": doc_id}),
+            )
+            self._store_call(
+                f"deleting registry entry of {doc_id}",
+                functools.partial(self._registry.delete, ids=[doc_id]),
+            )
+            del registry[doc_id]
+
     def delete(self, doc_id: str) -> int:
         """Remove a document from the vector and BM25 indexes; returns chunks removed."""
         with self._lock:
@@ -417,13 +437,30 @@ class KnowledgeBase:
 
     def snapshot(self) -> _Snapshot:
         """The active chunks and BM25 index, rebuilt only when the registry changed."""
-        generation = self._generation()
-        with self._lock:
+        with self._lock:  # the generation too: an ingest on this instance may be moving it
+            generation = self._generation()
             if self._snapshot is not None and self._snapshot.generation == generation:
                 return self._snapshot
             cached = self._load_bm25_snapshot(generation)
-            self._snapshot = cached or self._build_snapshot(generation)
+            self._snapshot = cached or self._consistent_snapshot(generation)
             return self._snapshot
+
+    def _consistent_snapshot(self, generation: str) -> _Snapshot:
+        """Build from registry + chunks read at one generation.
+
+        Another process may commit (and delete old chunks) between reading the registry
+        and reading the chunks; the generation changes then, and the read is repeated.
+        """
+        for _ in range(SNAPSHOT_ATTEMPTS):
+            snap = self._build_snapshot(generation)
+            now = self._generation()
+            if now == generation:
+                self._save_bm25_snapshot(snap)
+                return snap
+            generation = now
+        # Still moving: serve this build, but mark it so the next query rebuilds it.
+        snap.generation = ""
+        return snap
 
     def _build_snapshot(self, generation: str) -> _Snapshot:
         active = {
@@ -463,24 +500,29 @@ class KnowledgeBase:
             position={cid: i for i, cid in enumerate(ids)},
             bm25=BM25Index(index_texts, self.tokenizer),
         )
-        self._save_bm25_snapshot(snap)
         return snap
 
     def _save_bm25_snapshot(self, snap: _Snapshot) -> None:
         if not snap.generation:
             return
+        # A cache: failing to write it (a race with another writer, a full disk) only
+        # means the next process rebuilds from Chroma.
         directory = bm25_cache_dir(self.home)
-        directory.mkdir(parents=True, exist_ok=True)
-        prefix = f"{self.config.collection}."
-        for old in directory.glob(f"{prefix}*.pkl"):
-            old.unlink(missing_ok=True)
         target = self._bm25_file(snap.generation)
-        tmp = target.with_suffix(f".tmp{os.getpid()}")
+        tmp = target.with_suffix(f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         tokenizer, snap.bm25.tokenizer = snap.bm25.tokenizer, None  # type: ignore[assignment]
         try:
+            directory.mkdir(parents=True, exist_ok=True)
+            prefix = f"{self.config.collection}."
+            for old in [*directory.glob(f"{prefix}*.pkl"), *directory.glob(f"{prefix}*.tmp-*")]:
+                if old != target:
+                    old.unlink(missing_ok=True)
             with tmp.open("wb") as fh:
                 pickle.dump(snap, fh, protocol=pickle.HIGHEST_PROTOCOL)
             tmp.replace(target)  # atomic: a reader sees the old file or the whole new one
+        except OSError as exc:
+            log.warning("could not save the BM25 cache %s: %s", target.name, exc)
+            tmp.unlink(missing_ok=True)
         finally:
             snap.bm25.tokenizer = tokenizer
 
@@ -648,7 +690,8 @@ class KnowledgeBase:
                 lambda: self._chunks.get(ids=missing_vec, include=["embeddings"]),
             )
             embs = got["embeddings"]
-            if embs is not None:
+            # Chunks deleted since this snapshot was built come back without vectors.
+            if embs is not None and len(got["ids"]) > 0:
                 mat = np.asarray(embs, dtype=np.float32)
                 q = query_vector / (np.linalg.norm(query_vector) or 1.0)
                 norms = np.linalg.norm(mat, axis=1)
