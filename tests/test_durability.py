@@ -544,19 +544,27 @@ def test_search_racing_an_ingest_on_the_same_instance_does_not_crash(
         "# Annual leave\n\nEmployees now receive 20 days of annual leave.\n", encoding="utf-8"
     )
     original = kb._generation
-    fired: list[bool] = []
+    writer: list[threading.Thread] = []
 
     def generation_then_ingest() -> str:
         generation = original()
-        if not fired:  # deterministic interleaving: an ingest takes the lock right now
-            fired.append(True)
-            kb.ingest([kb_dir])
+        if not writer:  # an ingest on another thread starts right after the read
+            writer.append(threading.Thread(target=kb.ingest, args=([kb_dir],)))
+            writer[0].start()
+            writer[0].join(timeout=0.5)  # it must wait: the search holds the instance lock
         return generation
 
     kb._generation = generation_then_ingest  # type: ignore[method-assign]
     hits = kb.search("annual leave days", k=5, mode="hybrid")
-    assert fired
-    assert all(h.metadata["version"] == kb.snapshot().active[h.doc_id] for h in hits)
+    leave_versions = {h.metadata["version"] for h in hits if h.doc_id == "leave.md"}
+    writer[0].join(timeout=60)
+    kb._generation = original  # type: ignore[method-assign]
+    assert hits and not writer[0].is_alive()
+    # The search saw one consistent version per document (the one active before the
+    # update, since the writer waited), and the update then landed completely.
+    assert len(leave_versions) == 1  # never a mix of the old and the new version
+    texts = " ".join(h.text for h in kb.search("annual leave days", k=10) if h.doc_id == "leave.md")
+    assert "20 days" in texts and kb.snapshot().active["leave.md"] not in leave_versions
 
 
 def test_two_instances_saving_the_same_bm25_snapshot_do_not_fail_a_search(

@@ -92,7 +92,9 @@ class BM25Index:
         for term in self._query_terms(query):
             posting = self._postings.get(term)
             if posting is not None:
-                np.add.at(out, posting[0], self._idf[term] * posting[1])
+                out += np.bincount(
+                    posting[0], weights=self._idf[term] * posting[1], minlength=self.size
+                )
         return out
 
     def search(
@@ -102,19 +104,25 @@ class BM25Index:
         terms = self._query_terms(query)
         if not terms or self.size == 0 or k <= 0:
             return []
-        touched: list[np.ndarray] = []
-        acc = np.zeros(self.size, dtype=np.float64)
+        ids: list[np.ndarray] = []
+        weights: list[np.ndarray] = []
         for term in terms:
             posting = self._postings.get(term)
-            if posting is None:
-                continue
-            np.add.at(acc, posting[0], self._idf[term] * posting[1])
-            touched.append(posting[0])
-        if not touched:
+            if posting is not None:
+                ids.append(posting[0])
+                weights.append(self._idf[term] * posting[1])
+        if not ids:
             return []
-        candidates = np.unique(np.concatenate(touched))
+        # One bincount over all postings: each document appears once per matching term.
+        acc = np.bincount(np.concatenate(ids), weights=np.concatenate(weights), minlength=self.size)
+        candidates = np.flatnonzero(acc)
         cand_scores = acc[candidates]
-        order = np.argsort(-cand_scores, kind="stable")
+        if allowed is None and len(candidates) > k:
+            # Only the top k need sorting: partition first (O(n)), then sort k.
+            top = np.argpartition(-cand_scores, k - 1)[:k]
+            order = top[np.argsort(-cand_scores[top], kind="stable")]
+        else:
+            order = np.argsort(-cand_scores, kind="stable")
         norm = self._normaliser(terms)
         hits: list[BM25Hit] = []
         for pos in order:

@@ -34,10 +34,14 @@ def weighted_relevance(vector: float, bm25: float, vector_weight: float) -> floa
     return clamp01(vector_weight * vector + (1.0 - vector_weight) * bm25)
 
 
-def rrf_scores(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
-    """Reciprocal-rank fusion: ``sum(1 / (k + rank))`` over the rankings an id appears in."""
+def rrf_scores(
+    rankings: Sequence[Sequence[str]], k: int = RRF_K, weights: Sequence[float] | None = None
+) -> dict[str, float]:
+    """Reciprocal-rank fusion: ``sum(w / (k + rank))`` over the rankings an id appears in
+    (weights default to 1 each)."""
     scores: dict[str, float] = {}
-    for ranking in rankings:
+    for n, ranking in enumerate(rankings):
+        w = 1.0 if weights is None else float(weights[n])
         for rank, item in enumerate(ranking, start=1):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+            scores[item] = scores.get(item, 0.0) + w / (k + rank)
     return scores

@@ -604,7 +604,13 @@ class KnowledgeBase:
         if mode == "hybrid" and self.config.fusion == "rrf":
             vec_rank = sorted(vector_hits, key=lambda c: -vector_hits[c])
             bm_rank = sorted(bm25_hits, key=lambda c: -bm25_hits[c][0])
-            fused = rrf_scores([vec_rank, bm_rank])
+            w = self.config.vector_weight
+            fused = rrf_scores([vec_rank, bm_rank], weights=[2 * w, 2 * (1 - w)])
+        elif mode == "bm25":
+            # Order by the raw score: relevance saturates at 1.0 for strong matches.
+            fused = {row[0]: row[4] for row in rows}
+        elif mode == "vector":
+            fused = {row[0]: row[3] if row[3] is not None else 0.0 for row in rows}
         else:
             fused = {row[0]: row[1] for row in rows}
         rows.sort(key=lambda r: (-fused[r[0]], -r[1], r[0]))
