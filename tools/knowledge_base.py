@@ -706,11 +706,14 @@ class KnowledgeBase:
                     vector_hits[cid] = float(cos)
 
     def probe(self, query: str) -> float:
-        """Cheap 'does the KB know about this?': best BM25 relevance (no embedding call)."""
+        """'Does the KB know about this?': the best hybrid relevance for ``query``.
+
+        Hybrid, not BM25 alone: a short generic question ("what month is it?") is fully
+        covered by some chunk's words, while its meaning matches nothing.
+        """
         if not query.strip():
             return 0.0
-        snap = self.snapshot()
-        hits = snap.bm25.search(query, 1)
+        hits = self.search(query, 1, mode="hybrid")
         return hits[0].relevance if hits else 0.0
 
     # -- statistics ----------------------------------------------------------------------
