@@ -154,3 +154,17 @@ async def test_search_many_all_fail_raises(server: LocalServer) -> None:
     async with WebSearchClient(make_settings(server, "serper"), cache=SearchCache()) as client:
         with pytest.raises(WebSearchAuthError):
             await client.search_many(["only one"])
+
+
+def test_default_cache_is_sized_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tools.errors import ConfigError
+    from tools.websearch.cache import cache_from_env
+
+    monkeypatch.setenv("WEBSEARCH_CACHE_SIZE", "10")
+    monkeypatch.setenv("WEBSEARCH_CACHE_TTL", "30")
+    cache = cache_from_env()
+    assert cache._store.maxsize == 10
+    assert cache.ttl == 30.0 and cache.news_ttl == 120.0 and not cache.stale_if_error
+    monkeypatch.setenv("WEBSEARCH_CACHE_SIZE", "lots")
+    with pytest.raises(ConfigError, match="WEBSEARCH_CACHE_SIZE must be a number"):
+        cache_from_env()

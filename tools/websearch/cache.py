@@ -22,6 +22,7 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import os
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -29,6 +30,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from cachetools import LRUCache, TLRUCache
+
+from tools.errors import ConfigError
 
 from .text import normalize_query
 from .types import SearchParams, SearchResponse
@@ -239,12 +242,39 @@ _default_cache: SearchCache | None = None
 _default_lock = threading.Lock()
 
 
+def _env_number(name: str, default: float, low: float, high: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be between {low:g} and {high:g}, got {raw}")
+    return value
+
+
+def cache_from_env() -> SearchCache:
+    """A cache sized by ``WEBSEARCH_CACHE_SIZE`` (5000), ``WEBSEARCH_CACHE_TTL`` (600 s),
+    ``WEBSEARCH_CACHE_NEWS_TTL`` (120 s) and ``WEBSEARCH_STALE_IF_ERROR`` (0/1)."""
+    return SearchCache(
+        maxsize=int(_env_number("WEBSEARCH_CACHE_SIZE", 5000, 1, 10_000_000)),
+        ttl=_env_number("WEBSEARCH_CACHE_TTL", 600.0, 0.0, 86_400.0 * 30),
+        news_ttl=_env_number("WEBSEARCH_CACHE_NEWS_TTL", 120.0, 0.0, 86_400.0 * 30),
+        stale_if_error=bool(_env_number("WEBSEARCH_STALE_IF_ERROR", 0, 0, 1)),
+    )
+
+
 def default_cache() -> SearchCache:
-    """The process-wide cache shared by every client that does not inject one."""
+    """The process-wide cache shared by every client that does not inject one.
+
+    Built on first use from the environment (see :func:`cache_from_env`).
+    """
     global _default_cache
     with _default_lock:
         if _default_cache is None:
-            _default_cache = SearchCache()
+            _default_cache = cache_from_env()
         return _default_cache
 
 
