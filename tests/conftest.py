@@ -13,7 +13,6 @@ from tools.knowledge_base import KBConfig, KnowledgeBase
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_KB = REPO / "examples" / "kb"
-SHARED_DATA = REPO.parent / "shared" / "data"
 
 
 @pytest.fixture(autouse=True)
