@@ -84,8 +84,9 @@ class Context:
     answer_language: str = _f("auto", "'zh', 'en', or 'auto' (the question's language).")
     max_question_chars: int = _f(4000, "Longest question accepted (characters).")
     reranker: str = _f(
-        "none",
-        "Second-stage reranker: 'none', 'lexical' (no model), 'cross-encoder:<model>' "
+        "auto",
+        "Second-stage reranker: 'auto' (lexical in offline mode, where it measurably helps; "
+        "none with a model), 'none', 'lexical' (no model), 'cross-encoder:<model>' "
         "(local sentence-transformers model) or 'llm' (listwise by fast_model).",
     )
     rerank_top_n: int = _f(10, "Candidates kept after reranking (1-50).")
@@ -142,11 +143,11 @@ class Context:
             )
         if not _GL_RE.match(self.gl):
             raise ConfigError(f"gl must be 'auto' or a two-letter country code, got {self.gl!r}")
-        if self.reranker not in ("none", "lexical", "llm") and not self.reranker.startswith(
+        if self.reranker not in ("auto", "none", "lexical", "llm") and not self.reranker.startswith(
             "cross-encoder"
         ):
             raise ConfigError(
-                f"reranker must be none, lexical, llm or cross-encoder:<model>, got {self.reranker!r}"
+                f"reranker must be auto, none, lexical, llm or cross-encoder:<model>, got {self.reranker!r}"
             )
         if self.reranker.startswith("cross-encoder"):
             make_reranker(self.reranker)  # fails now, naming what to install, not mid-run

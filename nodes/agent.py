@@ -44,6 +44,7 @@ from nodes.generate import REFUSAL_FACTOR, build_prompt, failure_sentence
 from nodes.grade import internal_confidence, web_confidence
 from nodes.models import OFFLINE, load_chat_model
 from nodes.prepare import prepare
+from nodes.rerank import effective_reranker
 from nodes.resources import get_kb, web_settings
 from prompts.agent import (
     AGENT_OFFLINE_NOTE_EN,
@@ -87,7 +88,9 @@ def tools_for(registry: SourceRegistry, ctx: Any) -> dict[str, BaseTool]:
         top_k_web=ctx.top_k_web,
         snippet_chars=ctx.snippet_chars,
         # The agent reranks inside internal_search; 'llm' ordering is the state graph's only.
-        reranker=None if ctx.reranker in ("none", "llm") else make_reranker(ctx.reranker),
+        reranker=None
+        if effective_reranker(ctx) in ("none", "llm")
+        else make_reranker(effective_reranker(ctx)),
     )
     return {t.name: t for t in tools}
 

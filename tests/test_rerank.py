@@ -143,3 +143,11 @@ def test_llm_reranker_falls_back_on_unparseable_output(
     )
     assert any("llm reranking unusable" in w for w in out["warnings"])
     assert out["answer"].startswith("Answer [internal-1]")
+
+
+def test_auto_reranker_is_lexical_offline_and_none_with_a_model() -> None:
+    from nodes.rerank import effective_reranker
+
+    assert effective_reranker(Context(model="offline")) == "lexical"
+    assert effective_reranker(Context(model="openai:gpt-4o-mini")) == "none"
+    assert effective_reranker(Context(model="offline", reranker="none")) == "none"
