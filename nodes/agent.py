@@ -40,6 +40,7 @@ from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
 
 from nodes.common import emit, timed
+from nodes.crosslingual import translated_queries
 from nodes.generate import REFUSAL_FACTOR, build_prompt, failure_sentence
 from nodes.grade import internal_confidence, web_confidence
 from nodes.models import OFFLINE, load_chat_model
@@ -381,8 +382,15 @@ async def offline_tools(state: dict[str, Any], runtime: Runtime[Any]) -> dict[st
         update = apply_outcomes(state, registry, done)
     if len(plan) > ctx.max_tool_calls:
         warnings.append(f"max_tool_calls ({ctx.max_tool_calls}) left planned searches out")
+    report: dict[str, Any] = {}
+    if ctx.crosslingual:
+        # Same report as the state graph's rewrite step: offline, nothing is translated.
+        _, report = await translated_queries(ctx, question, OFFLINE)
+        if report.get("note"):
+            warnings.append(f"cross-lingual: {report['note']}")
     return {
         **update,
+        "crosslingual": report,
         "route": decision.route,
         "route_reason": f"offline rules: {decision.reason}",
         "strategy": strategy,

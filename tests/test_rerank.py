@@ -151,3 +151,18 @@ def test_auto_reranker_is_lexical_offline_and_none_with_a_model() -> None:
     assert effective_reranker(Context(model="offline")) == "lexical"
     assert effective_reranker(Context(model="openai:gpt-4o-mini")) == "none"
     assert effective_reranker(Context(model="offline", reranker="none")) == "none"
+
+
+def test_offline_agent_also_says_no_translation_was_done(
+    sample_kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    from graph.agent_graph import build_agent_graph
+
+    context = Context(data_home=str(tmp_path / "home"), search_provider="none")
+    out = asyncio.run(
+        build_agent_graph().ainvoke(
+            {"question": "How many days of annual leave after 6 years?"}, context=context
+        )
+    )
+    assert "no translation was done" in out["crosslingual"]["note"]
+    assert any("no translation was done" in w for w in out["warnings"])
