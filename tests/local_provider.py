@@ -1,8 +1,15 @@
-"""A scriptable provider server on 127.0.0.1 for tests that need a real HTTP peer."""
+"""A scriptable HTTP server on 127.0.0.1 for tests that need a real peer.
+
+Per-path reply queues (the last reply repeats), every request recorded, and optional
+misbehaviour per reply: a delay before anything is sent, or a *slow drip* (headers at
+once, then the body in small pieces with a pause between them, so no single read waits
+long enough to trip a per-read timeout). Never used by the product.
+"""
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -13,12 +20,32 @@ from urllib.parse import parse_qsl, urlsplit
 
 @dataclass
 class Reply:
-    """One scripted answer: a JSON-able body (or raw str/bytes), status, headers, delay."""
+    """One scripted answer: a JSON-able body (or raw ``str``/``bytes``), status, headers.
+
+    ``delay``: seconds before anything is sent. ``drip``: seconds between body pieces of
+    ``drip_bytes`` bytes (0 = all at once). ``content_type`` defaults to JSON, or
+    ``text/html`` for a ``str`` body.
+    """
 
     body: Any = None
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    drip: float = 0.0
+    drip_bytes: int = 8
+    content_type: str | None = None
+
+    def payload(self) -> bytes:
+        if isinstance(self.body, bytes):
+            return self.body
+        if isinstance(self.body, str):
+            return self.body.encode("utf-8")
+        return json.dumps(self.body, ensure_ascii=False).encode("utf-8")
+
+    def ctype(self) -> str:
+        if self.content_type:
+            return self.content_type
+        return "text/html" if isinstance(self.body, str) else "application/json"
 
 
 @dataclass
@@ -28,10 +55,11 @@ class Recorded:
     query: dict[str, str]
     headers: dict[str, str]
     body: Any
+    at: float = 0.0
 
 
 class LocalServer:
-    """Threaded HTTP server; per-path reply queues (the last reply repeats)."""
+    """Threaded HTTP server on a free port; ``thread.start()`` or use as a context manager."""
 
     def __init__(self) -> None:
         self.routes: dict[str, list[Reply]] = {}
@@ -48,7 +76,7 @@ class LocalServer:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 try:
-                    body = json.loads(raw) if raw else None
+                    body: Any = json.loads(raw) if raw else None
                 except ValueError:
                     body = raw.decode("utf-8", "replace")
                 server._record(
@@ -58,27 +86,30 @@ class LocalServer:
                         dict(parse_qsl(parts.query, keep_blank_values=True)),
                         {k.lower(): v for k, v in self.headers.items()},
                         body,
+                        time.monotonic(),
                     )
                 )
                 reply = server._next(parts.path)
                 if reply.delay:
                     time.sleep(reply.delay)
-                if isinstance(reply.body, bytes):
-                    payload = reply.body
-                elif isinstance(reply.body, str):
-                    payload = reply.body.encode("utf-8")
-                else:
-                    payload = json.dumps(reply.body, ensure_ascii=False).encode("utf-8")
+                payload = reply.payload()
                 try:
                     self.send_response(reply.status)
-                    ctype = "application/json" if not isinstance(reply.body, str) else "text/html"
-                    self.send_header("Content-Type", ctype)
+                    self.send_header("Content-Type", reply.ctype())
                     self.send_header("Content-Length", str(len(payload)))
                     for k, v in reply.headers.items():
                         self.send_header(k, v)
                     self.end_headers()
-                    self.wfile.write(payload)
-                except (BrokenPipeError, ConnectionResetError):
+                    if not reply.drip:
+                        self.wfile.write(payload)
+                        return
+                    self.wfile.flush()
+                    step = max(1, reply.drip_bytes)
+                    for i in range(0, len(payload), step):
+                        self.wfile.write(payload[i : i + step])
+                        self.wfile.flush()
+                        time.sleep(reply.drip)
+                except (TimeoutError, BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout tests)
 
             do_GET = _handle
@@ -90,6 +121,14 @@ class LocalServer:
         self.thread = threading.Thread(
             target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         )
+
+    def __enter__(self) -> LocalServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
 
     def _record(self, rec: Recorded) -> None:
         with self._lock:
@@ -106,6 +145,13 @@ class LocalServer:
         with self._lock:
             self.routes[path] = list(replies)
 
-    def hits(self, path: str) -> list[Recorded]:
+    def hits(self, path: str | None = None) -> list[Recorded]:
         with self._lock:
-            return [r for r in self.requests if r.path == path]
+            return [r for r in self.requests if path is None or r.path == path]
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -40,7 +40,7 @@ from nodes import resources
 from nodes.models import register_chat_model, unregister_chat_model
 from tests.agent_fakes import ToolScriptedChatModel, ask, call
 from tests.fakes import ScriptedChatModel, hash_model
-from tests.hostile_server import Hit, Hostile, HostileServer, closed_port
+from tests.local_provider import LocalServer, Recorded, Reply, closed_port
 from tools.knowledge_base import KBConfig, KnowledgeBase
 from tools.websearch import SearchCache, WebSearchSettings, set_default_cache
 
@@ -131,8 +131,8 @@ def _fast_web(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.fixture
-def server() -> Iterator[HostileServer]:
-    with HostileServer() as srv:
+def server() -> Iterator[LocalServer]:
+    with LocalServer() as srv:
         yield srv
 
 
@@ -200,13 +200,13 @@ def run_variant(
     return out, time.monotonic() - started
 
 
-def query_of(hit: Hit) -> str:
+def query_of(hit: Recorded) -> str:
     if isinstance(hit.body, dict):
         return str(hit.body.get("q") or hit.body.get("query") or "")
     return hit.query.get("q", "")
 
 
-def hits_per_query(hits: list[Hit]) -> Counter[str]:
+def hits_per_query(hits: list[Recorded]) -> Counter[str]:
     return Counter(query_of(h) for h in hits)
 
 
@@ -226,26 +226,26 @@ def assert_kb_answer_with_failure(out: dict[str, Any], fragment: str, language: 
 
 
 # (case id, provider, path, replies, warning fragment, hits per query: exact count)
-CASES: list[tuple[str, str, str, list[Hostile], str, int]] = [
-    ("timeout", "serper", "/search", [Hostile(SERPER_OK, delay=2.5)], "no answer within", 2),
-    ("http-401", "serper", "/search", [Hostile({"message": "Unauthorized."}, status=401)],
+CASES: list[tuple[str, str, str, list[Reply], str, int]] = [
+    ("timeout", "serper", "/search", [Reply(SERPER_OK, delay=2.5)], "no answer within", 2),
+    ("http-401", "serper", "/search", [Reply({"message": "Unauthorized."}, status=401)],
      "HTTP 401", 1),
     ("http-429-retry-after", "serper", "/search",
-     [Hostile({"message": "Too many requests"}, status=429, headers={"Retry-After": "0.25"})],
+     [Reply({"message": "Too many requests"}, status=429, headers={"Retry-After": "0.25"})],
      "HTTP 429", 2),
-    ("http-500", "serper", "/search", [Hostile({"message": "boom"}, status=500)], "HTTP 500", 2),
-    ("http-502", "serper", "/search", [Hostile("bad gateway", status=502, content_type="text/html")],
+    ("http-500", "serper", "/search", [Reply({"message": "boom"}, status=500)], "HTTP 500", 2),
+    ("http-502", "serper", "/search", [Reply("bad gateway", status=502, content_type="text/html")],
      "HTTP 502", 2),
     ("http-503", "serper", "/search",
-     [Hostile({"message": "unavailable"}, status=503, headers={"Retry-After": "0"})],
+     [Reply({"message": "unavailable"}, status=503, headers={"Retry-After": "0"})],
      "HTTP 503", 2),
     ("invalid-json", "serper", "/search",
-     [Hostile("<html>captive portal</html>", content_type="text/html")], "invalid JSON", 1),
+     [Reply("<html>captive portal</html>", content_type="text/html")], "invalid JSON", 1),
     ("serpbase-1001", "serpbase", "/google/search",
-     [Hostile({"status": 1001, "error": "unauthorized"})], "status 1001", 1),
+     [Reply({"status": 1001, "error": "unauthorized"})], "status 1001", 1),
     ("serpbase-1503", "serpbase", "/google/search",
-     [Hostile({"status": 1503, "error": "upstream unavailable"})], "status 1503", 2),
-    ("searxng-outage", "searxng", "/search", [Hostile(SEARXNG_OUTAGE)],
+     [Reply({"status": 1503, "error": "upstream unavailable"})], "status 1503", 2),
+    ("searxng-outage", "searxng", "/search", [Reply(SEARXNG_OUTAGE)],
      "unresponsive engines: duckduckgo", 1),
 ]  # fmt: skip
 
@@ -271,14 +271,14 @@ MATRIX = [
 )
 def test_provider_failure_keeps_the_kb_answer(
     kb_home: Path,
-    server: HostileServer,
+    server: LocalServer,
     models: dict[str, Any],
     monkeypatch: pytest.MonkeyPatch,
     variant: str,
     case: str,
     provider: str,
     path: str,
-    replies: list[Hostile],
+    replies: list[Reply],
     fragment: str,
     per_query: int,
 ) -> None:
@@ -324,12 +324,12 @@ def test_connection_refused_keeps_the_kb_answer(
 @pytest.mark.parametrize("variant", CORE)
 def test_chinese_question_names_the_failure_in_chinese(
     kb_home: Path,
-    server: HostileServer,
+    server: LocalServer,
     models: dict[str, Any],
     monkeypatch: pytest.MonkeyPatch,
     variant: str,
 ) -> None:
-    server.route("/search", Hostile({"message": "boom"}, status=500))
+    server.route("/search", Reply({"message": "boom"}, status=500))
     _point_at(monkeypatch, "serper", server.url)
     out, elapsed = run_variant(variant, kb_home, "serper", Q_ZH, models, language="zh")
     assert_kb_answer_with_failure(out, "HTTP 500", "zh")
@@ -339,9 +339,9 @@ def test_chinese_question_names_the_failure_in_chinese(
 
 
 def test_state_graph_tells_the_model_web_results_were_unavailable(
-    kb_home: Path, server: HostileServer, models: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    kb_home: Path, server: LocalServer, models: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    server.route("/search", Hostile({"message": "boom"}, status=500))
+    server.route("/search", Reply({"message": "boom"}, status=500))
     _point_at(monkeypatch, "serper", server.url)
     run_variant("state-scripted", kb_home, "serper", Q_EN, models)
     answer_calls = [m for name, m in models["state"].calls if name == "answer"]
@@ -355,12 +355,12 @@ def test_state_graph_tells_the_model_web_results_were_unavailable(
 @pytest.mark.parametrize("variant", ["state-offline", "agent-offline"])
 def test_searxng_partial_outage_is_a_warning_and_not_cached(
     kb_home: Path,
-    server: HostileServer,
+    server: LocalServer,
     models: dict[str, Any],
     monkeypatch: pytest.MonkeyPatch,
     variant: str,
 ) -> None:
-    server.route("/search", Hostile(SEARXNG_PARTIAL))
+    server.route("/search", Reply(SEARXNG_PARTIAL))
     _point_at(monkeypatch, "searxng", server.url)
     seen = 0
     for _ in (1, 2):
@@ -379,7 +379,7 @@ def test_searxng_partial_outage_is_a_warning_and_not_cached(
 @pytest.mark.parametrize("variant", ["state-offline", "agent-offline"])
 def test_empty_results_keep_the_kb_answer(
     kb_home: Path,
-    server: HostileServer,
+    server: LocalServer,
     models: dict[str, Any],
     monkeypatch: pytest.MonkeyPatch,
     variant: str,
@@ -389,7 +389,7 @@ def test_empty_results_keep_the_kb_answer(
     Observed design: no warning, no "unavailable" sentence, and the empty page is cached
     like any successful page (the second run does not reach the provider).
     """
-    server.route("/search", Hostile({"organic": []}))
+    server.route("/search", Reply({"organic": []}))
     _point_at(monkeypatch, "serper", server.url)
     first, _ = run_variant(variant, kb_home, "serper", Q_EN, models)
     calls = len(server.hits("/search"))
@@ -408,15 +408,15 @@ def test_empty_results_keep_the_kb_answer(
 @pytest.mark.parametrize("variant", ["state-offline", "agent-offline"])
 def test_slow_drip_is_cut_at_the_time_budget(
     kb_home: Path,
-    server: HostileServer,
+    server: LocalServer,
     models: dict[str, Any],
     monkeypatch: pytest.MonkeyPatch,
     variant: str,
 ) -> None:
     # The body trickles in 16 bytes every 0.1 s (no read waits anywhere near the 0.3 s
     # timeout) and takes >= 2.2 s in all, far beyond the 0.3 s budget + 1.2 s slack.
-    size = len(Hostile(SERPER_OK).payload())
-    server.route("/search", Hostile(SERPER_OK, drip=2.2 / (size / 16), drip_bytes=16))
+    size = len(Reply(SERPER_OK).payload())
+    server.route("/search", Reply(SERPER_OK, drip=2.2 / (size / 16), drip_bytes=16))
     _point_at(monkeypatch, "serper", server.url)
     budget = 0.3
     monkeypatch.setitem(FAST, "time_budget", budget)
@@ -426,9 +426,9 @@ def test_slow_drip_is_cut_at_the_time_budget(
 
 
 def test_per_query_failures_are_not_reported_as_provider_failover(
-    kb_home: Path, server: HostileServer, models: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    kb_home: Path, server: LocalServer, models: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    server.route("/search", Hostile({"message": "boom"}, status=500))
+    server.route("/search", Reply({"message": "boom"}, status=500))
     _point_at(monkeypatch, "serper", server.url)
     out, _ = run_variant("state-offline", kb_home, "serper", Q_EN, models)
     web = [w for w in out["warnings"] if w.startswith("web search failed")]

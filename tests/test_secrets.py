@@ -30,7 +30,7 @@ from cli.main import main
 from graph import Context, build_agent_graph, build_graph
 from nodes import resources
 from tests.fakes import hash_model
-from tests.hostile_server import Hostile, HostileServer, closed_port
+from tests.local_provider import LocalServer, Reply, closed_port
 from tools.knowledge_base import KBConfig, KnowledgeBase
 from tools.websearch import SearchCache, WebSearchSettings, set_default_cache
 
@@ -115,13 +115,13 @@ def _reset_langsmith() -> None:
 
 
 @pytest.fixture
-def hostile() -> Iterator[HostileServer]:
-    with HostileServer() as srv:
+def hostile() -> Iterator[LocalServer]:
+    with LocalServer() as srv:
         yield srv
 
 
 @pytest.fixture
-def env(hostile: HostileServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
+def env(hostile: LocalServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
     """Every secret variable set to its sentinel; providers and LangSmith on 127.0.0.1."""
     recorder = Recorder()
     for name, value in SENTINELS.items():
@@ -177,7 +177,7 @@ def _leaks(text: str) -> list[str]:
     return [s for s in _all_secrets() if s in text]
 
 
-def _fail_all_providers(srv: HostileServer, status: int, *extra: str) -> None:
+def _fail_all_providers(srv: LocalServer, status: int, *extra: str) -> None:
     """Every provider path answers ``status`` with the web-search keys echoed in the body.
 
     A provider can only know (and echo) the credentials it was sent: the web-search keys,
@@ -185,7 +185,7 @@ def _fail_all_providers(srv: HostileServer, status: int, *extra: str) -> None:
     """
     echo = {"message": f"bad credentials: {' '.join([*WEB_KEYS, *extra])}", "statusCode": status}
     for path in {*PROVIDER_PATHS.values(), "/search"}:
-        srv.route(path, Hostile(echo, status=status))
+        srv.route(path, Reply(echo, status=status))
 
 
 def _exception_text(exc: BaseException) -> str:
@@ -197,7 +197,7 @@ def _exception_text(exc: BaseException) -> str:
 
 def test_no_secret_leaves_the_process(
     env: Recorder,
-    hostile: HostileServer,
+    hostile: LocalServer,
     hash_cli: None,
     tmp_path: Path,
     kb_dir: Path,
@@ -304,7 +304,7 @@ def test_no_secret_leaves_the_process(
 
 def test_searxng_url_password_is_not_logged(
     env: Recorder,
-    hostile: HostileServer,
+    hostile: LocalServer,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,

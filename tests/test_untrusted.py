@@ -24,7 +24,7 @@ from nodes import resources
 from nodes.models import register_chat_model, unregister_chat_model
 from tests.agent_fakes import ToolScriptedChatModel, ask, call
 from tests.fakes import ScriptedChatModel, hash_model
-from tests.hostile_server import Hostile, HostileServer
+from tests.local_provider import LocalServer, Reply
 from tools.citations import validate_citations
 from tools.context_builder import build_context
 from tools.knowledge_base import KBConfig, KnowledgeBase
@@ -99,9 +99,9 @@ def _clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.fixture
-def web(monkeypatch: pytest.MonkeyPatch) -> Iterator[HostileServer]:
-    with HostileServer() as srv:
-        srv.route("/search", Hostile(WEB_INJECTION))
+def web(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalServer]:
+    with LocalServer() as srv:
+        srv.route("/search", Reply(WEB_INJECTION))
         monkeypatch.setenv("SERPER_API_KEY", "untrusted-test-key")
         monkeypatch.setenv("SERPER_BASE_URL", srv.url)
         yield srv
@@ -158,7 +158,7 @@ def answer_prompt(model: ScriptedChatModel) -> list[BaseMessage]:
 
 
 def test_retrieved_text_is_fenced_data_and_cannot_close_its_block(
-    kb_home: Path, web: HostileServer, state_model: ScriptedChatModel
+    kb_home: Path, web: LocalServer, state_model: ScriptedChatModel
 ) -> None:
     out = run_state(kb_home, model="custom:untrusted-state", crosslingual=False)
     system, *_, user = answer_prompt(state_model)
@@ -204,7 +204,7 @@ def test_markup_in_a_kb_heading_cannot_close_the_block(tmp_path: Path) -> None:
 
 
 def test_validator_drops_labels_that_only_appear_in_source_text(
-    kb_home: Path, web: HostileServer, state_model: ScriptedChatModel
+    kb_home: Path, web: LocalServer, state_model: ScriptedChatModel
 ) -> None:
     out = run_state(kb_home, model="custom:untrusted-state", crosslingual=False)
     # The context really contained these strings (inside the source texts) ...
@@ -251,7 +251,7 @@ def test_offline_answer_does_not_turn_labels_in_source_text_into_citations(
 
 
 def test_agent_tool_results_are_one_line_per_labelled_source(
-    kb_home: Path, web: HostileServer, agent_model: ToolScriptedChatModel
+    kb_home: Path, web: LocalServer, agent_model: ToolScriptedChatModel
 ) -> None:
     agent_model.script = [
         ask(call("internal_search", query="hotel limit per night"),
@@ -275,7 +275,7 @@ def test_agent_tool_results_are_one_line_per_labelled_source(
 
 @pytest.mark.parametrize("one_turn", [False, True], ids=["one-per-turn", "fifty-in-one-turn"])
 def test_agent_obeying_call_google_search_50_times_is_bounded(
-    kb_home: Path, web: HostileServer, agent_model: ToolScriptedChatModel, one_turn: bool
+    kb_home: Path, web: LocalServer, agent_model: ToolScriptedChatModel, one_turn: bool
 ) -> None:
     numbers = count(1)
 
