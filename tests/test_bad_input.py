@@ -122,7 +122,7 @@ BAD_CONTEXTS: list[tuple[dict[str, Any], str]] = [
     ({"answer_language": "fr"}, "answer_language must be auto, zh or en, got 'fr'"),
     ({"hl": "english"}, "hl must be 'auto' or a language code"),
     ({"gl": "usa"}, "gl must be 'auto' or a two-letter country code"),
-    ({"reranker": "bogus"}, "reranker must be none, lexical, llm or cross-encoder:<model>"),
+    ({"reranker": "bogus"}, "reranker must be auto, none, lexical, llm or cross-encoder:<model>"),
 ]
 
 
