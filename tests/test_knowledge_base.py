@@ -191,3 +191,18 @@ def test_bm25_snapshot_is_reused_across_instances(tmp_path: Path, kb_dir: Path) 
     assert len(files) == 1
     with KnowledgeBase(KBConfig(home=home), embedding_model=hash_model()) as kb2:
         assert kb2.search("annual leave", k=1)[0].doc_id == "leave.md"
+
+
+def test_a_repeated_query_is_embedded_once(kb: KnowledgeBase, kb_dir: Path) -> None:
+    kb.ingest([kb_dir])
+    calls: list[str] = []
+    original = kb.model.embed_query
+
+    def counting(text: str) -> list[float]:
+        calls.append(text)
+        return original(text)
+
+    kb.model.embed_query = counting  # type: ignore[method-assign]
+    kb.probe("annual leave days")  # the router's probe …
+    kb.search("annual leave days", k=3)  # … and the retrieval step share one embedding
+    assert calls == ["annual leave days"]

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+from cachetools import LRUCache
 
 from tools.bm25 import BM25Index
 from tools.chunking import ChunkingOptions, chunk_document
@@ -178,6 +179,8 @@ class KnowledgeBase:
         self._cache = EmbeddingCache(embedding_cache_path(self.home))
         self._lock = threading.RLock()
         self._snapshot: _Snapshot | None = None
+        # The router's probe and the retrieval step embed the same question: embed once.
+        self._query_vectors: LRUCache[str, np.ndarray] = LRUCache(maxsize=256)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -576,7 +579,7 @@ class KnowledgeBase:
         vector_hits: dict[str, float] = {}  # chunk id -> cosine
         query_vector: np.ndarray | None = None
         if mode in ("hybrid", "vector"):
-            query_vector = np.asarray(self.model.embed_query(query), dtype=np.float32)
+            query_vector = self._query_vector(query)
             vector_hits = self._vector_candidates(
                 query_vector, n_candidates, snap, doc_filter, source_filter
             )
@@ -640,6 +643,16 @@ class KnowledgeBase:
                 )
             )
         return out
+
+    def _query_vector(self, query: str) -> np.ndarray:
+        with self._lock:
+            cached = self._query_vectors.get(query)
+        if cached is not None:
+            return cached
+        vector = np.asarray(self.model.embed_query(query), dtype=np.float32)
+        with self._lock:
+            self._query_vectors[query] = vector
+        return vector
 
     def _vector_candidates(
         self,
