@@ -15,7 +15,7 @@ from typing import Any
 
 from graph import Context, build_graph
 from nodes import resources
-from tools.evaluation import percentile, read_jsonl
+from tools.evaluation import BeirData, percentile, read_jsonl
 from tools.knowledge_base import KBConfig, KnowledgeBase
 from tools.loaders import SourceDocument, content_hash
 from tools.offline_policy import offline_route
@@ -23,8 +23,15 @@ from tools.offline_policy import offline_route
 NO_INFO = ("没找到相关信息", "No relevant information found")
 
 
-def evaluate_routing(path: Path, kb: KnowledgeBase | None) -> dict[str, Any]:
-    """Route distribution per FreshQA ``fact_type`` with the offline router."""
+def evaluate_routing(
+    path: Path, kb: KnowledgeBase | None, kb_questions: BeirData | None = None
+) -> dict[str, Any]:
+    """Route distribution per FreshQA ``fact_type`` with the offline router.
+
+    With ``kb_questions`` (a BEIR set whose corpus is the KB), also: of the questions
+    the KB answers (a judged document in the top five hits), the share routed to the
+    KB alone (no paid search) and the share whose route includes the KB.
+    """
     per_type: dict[str, Counter[str]] = {}
     false_premise: Counter[str] = Counter()
     for row in read_jsonl(path):
@@ -39,7 +46,24 @@ def evaluate_routing(path: Path, kb: KnowledgeBase | None) -> dict[str, Any]:
     fast = per_type.get("fast-changing", Counter())
     fast_total = sum(fast.values())
     with_web = fast["search"] + fast["both"]
+    answered: Counter[str] = Counter()
+    if kb is not None and kb_questions is not None:
+        for qid in sorted(kb_questions.qrels):
+            question = kb_questions.queries[qid]
+            found = kb.retrieve(question, 5)
+            if any(h.doc_id in kb_questions.qrels[qid] for h in found.hits):
+                answered[offline_route(question, found.answerability).route] += 1
+    kb_total = sum(answered.values())
+    extra: dict[str, Any] = {}
+    if kb_total:
+        extra = {
+            "kb_answered_questions": kb_total,
+            "kb_answered_routes": dict(answered),
+            "kb_answered_kb_only": round(answered["knowledge"] / kb_total, 4),
+            "kb_answered_with_kb": round((answered["knowledge"] + answered["both"]) / kb_total, 4),
+        }
     return {
+        **extra,
         "questions": sum(sum(c.values()) for c in per_type.values()),
         "routes_by_fact_type": {t: dict(c) for t, c in sorted(per_type.items())},
         "false_premise_routes": dict(false_premise),

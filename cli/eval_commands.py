@@ -37,6 +37,13 @@ def register(subparsers: Any) -> None:
     routing = ev_sub.add_parser("routing", help="route distribution on FreshQA questions")
     routing.add_argument("--freshqa", required=True, type=Path, help="FreshQA JSONL file")
     routing.add_argument("--no-kb-probe", action="store_true", help="route without probing the KB")
+    routing.add_argument(
+        "--kb-questions",
+        type=Path,
+        default=None,
+        help="BEIR folder whose corpus is the KB: also report how its answerable questions route",
+    )
+    routing.add_argument("--split", default=None, help="qrels split of --kb-questions")
     routing.add_argument("--json", action="store_true")
     add_kb_options(routing)
     routing.set_defaults(func=cmd_routing)
@@ -58,7 +65,8 @@ def cmd_routing(args: argparse.Namespace) -> int:
 
     kb = None if args.no_kb_probe else KnowledgeBase(kb_config(args))
     try:
-        result = evaluate_routing(args.freshqa, kb)
+        questions = load_beir(args.kb_questions, args.split) if args.kb_questions else None
+        result = evaluate_routing(args.freshqa, kb, questions)
     finally:
         if kb is not None:
             kb.close()
@@ -69,6 +77,11 @@ def cmd_routing(args: argparse.Namespace) -> int:
     for fact_type, routes in result["routes_by_fact_type"].items():
         print(f"  {fact_type:<16} {routes}")
     print(f"  fast-changing routed with web search: {result['fast_changing_with_web']}")
+    if "kb_answered_questions" in result:
+        print(
+            f"  KB-answered questions ({result['kb_answered_questions']}): "
+            f"KB only {result['kb_answered_kb_only']}, with the KB {result['kb_answered_with_kb']}"
+        )
     return 0
 
 

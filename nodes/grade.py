@@ -1,8 +1,9 @@
 """``grade``: how well the evidence supports an answer, and the web fallback.
 
-Confidence is the mean relevance of the top three internal results (relevances
-are similarities in [0, 1], never distances) and, for web results, which carry
-no score, the share of question keywords their title and snippet contain. With a
+Knowledge-base confidence is the calibrated answerability of the retrieval
+(``tools.answerability``: the probability that the top hits answer the question,
+so ``confidence_threshold`` 0.3 means 30 %); for web results, which carry no
+score, it is the share of question keywords their title and snippet contain. With a
 model, the top internal results are also graded correct / ambiguous / incorrect
 (as in Corrective RAG): incorrect ones are dropped and the grades set confidence.
 """
@@ -28,8 +29,9 @@ class DocumentGrade(BaseModel):
 
 
 def internal_confidence(docs: list[dict[str, Any]]) -> float:
-    top = [float(d.get("relevance") or 0.0) for d in docs[:TOP_N]]
-    return sum(top) / len(top) if top else 0.0
+    """The calibrated probability that the KB evidence answers (``tools.answerability``):
+    the best of the searches that found these documents."""
+    return max((float(d.get("answerability") or 0.0) for d in docs), default=0.0)
 
 
 def web_confidence(question: str, docs: list[dict[str, Any]]) -> float:

@@ -16,7 +16,7 @@ from nodes.common import emit, timed
 from nodes.resources import get_kb, web_settings
 from nodes.tracing import annotate_run
 from tools.errors import HybridRagError
-from tools.knowledge_base import RetrievedChunk
+from tools.knowledge_base import Retrieval
 from tools.sources import chunk_to_source, web_to_source
 from tools.websearch import WebSearchClient, WebSearchError, default_cache
 
@@ -50,14 +50,12 @@ async def retrieve_internal(state: dict[str, Any], runtime: Runtime[Any]) -> dic
         try:
             kb = get_kb(ctx)
 
-            def run() -> list[RetrievedChunk]:
-                hits: list[RetrievedChunk] = []
-                for q in queries:
-                    hits.extend(kb.search(q, ctx.top_k_internal * 2))
-                return hits
+            def run() -> list[Retrieval]:
+                return [kb.retrieve(q, ctx.top_k_internal * 2) for q in queries]
 
-            hits = await asyncio.to_thread(run)  # Chroma and BM25 are blocking work
-            found = [chunk_to_source(h) for h in hits]
+            searches = await asyncio.to_thread(run)  # Chroma and BM25 are blocking work
+            found = [chunk_to_source(h, r.answerability) for r in searches for h in r.hits]
+            hits = [h for r in searches for h in r.hits]
             if not hits and kb.stats()["chunks"] == 0:
                 warnings.append("the knowledge base is empty: run 'hybrid-rag ingest PATH'")
         except HybridRagError as exc:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import itertools
 
 import pytest
 
 from tools.fusion import (
     FUSION_METHODS,
+    fuse,
+    minmax,
+    zscore,
     RRF_K,
     clamp01,
     cosine_to_relevance,
@@ -97,5 +101,37 @@ def test_clamp01() -> None:
     assert isinstance(clamp01(1), float)
 
 
-def test_fusion_methods() -> None:
-    assert set(FUSION_METHODS) == {"rrf", "weighted"}
+def test_fusion_methods_are_all_accepted_by_fuse() -> None:
+    vec, bm = {"a": 0.9, "b": 0.5}, {"a": 1.0, "b": 9.0}
+    for method in FUSION_METHODS:
+        fused = fuse(vec, bm, method=method, vector_weight=0.5)
+        assert set(fused) == {"a", "b"}
+
+
+def test_minmax_and_zscore_normalise_over_the_pool() -> None:
+    assert minmax({"a": 2.0, "b": 4.0, "c": 3.0}) == {"a": 0.0, "b": 1.0, "c": 0.5}
+    assert minmax({"a": 5.0, "b": 5.0}) == {"a": 0.0, "b": 0.0}  # no spread, no signal
+    assert minmax({}) == {}
+    z = zscore({"a": 1.0, "b": 3.0})
+    assert z["a"] == pytest.approx(1 / (1 + math.e)) and z["b"] == pytest.approx(
+        1 / (1 + 1 / math.e)
+    )
+    assert zscore({"a": 7.0}) == {"a": 0.5}
+
+
+def test_convex_fusion_is_scale_free_and_weighted() -> None:
+    """BM25 raw scores of 0-30 and cosines of 0.7-0.9 weigh the same after min-max."""
+    vec = {"a": 0.90, "b": 0.70, "c": 0.80}
+    bm = {"a": 0.0, "b": 30.0, "c": 15.0}
+    fused = fuse(vec, bm, method="minmax", vector_weight=0.5)
+    assert fused == pytest.approx({"a": 0.5, "b": 0.5, "c": 0.5})
+    assert fuse(vec, bm, method="minmax", vector_weight=1.0) == pytest.approx(
+        {"a": 1.0, "b": 0.0, "c": 0.5}
+    )
+    lexical = fuse(vec, bm, method="minmax", vector_weight=0.2)
+    assert max(lexical, key=lambda c: lexical[c]) == "b"
+    # A candidate one side never scored gets that side's pool minimum, not a free 0.
+    partial = fuse(
+        {"a": 0.9, "b": 0.8}, {"a": 2.0, "b": 1.0, "c": 3.0}, method="minmax", vector_weight=0.5
+    )
+    assert partial["c"] == pytest.approx(0.5)

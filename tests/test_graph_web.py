@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,7 @@ def test_provider_failure_keeps_the_kb_answer_and_says_why(
         tmp_path, "What is the latest news on our annual leave policy, 5 to 10 years of service?"
     )
     assert out["route"] == "both"
-    assert "[internal-1]" in out["answer"]  # the KB path answered
+    assert re.search(r"\[internal-\d+\]", out["answer"])  # the KB path answered
     assert "Live web results were unavailable" in out["answer"]
     assert any("web search failed" in w and "500" in w for w in out["warnings"])
     assert SENTINEL not in json.dumps(out, default=str)

@@ -186,17 +186,17 @@ async def test_assistant_context_changes_behaviour(server: LocalServer) -> None:
     default = by_graph(await client.assistants.search(limit=100))["hybrid_rag"]
     strict = await client.assistants.create(
         "hybrid_rag",
-        context={"confidence_threshold": 0.95, "search_provider": "none"},
+        context={"confidence_threshold": 1.0, "search_provider": "none"},
         name="strict KB, no web",
     )
-    assert strict["context"]["confidence_threshold"] == 0.95
+    assert strict["context"]["confidence_threshold"] == 1.0
     base = await client.runs.wait(None, default["assistant_id"], input={"question": KB_QUESTION})
     changed = await client.runs.wait(None, strict["assistant_id"], input={"question": KB_QUESTION})
     assert isinstance(base, dict) and isinstance(changed, dict)
     assert base["route"] == "knowledge" and base["strategy"] == "vector"
     assert "18 days" in base["answer"] and base["citations"]
     assert not any("disabled" in w for w in base["warnings"])
-    # Below the 0.95 threshold the KB evidence is "weak": web fallback, which is disabled.
+    # Below a threshold of 1.0 (certainty) the KB evidence is "weak": web fallback, which is disabled.
     assert changed["strategy"] == "search_fallback"
     assert any("disabled" in w for w in changed["warnings"])
     assert "unavailable" in changed["answer"]

@@ -93,8 +93,9 @@ class SourceRegistry:
         known = self._by_key.get(key)
         if known is not None:
             # Keep the label; remember the best relevance any query gave it.
-            if float(src.get("relevance") or 0) > float(known.get("relevance") or 0):
-                known["relevance"] = src["relevance"]
+            for score in ("relevance", "answerability"):
+                if float(src.get(score) or 0) > float(known.get(score) or 0):
+                    known[score] = src[score]
             return known
         self._counters[kind] += 1
         number = self._counters[kind]
@@ -204,10 +205,13 @@ def make_tools(
             kb = kb_getter()
             # Chroma and BM25 are blocking; keep the event loop free for other work.
             if reranker is None:
-                hits = await asyncio.to_thread(kb.search, query, top_k_internal)
+                found_kb = await asyncio.to_thread(kb.retrieve, query, top_k_internal)
+                hits = found_kb.hits
             else:  # rerank a wider first-stage pool, keep the best top_k_internal
-                pool = await asyncio.to_thread(kb.search, query, max(20, top_k_internal))
-                hits = await asyncio.to_thread(rerank_chunks, query, pool, reranker, top_k_internal)
+                found_kb = await asyncio.to_thread(kb.retrieve, query, max(20, top_k_internal))
+                hits = await asyncio.to_thread(
+                    rerank_chunks, query, found_kb.hits, reranker, top_k_internal
+                )
             empty = not hits and (await asyncio.to_thread(kb.stats))["chunks"] == 0
         except HybridRagError as exc:
             return _fail(
@@ -223,7 +227,7 @@ def make_tools(
             )
         if not hits:
             return f"No knowledge-base passage matches {query!r}.", ToolOutcome(ok=True).to_dict()
-        found = [registry.add(chunk_to_source(h)) for h in hits]
+        found = [registry.add(chunk_to_source(h, found_kb.answerability)) for h in hits]
         text = render_internal(found, query, snippet_chars)
         return text, ToolOutcome(ok=True, sources=found).to_dict()
 

@@ -80,6 +80,10 @@ class BM25Index:
     def idf(self, term: str) -> float:
         return self._idf.get(term, 0.0)
 
+    def term_weights(self, query: str) -> dict[str, float]:
+        """Idf of each distinct query term; a term the corpus never uses gets the maximum."""
+        return {t: self._idf.get(t, self._max_idf) for t in self._query_terms(query)}
+
     def _query_terms(self, query: str) -> list[str]:
         return list(dict.fromkeys(self.tokenizer(query)))
 

@@ -14,13 +14,14 @@ import math
 import statistics
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tools.answerability import EvidenceFeatures
 from tools.errors import InputError
-from tools.knowledge_base import SEARCH_MODES, KBConfig, KnowledgeBase, SearchMode
+from tools.knowledge_base import SEARCH_MODES, KBConfig, KnowledgeBase, Retrieval, SearchMode
 from tools.loaders import SourceDocument, content_hash
 from tools.rerank import Reranker, rerank_chunks
 
@@ -85,6 +86,114 @@ def load_beir(data_dir: str | Path, split: str | None = None) -> BeirData:
     }
     qrels = {q: rel for q, rel in qrels.items() if q in queries}
     return BeirData(corpus=corpus, queries=queries, qrels=qrels)
+
+
+REALTIMEQA_DOC_CHARS = 1500
+
+
+def load_realtimeqa(data_dir: str | Path, *, doc_chars: int = REALTIMEQA_DOC_CHARS) -> BeirData:
+    """RealTime QA's frozen search results (``gcs/*_qa.jsonl`` + ``*_gcs.jsonl``) as a
+    retrieval set: every search result is a document (its first ``doc_chars``
+    characters: news pages are long), each question a query, and a result is relevant
+    when it contains the correct choice. Questions no result answers are left out.
+    """
+    root = Path(data_dir)
+    folder = root / "gcs" if (root / "gcs").is_dir() else root
+    qa_files = sorted(folder.glob("*_qa.jsonl"))
+    if not qa_files:
+        raise InputError(f"no *_qa.jsonl files in {folder} (expected RealTime QA's gcs folder)")
+    corpus: dict[str, tuple[str, str]] = {}
+    queries: dict[str, str] = {}
+    qrels: dict[str, dict[str, int]] = {}
+    for qa_file in qa_files:
+        results = {
+            str(r["question_id"]): list(r.get("search_result") or [])
+            for r in read_jsonl(qa_file.with_name(qa_file.name.replace("_qa.", "_gcs.")))
+        }
+        for row in read_jsonl(qa_file):
+            qid = str(row["question_id"])
+            choices = list(row.get("choices") or [])
+            try:
+                answers = [str(choices[int(a)]).casefold() for a in row.get("answer") or []]
+            except (ValueError, IndexError):
+                continue
+            for n, res in enumerate(results.get(qid, [])):
+                doc_id = f"{qid}:{n}"
+                text = str(res.get("text") or "")[:doc_chars]
+                corpus[doc_id] = (str(res.get("title") or ""), text)
+                body = f"{res.get('title') or ''} {text}".casefold()
+                if answers and any(a and a in body for a in answers):
+                    qrels.setdefault(qid, {})[doc_id] = 1
+            if qid in qrels:
+                queries[qid] = str(row.get("question_sentence") or "")
+    return BeirData(corpus=corpus, queries=queries, qrels=qrels)
+
+
+@dataclass(frozen=True)
+class AnswerabilitySample:
+    """One labelled retrieval: does the evidence hold the answer (1) or not (0)?"""
+
+    group: str
+    label: int
+    probability: float
+    evidence: EvidenceFeatures
+
+
+def _sample(group: str, label: int, found: Retrieval) -> AnswerabilitySample:
+    return AnswerabilitySample(group, label, found.answerability, found.evidence)
+
+
+def answerability_samples(
+    kb: KnowledgeBase, data: BeirData, group: str, *, max_queries: int | None = None
+) -> list[AnswerabilitySample]:
+    """Two samples per judged query of a KB holding ``data``'s corpus: as it is (label 1
+    when a judged document is in the top five hits) and with the judged documents
+    hidden (label 0: "the KB without its answer")."""
+    out: list[AnswerabilitySample] = []
+    for qid in sorted(data.qrels)[: max_queries or None]:
+        question, gold = data.queries[qid], set(data.qrels[qid])
+        full = kb.retrieve(question, 5)
+        out.append(_sample(group, int(any(h.doc_id in gold for h in full.hits)), full))
+        out.append(_sample(group, 0, kb.retrieve(question, 5, exclude_doc_ids=gold)))
+    return out
+
+
+def unrelated_samples(
+    kb: KnowledgeBase, questions: Iterable[str], group: str
+) -> list[AnswerabilitySample]:
+    """Label-0 samples: questions the KB's corpus has nothing to do with (e.g. FreshQA)."""
+    return [_sample(group, 0, kb.retrieve(q, 5)) for q in questions if q.strip()]
+
+
+def rgb_answerability_samples(
+    path: Path,
+    make_kb: Callable[[str], KnowledgeBase],
+    *,
+    max_questions: int | None = None,
+    group: str = "rgb",
+) -> list[AnswerabilitySample]:
+    """RGB as ``eval rgb`` builds it: per question a 5-passage KB of 3 positive and 2
+    negative passages (label 1) and one of 5 negatives (label 0). ``make_kb(name)``
+    opens an empty throw-away KB; it is dropped afterwards."""
+    out: list[AnswerabilitySample] = []
+    for i, row in enumerate(read_jsonl(path)):
+        if max_questions is not None and i >= max_questions:
+            break
+        positives, negatives = list(row.get("positive") or []), list(row.get("negative") or [])
+        for label, chosen in ((1, positives[:3] + negatives[:2]), (0, negatives[:5])):
+            docs = [
+                SourceDocument(f"p{j}", f"rgb:{row.get('id')}:{j}", t, content_hash(t), False)
+                for j, t in enumerate(chosen)
+                if str(t).strip()
+            ]
+            kb = make_kb(f"rgbq-{i:04d}-{label}")
+            try:
+                kb.ingest_documents(docs)
+                out.append(_sample(group, label, kb.retrieve(str(row["query"]), 5)))
+            finally:
+                kb.drop()
+                kb.close()
+    return out
 
 
 def ndcg_at(ranked: Sequence[str], relevant: dict[str, int], k: int) -> float:

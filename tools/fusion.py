@@ -1,24 +1,30 @@
-"""Score normalisation and rank fusion for hybrid retrieval.
+"""Score normalisation and fusion for hybrid retrieval (ordering only).
 
-Every relevance here is in [0, 1], higher is better, so the confidence grader
-can compare it with one threshold whatever produced it:
+Ordering and confidence are two jobs (see ``tools.answerability`` for the
+second). The order of hybrid results is a *convex combination of per-query
+normalised raw scores* (Bruch et al., "An Analysis of Fusion Functions for
+Hybrid Retrieval", TOIS 2023): the BM25 raw score and the cosine similarity of
+every candidate either retriever returned are normalised over that candidate
+pool and mixed as ``w * vector + (1 - w) * bm25``.
 
-* vector: cosine similarity mapped through the embedding model's *similarity
-  floor* (the typical similarity of unrelated texts for that model):
-  ``clamp((cos - floor) / (1 - floor), 0, 1)``. Raw distances never leave the store.
-* BM25: the raw score divided by the sum of the query terms' idf, clamped to 1 —
-  the idf-weighted share of the question's terms a chunk covers (see ``tools.bm25``).
-* hybrid: ``w * vector + (1 - w) * bm25``. The *order* is by this weighted score
-  (``weighted``) or by reciprocal-rank fusion of the two rankings (``rrf``).
+* ``minmax``: ``(s - min) / (max - min)`` over the pool (the default);
+* ``zscore``: ``(s - mean) / std`` over the pool, squashed to (0, 1) by a logistic;
+* ``rrf``: weighted reciprocal-rank fusion of the two rankings;
+* ``weighted``: the earlier absolute relevances (cosine above the model's floor,
+  clamped BM25 share); kept for comparison in ``bench/bench_evidence.py``.
+
+A per-query normalised score carries no absolute meaning (the best hit of a
+query with no answer in the corpus also gets 1.0): never use it as confidence.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
-FusionMethod = Literal["rrf", "weighted"]
-FUSION_METHODS: tuple[FusionMethod, ...] = ("rrf", "weighted")
+FusionMethod = Literal["minmax", "zscore", "rrf", "weighted"]
+FUSION_METHODS: tuple[FusionMethod, ...] = ("minmax", "zscore", "rrf", "weighted")
 RRF_K = 60
 
 
@@ -34,6 +40,27 @@ def weighted_relevance(vector: float, bm25: float, vector_weight: float) -> floa
     return clamp01(vector_weight * vector + (1.0 - vector_weight) * bm25)
 
 
+def minmax(scores: Mapping[str, float]) -> dict[str, float]:
+    """Min-max over the pool; a pool whose scores are all equal maps to 0 (no signal)."""
+    if not scores:
+        return {}
+    lo, hi = min(scores.values()), max(scores.values())
+    span = hi - lo
+    return {k: (v - lo) / span if span > 0 else 0.0 for k, v in scores.items()}
+
+
+def zscore(scores: Mapping[str, float]) -> dict[str, float]:
+    """Standard score over the pool, through a logistic so it stays in (0, 1)."""
+    if not scores:
+        return {}
+    values = list(scores.values())
+    mean = sum(values) / len(values)
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    if std == 0:
+        return {k: 0.5 for k in scores}
+    return {k: 1.0 / (1.0 + math.exp(-(v - mean) / std)) for k, v in scores.items()}
+
+
 def rrf_scores(
     rankings: Sequence[Sequence[str]], k: int = RRF_K, weights: Sequence[float] | None = None
 ) -> dict[str, float]:
@@ -45,3 +72,36 @@ def rrf_scores(
         for rank, item in enumerate(ranking, start=1):
             scores[item] = scores.get(item, 0.0) + w / (k + rank)
     return scores
+
+
+def fuse(
+    vector: Mapping[str, float],
+    bm25: Mapping[str, float],
+    *,
+    method: FusionMethod,
+    vector_weight: float,
+) -> dict[str, float]:
+    """Fused ordering score of every id in ``vector`` or ``bm25`` (raw cosine / raw BM25;
+    absolute relevances for ``weighted``).
+
+    Both maps should cover the same pool (the knowledge base completes the missing
+    side); an id missing from one side scores that side's pool minimum.
+    """
+    pool = list(dict.fromkeys([*vector, *bm25]))
+    if not pool:
+        return {}
+    w = vector_weight
+    if method == "rrf":
+        vec_rank = sorted((c for c in pool if c in vector), key=lambda c: -vector[c])
+        bm_rank = sorted((c for c in pool if c in bm25 and bm25[c] > 0), key=lambda c: -bm25[c])
+        fused = rrf_scores([vec_rank, bm_rank], weights=[2 * w, 2 * (1 - w)])
+        return {c: fused.get(c, 0.0) for c in pool}
+    if method == "weighted":  # callers pass absolute relevances in [0, 1]
+        return {c: weighted_relevance(vector.get(c, 0.0), bm25.get(c, 0.0), w) for c in pool}
+    vmin = min(vector.values()) if vector else 0.0
+    bmin = min(bm25.values()) if bm25 else 0.0
+    v_full = {c: float(vector.get(c, vmin)) for c in pool}
+    b_full = {c: float(bm25.get(c, bmin)) for c in pool}
+    norm = zscore if method == "zscore" else minmax
+    vn, bn = norm(v_full), norm(b_full)
+    return {c: w * vn[c] + (1.0 - w) * bn[c] for c in pool}

@@ -17,21 +17,29 @@ and on disk under the registry's generation, so it cannot drift from the store.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import os
 import pickle
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 from cachetools import LRUCache
 
+from tools.answerability import (
+    NO_EVIDENCE,
+    AnswerabilityModel,
+    EvidenceFeatures,
+    measure_evidence,
+)
+from tools.answerability import load_model as load_answerability
 from tools.bm25 import BM25Index
 from tools.chunking import ChunkingOptions, chunk_document
 from tools.embeddings import (
@@ -42,13 +50,7 @@ from tools.embeddings import (
     make_embedding_model,
 )
 from tools.errors import ConfigError, InputError, StoreError
-from tools.fusion import (
-    FUSION_METHODS,
-    clamp01,
-    cosine_to_relevance,
-    rrf_scores,
-    weighted_relevance,
-)
+from tools.fusion import FUSION_METHODS, FusionMethod, clamp01, cosine_to_relevance, fuse
 from tools.loaders import SkippedFile, SourceDocument, discover, load_file
 from tools.settings import bm25_cache_dir, chroma_path, data_home, embedding_cache_path
 from tools.text import detect_language
@@ -64,6 +66,7 @@ SearchMode = Literal["hybrid", "bm25", "vector"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "bm25", "vector")
 GENERATION_ID = "__generation__"
 SNAPSHOT_ATTEMPTS = 3
+EVIDENCE_HITS = 5  # answerability looks at the top five hits, whatever k the caller asks
 log = logging.getLogger("hybrid_rag.kb")
 _PAGE = 2000
 
@@ -79,13 +82,13 @@ class KBConfig:
     chroma_host: str | None = None
     chroma_port: int = 8000
     chinese_tokenizer: str = "jieba"
-    # Defaults measured with bench/bench_fusion.py on SciFact, RGB zh and CMRC (README):
-    # weighted fusion at 0.3 beats RRF at any weight on two of three sets; light English
+    # Defaults chosen once across all dev sets with bench/bench_evidence.py (README,
+    # "Retrieval"): per-query min-max normalised raw scores, convex weight; light English
     # stemming adds +0.02 nDCG@10 on SciFact and leaves Chinese untouched.
     stem: bool = True
-    fusion: str = "weighted"
-    vector_weight: float = 0.3
-    candidates: int = 40
+    fusion: str = "minmax"
+    vector_weight: float = 0.5
+    candidates: int = 50  # per retriever; fusion normalises over their union
     chunking: ChunkingOptions = field(default_factory=ChunkingOptions)
 
     def __post_init__(self) -> None:
@@ -117,6 +120,26 @@ class RetrievedChunk:
     vector_relevance: float
     bm25_relevance: float
     metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CandidatePool:
+    """What one query's retrievers found; fusion and evidence are computed from it."""
+
+    ids: list[str]  # every candidate, vector side first
+    cosine: dict[str, float]  # chunk id -> cosine (all candidates in hybrid mode)
+    bm25: dict[str, tuple[float, float]]  # chunk id -> (raw BM25, clamped share)
+    vector_found: dict[str, float]  # the vector side's own top n
+    bm25_found: dict[str, float]  # the BM25 side's own top n (raw)
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """One search: the hits, the evidence measured on them and its calibrated probability."""
+
+    hits: list[RetrievedChunk]
+    evidence: EvidenceFeatures
+    answerability: float  # P(the top hits answer the query), see tools.answerability
 
 
 @dataclass
@@ -558,6 +581,22 @@ class KnowledgeBase:
         sources: Sequence[str] | None = None,
     ) -> list[RetrievedChunk]:
         """Top ``k`` chunks for ``query``; filters restrict to doc ids and/or sources."""
+        return self.retrieve(query, k, mode=mode, doc_ids=doc_ids, sources=sources).hits
+
+    def retrieve(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        mode: SearchMode = "hybrid",
+        doc_ids: Sequence[str] | None = None,
+        sources: Sequence[str] | None = None,
+        exclude_doc_ids: Collection[str] = (),
+    ) -> Retrieval:
+        """Top ``k`` chunks and the calibrated probability that they answer ``query``.
+
+        ``exclude_doc_ids`` hides documents (evaluation: "the KB without its answer").
+        """
         if not isinstance(query, str) or not query.strip():
             raise InputError("query is empty: give a non-empty search query")
         if mode not in SEARCH_MODES:
@@ -566,64 +605,53 @@ class KnowledgeBase:
             raise ConfigError(f"k must be >= 1, got {k}")
         snap = self.snapshot()
         if not snap.ids:
-            return []
-        doc_filter = set(doc_ids) if doc_ids else None
-        source_filter = set(sources) if sources else None
-
-        def allowed_meta(m: dict[str, Any]) -> bool:
-            return (doc_filter is None or m.get("doc_id") in doc_filter) and (
-                source_filter is None or m.get("source") in source_filter
-            )
-
-        n_candidates = max(self.config.candidates, k * 4)
-        vector_hits: dict[str, float] = {}  # chunk id -> cosine
-        query_vector: np.ndarray | None = None
-        if mode in ("hybrid", "vector"):
-            query_vector = self._query_vector(query)
-            vector_hits = self._vector_candidates(
-                query_vector, n_candidates, snap, doc_filter, source_filter
-            )
-        bm25_hits: dict[str, tuple[float, float]] = {}  # chunk id -> (score, relevance)
-        if mode in ("hybrid", "bm25"):
-            for hit in snap.bm25.search(
-                query, n_candidates, allowed=lambda i: allowed_meta(snap.metadatas[i])
-            ):
-                bm25_hits[snap.ids[hit.index]] = (hit.score, hit.relevance)
-
-        candidates = list(dict.fromkeys([*vector_hits, *bm25_hits]))
-        if mode == "hybrid":
-            self._complete_scores(query, query_vector, candidates, vector_hits, bm25_hits, snap)
+            return Retrieval([], NO_EVIDENCE, 0.0)
+        pool = self.candidate_pool(
+            query,
+            mode=mode,
+            doc_ids=doc_ids,
+            sources=sources,
+            exclude_doc_ids=exclude_doc_ids,
+            n=max(self.config.candidates, k),
+            snap=snap,
+        )
+        vector_hits, bm25_hits = pool.cosine, pool.bm25
+        vector_pool, bm25_pool = pool.vector_found, pool.bm25_found
+        candidates = pool.ids
         floor = self.model.similarity_floor
-        rows: list[tuple[str, float, float, float | None, float, float]] = []
-        for cid in candidates:
-            cos = vector_hits.get(cid)
-            vrel = cosine_to_relevance(cos, floor) if cos is not None else 0.0
-            bscore, brel = bm25_hits.get(cid, (0.0, 0.0))
-            if mode == "vector":
-                rel = vrel
-            elif mode == "bm25":
-                rel = brel
-            else:
-                rel = weighted_relevance(vrel, brel, self.config.vector_weight)
-            rows.append((cid, rel, vrel, cos, bscore, brel))
-
-        if mode == "hybrid" and self.config.fusion == "rrf":
-            vec_rank = sorted(vector_hits, key=lambda c: -vector_hits[c])
-            bm_rank = sorted(bm25_hits, key=lambda c: -bm25_hits[c][0])
-            w = self.config.vector_weight
-            fused = rrf_scores([vec_rank, bm_rank], weights=[2 * w, 2 * (1 - w)])
+        vrel = {c: cosine_to_relevance(v, floor) for c, v in vector_hits.items()}
+        if mode == "vector":
+            fused = dict(vector_hits)
         elif mode == "bm25":
-            # Order by the raw score: relevance saturates at 1.0 for strong matches.
-            fused = {row[0]: row[4] for row in rows}
-        elif mode == "vector":
-            fused = {row[0]: row[3] if row[3] is not None else 0.0 for row in rows}
+            fused = dict(bm25_pool)  # raw score: the clamped share saturates at 1.0
+        elif self.config.fusion == "weighted":
+            brel = {c: v[1] for c, v in bm25_hits.items()}
+            fused = fuse(vrel, brel, method="weighted", vector_weight=self.config.vector_weight)
         else:
-            fused = {row[0]: row[1] for row in rows}
-        rows.sort(key=lambda r: (-fused[r[0]], -r[1], r[0]))
+            fused = fuse(
+                vector_hits,
+                {c: v[0] for c, v in bm25_hits.items()},
+                method=cast(FusionMethod, self.config.fusion),
+                vector_weight=self.config.vector_weight,
+            )
+        order = sorted(candidates, key=lambda c: (-fused.get(c, 0.0), c))
+        best = max(fused.values(), default=0.0)
+
+        def relevance(cid: str) -> float:
+            """Shown to users and used by rerankers: relative to this query's best hit."""
+            if mode == "vector":
+                return vrel.get(cid, 0.0)
+            if mode == "bm25":
+                return bm25_hits[cid][1]
+            return fused[cid] / best if best > 0 else 0.0
+
+        top = max(k, EVIDENCE_HITS)
         out: list[RetrievedChunk] = []
-        for cid, rel, vrel, cos, bscore, brel in rows[:k]:
+        for cid in order[:top]:
             i = snap.position[cid]
             m = snap.metadatas[i]
+            cos = vector_hits.get(cid)
+            bscore, brel_c = bm25_hits.get(cid, (0.0, 0.0))
             out.append(
                 RetrievedChunk(
                     chunk_id=cid,
@@ -633,16 +661,86 @@ class KnowledgeBase:
                     text=snap.texts[i],
                     chunk_index=int(m.get("chunk_index", 0)),
                     total_chunks=int(m.get("total_chunks", 1)),
-                    relevance=clamp01(rel),
+                    relevance=clamp01(relevance(cid)),
                     fused_score=float(fused[cid]),
                     vector_score=cos,
                     bm25_score=bscore,
-                    vector_relevance=vrel,
-                    bm25_relevance=brel,
+                    vector_relevance=vrel.get(cid, 0.0),
+                    bm25_relevance=brel_c,
                     metadata=m,
                 )
             )
-        return out
+        evidence = measure_evidence(
+            [(h.chunk_id, h.text) for h in out[:EVIDENCE_HITS]],
+            vector_pool=vector_pool,
+            bm25_pool=bm25_pool,
+            term_weights=snap.bm25.term_weights(query),
+            tokenizer=self.tokenizer,
+            similarity_floor=floor,
+        )
+        probability = self.answerability_model.probability(evidence)
+        return Retrieval(out[:k], evidence, probability)
+
+    def candidate_pool(
+        self,
+        query: str,
+        *,
+        mode: SearchMode = "hybrid",
+        doc_ids: Sequence[str] | None = None,
+        sources: Sequence[str] | None = None,
+        exclude_doc_ids: Collection[str] = (),
+        n: int | None = None,
+        snap: _Snapshot | None = None,
+    ) -> CandidatePool:
+        """Each retriever's top ``n`` (default ``candidates``) and, in hybrid mode, both
+        raw scores for every candidate of either: what fusion normalises over."""
+        snap = snap or self.snapshot()
+        n = n or self.config.candidates
+        doc_filter = set(doc_ids) if doc_ids else None
+        source_filter = set(sources) if sources else None
+        excluded = set(exclude_doc_ids)
+
+        def allowed_meta(m: dict[str, Any]) -> bool:
+            return (
+                (doc_filter is None or m.get("doc_id") in doc_filter)
+                and (source_filter is None or m.get("source") in source_filter)
+                and m.get("doc_id") not in excluded
+            )
+
+        vector_hits: dict[str, float] = {}  # chunk id -> cosine
+        query_vector: np.ndarray | None = None
+        if mode in ("hybrid", "vector"):
+            query_vector = self._query_vector(query)
+            found = self._vector_candidates(
+                query_vector, n + 4 * len(excluded), snap, doc_filter, source_filter
+            )
+            vector_hits = dict(
+                itertools.islice(
+                    (
+                        (c, v)
+                        for c, v in found.items()
+                        if snap.metadatas[snap.position[c]].get("doc_id") not in excluded
+                    ),
+                    n,
+                )
+            )
+        bm25_hits: dict[str, tuple[float, float]] = {}  # chunk id -> (raw score, share)
+        if mode in ("hybrid", "bm25"):
+            for hit in snap.bm25.search(
+                query, n, allowed=lambda i: allowed_meta(snap.metadatas[i])
+            ):
+                bm25_hits[snap.ids[hit.index]] = (hit.score, hit.relevance)
+        vector_found = dict(vector_hits)
+        bm25_found = {c: v[0] for c, v in bm25_hits.items()}
+        ids = list(dict.fromkeys([*vector_hits, *bm25_hits]))
+        if mode == "hybrid":
+            self._complete_scores(query, query_vector, ids, vector_hits, bm25_hits, snap)
+        return CandidatePool(ids, vector_hits, bm25_hits, vector_found, bm25_found)
+
+    @functools.cached_property
+    def answerability_model(self) -> AnswerabilityModel:
+        """Calibration parameters of this KB's embedding model (or the lexical fallback)."""
+        return load_answerability(self.model.model_id)
 
     def _query_vector(self, query: str) -> np.ndarray:
         with self._lock:
@@ -722,15 +820,14 @@ class KnowledgeBase:
                     vector_hits[cid] = float(cos)
 
     def probe(self, query: str) -> float:
-        """'Does the KB know about this?': the best hybrid relevance for ``query``.
+        """'Does the KB answer this?': the calibrated answerability of a hybrid search.
 
-        Hybrid, not BM25 alone: a short generic question ("what month is it?") is fully
-        covered by some chunk's words, while its meaning matches nothing.
+        Hybrid evidence, not BM25 alone: a short generic question ("what month is it?")
+        is fully covered by some chunk's words, while its meaning matches nothing.
         """
         if not query.strip():
             return 0.0
-        hits = self.search(query, 1, mode="hybrid")
-        return hits[0].relevance if hits else 0.0
+        return self.retrieve(query, EVIDENCE_HITS, mode="hybrid").answerability
 
     # -- statistics ----------------------------------------------------------------------
 

@@ -11,7 +11,8 @@ from tools.knowledge_base import RetrievedChunk
 from tools.websearch import WebResult
 
 
-def chunk_to_source(hit: RetrievedChunk) -> dict[str, Any]:
+def chunk_to_source(hit: RetrievedChunk, answerability: float = 0.0) -> dict[str, Any]:
+    """``answerability``: the calibrated probability of the search that found the chunk."""
     return {
         "id": hit.chunk_id,
         "kind": "internal",
@@ -22,6 +23,7 @@ def chunk_to_source(hit: RetrievedChunk) -> dict[str, Any]:
         "chunk_id": hit.chunk_id,
         "source": hit.source,
         "relevance": round(hit.relevance, 4),
+        "answerability": round(answerability, 4),
         "vector_score": hit.vector_score,
         "bm25_score": round(hit.bm25_score, 4),
         "ingested_at": hit.metadata.get("ingested_at"),

@@ -1,0 +1,353 @@
+"""Evidence quality: fusion defaults and calibrated answerability, chosen across all dev sets.
+
+Stages (each caches its output under ``--out``, so later stages re-run in seconds):
+
+``pools``     index each dev set (an incremental, persistent collection under ``--home``;
+              the embedding cache makes a second embedder run cheap) and store every
+              judged query's candidate pool: raw cosine and raw BM25 of each candidate.
+``fusion``    nDCG@10 of BM25, vector and every fusion method x weight on every set, then
+              leave-one-dataset-out: choose method and weight on the other sets (largest
+              mean gain over the better single retriever), report the set left out.
+``features``  evidence features with the shipped fusion defaults, labelled: a query whose
+              top five hits hold a judged document (1), the same query with its judged
+              documents hidden (0), FreshQA dev questions against the SciFact KB (0), and
+              RGB zh dev as ``eval rgb`` builds it (a 5-passage KB per question: 3 positive
+              + 2 negative passages vs 5 negatives).
+``calibrate`` logistic answerability: leave one data set out (AUROC, ECE), then the fit on
+              all of them; ``--write-params`` stores it in tools/answerability_params/.
+
+    .venv/bin/python bench/bench_evidence.py --home /tmp/ev-home --out /tmp/ev \\
+        --embedding local:e5 pools fusion features calibrate [--write-params]
+
+Data sets: SciFact train, RGB zh (derived retrieval set), CMRC2018 trial and RealTime QA's
+frozen search results as a retrieval set (``tools.evaluation.load_realtimeqa``), all read
+from ``--data-dir`` (default ../shared/data), never copied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tools.answerability import FEATURES, LEXICAL_FEATURES, AnswerabilityModel, fit_logistic
+from tools.answerability import params_name as answerability_params_name
+from tools.evaluation import (
+    AnswerabilitySample,
+    BeirData,
+    answerability_samples,
+    load_beir,
+    load_realtimeqa,
+    read_jsonl,
+    rgb_answerability_samples,
+    score_run,
+    unrelated_samples,
+)
+from tools.evaluation import to_documents as beir_documents
+from tools.fusion import FusionMethod, fuse
+from tools.knowledge_base import KBConfig, KnowledgeBase
+
+REPO = Path(__file__).resolve().parent.parent
+SETS: dict[str, Callable[[Path], BeirData]] = {
+    "scifact": lambda d: load_beir(d / "beir_scifact", "train"),
+    "rgb": lambda d: load_beir(d / "rgb" / "derived_retrieval" / "zh_refine"),
+    "cmrc": lambda d: load_beir(d / "cmrc2018_retrieval", "trial"),
+    "realtimeqa": lambda d: load_realtimeqa(d / "realtimeqa"),
+}
+METHODS: tuple[FusionMethod, ...] = ("minmax", "zscore", "rrf")
+WEIGHTS = [round(0.05 * i, 2) for i in range(21)]
+PARAMS_DIR = REPO / "tools" / "answerability_params"
+
+
+def slug(embedding: str) -> str:
+    return embedding.replace(":", "-").replace("/", "-")
+
+
+def open_kb(args: argparse.Namespace, name: str, **overrides: Any) -> KnowledgeBase:
+    collection = f"{args.prefix}-{name}-{slug(args.embedding)}"
+    return KnowledgeBase(
+        KBConfig(home=args.home, collection=collection, embedding=args.embedding, **overrides)
+    )
+
+
+# -- pools -----------------------------------------------------------------------------
+
+
+def stage_pools(args: argparse.Namespace) -> None:
+    for name in args.sets:
+        out = args.out / f"pools-{name}-{slug(args.embedding)}.json"
+        if out.exists() and not args.force:
+            print(f"# {name}: pools cached in {out}")
+            continue
+        data = SETS[name](args.data_dir)
+        kb = open_kb(args, name)
+        started = time.perf_counter()
+        report = kb.ingest_documents(beir_documents(data))
+        print(f"# {name}: {report.summary()} ({time.perf_counter() - started:.0f} s)", flush=True)
+        snap = kb.snapshot()
+        pools: dict[str, Any] = {}
+        for qid in sorted(data.qrels):
+            pool = kb.candidate_pool(data.queries[qid])
+            pools[qid] = {
+                "doc": [snap.metadatas[snap.position[c]]["doc_id"] for c in pool.ids],
+                "cos": [pool.cosine.get(c, 0.0) for c in pool.ids],
+                "bm25": [pool.bm25.get(c, (0.0, 0.0))[0] for c in pool.ids],
+                "in_vec": [c in pool.vector_found for c in pool.ids],
+                "in_bm25": [c in pool.bm25_found for c in pool.ids],
+            }
+        args.out.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"qrels": data.qrels, "pools": pools}), encoding="utf-8")
+        kb.close()
+
+
+def _load_pools(args: argparse.Namespace, name: str) -> dict[str, Any]:
+    path = args.out / f"pools-{name}-{slug(args.embedding)}.json"
+    return dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+def _ndcg(pools: dict[str, Any], order_fn: Callable[[dict[str, Any]], list[int]]) -> float:
+    rankings = {}
+    for qid, p in pools["pools"].items():
+        rankings[qid] = list(dict.fromkeys(p["doc"][i] for i in order_fn(p)))[:30]
+    return float(score_run(rankings, pools["qrels"], [])["ndcg@10"])
+
+
+def _order_single(side: str) -> Callable[[dict[str, Any]], list[int]]:
+    key, member = ("cos", "in_vec") if side == "vector" else ("bm25", "in_bm25")
+
+    def order(p: dict[str, Any]) -> list[int]:
+        idx = [i for i in range(len(p["doc"])) if p[member][i]]
+        return sorted(idx, key=lambda i: -p[key][i])
+
+    return order
+
+
+def _order_fused(method: FusionMethod, w: float) -> Callable[[dict[str, Any]], list[int]]:
+    def order(p: dict[str, Any]) -> list[int]:
+        keys = [str(i) for i in range(len(p["doc"]))]
+        vec = {k: p["cos"][i] for i, k in enumerate(keys)}
+        bm = {k: p["bm25"][i] for i, k in enumerate(keys)}
+        fused = fuse(vec, bm, method=method, vector_weight=w)
+        return sorted(range(len(keys)), key=lambda i: (-fused[keys[i]], i))
+
+    return order
+
+
+def stage_fusion(args: argparse.Namespace) -> None:
+    table: dict[str, dict[str, float]] = {}
+    for name in args.sets:
+        pools = _load_pools(args, name)
+        row = {
+            "bm25": _ndcg(pools, _order_single("bm25")),
+            "vector": _ndcg(pools, _order_single("vector")),
+        }
+        for method in METHODS:
+            for w in WEIGHTS:
+                row[f"{method}@{w}"] = _ndcg(pools, _order_fused(method, w))
+        table[name] = row
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"fusion-{slug(args.embedding)}.json").write_text(json.dumps(table, indent=1))
+    names = list(table)
+    print(f"\n## nDCG@10 ({args.embedding}); best weight per set and method")
+    print(
+        f"{'set':<11} {'bm25':>6} {'vector':>6} " + " ".join(f"{m + ' (w)':>15}" for m in METHODS)
+    )
+    for name in names:
+        row = table[name]
+        best = []
+        for m in METHODS:
+            w = max(WEIGHTS, key=lambda w: row[f"{m}@{w}"])
+            best.append(f"{row[f'{m}@{w}']:.4f} ({w:.2f})")
+        print(
+            f"{name:<11} {row['bm25']:>6.4f} {row['vector']:>6.4f} "
+            + " ".join(f"{b:>15}" for b in best)
+        )
+
+    def gain(name: str, key: str) -> float:
+        row = table[name]
+        return row[key] - max(row["bm25"], row["vector"])
+
+    configs = [f"{m}@{w}" for m in METHODS for w in WEIGHTS]
+    print(
+        "\n## leave one data set out (choose on the others: largest mean gain over max(bm25, vector))"
+    )
+    print(f"{'left out':<11} {'chosen':<12} {'hybrid':>7} {'bm25':>7} {'vector':>7} {'margin':>7}")
+    for held in names:
+        train = [n for n in names if n != held]
+        chosen = max(configs, key=lambda c: sum(gain(n, c) for n in train) / len(train))
+        row = table[held]
+        print(
+            f"{held:<11} {chosen:<12} {row[chosen]:>7.4f} {row['bm25']:>7.4f} "
+            f"{row['vector']:>7.4f} {gain(held, chosen):>+7.4f}"
+        )
+    overall = max(configs, key=lambda c: sum(gain(n, c) for n in names) / len(names))
+    worst = max(configs, key=lambda c: min(gain(n, c) for n in names))
+    print(
+        f"\nall sets: best mean gain {overall} ({', '.join(f'{n} {gain(n, overall):+.4f}' for n in names)})"
+    )
+    print(
+        f"all sets: best worst-case gain {worst} ({', '.join(f'{n} {gain(n, worst):+.4f}' for n in names)})"
+    )
+
+
+# -- features and calibration ----------------------------------------------------------
+
+
+def _row(sample: AnswerabilitySample) -> dict[str, Any]:
+    ev = sample.evidence
+    return {"group": sample.group, "label": sample.label, **{f: getattr(ev, f) for f in FEATURES}}
+
+
+def stage_features(args: argparse.Namespace) -> None:
+    out = args.out / f"features-{slug(args.embedding)}.jsonl"
+    samples: list[AnswerabilitySample] = []
+    for name in args.sets:
+        data = SETS[name](args.data_dir)
+        kb = open_kb(args, name)
+        kb.ingest_documents(beir_documents(data))
+        samples.extend(answerability_samples(kb, data, name))
+        if name == "scifact":  # FreshQA dev against an unrelated (scientific) KB
+            fresh = read_jsonl(args.data_dir / "freshqa" / "freshqa_dev.jsonl")
+            samples.extend(
+                unrelated_samples(kb, (str(r.get("question") or "") for r in fresh), name)
+            )
+        kb.close()
+        print(f"# {name}: {len(samples)} samples so far", flush=True)
+    if "rgb" in args.sets:
+        samples.extend(
+            rgb_answerability_samples(
+                args.data_dir / "rgb" / "zh_refine_dev.json", lambda n: open_kb(args, n)
+            )
+        )
+    args.out.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8") as fh:
+        for sample in samples:
+            fh.write(json.dumps(_row(sample)) + "\n")
+    print(f"# {len(samples)} samples -> {out}")
+
+
+def _fit(rows: list[dict[str, Any]], names: tuple[str, ...], l2: float) -> AnswerabilityModel:
+    x = np.asarray([[r[f] for f in names] for r in rows])
+    y = np.asarray([r["label"] for r in rows])
+    mean, scale, coef, intercept = fit_logistic(x, y, l2=l2)
+    return AnswerabilityModel(
+        "fit",
+        names,
+        tuple(mean.tolist()),
+        tuple(scale.tolist()),
+        tuple(coef.tolist()),
+        intercept,
+        {},
+    )
+
+
+def _predict(model: AnswerabilityModel, rows: list[dict[str, Any]]) -> list[float]:
+    from tools.answerability import EvidenceFeatures
+
+    return [model.probability(EvidenceFeatures(**{f: r[f] for f in FEATURES})) for r in rows]
+
+
+def stage_calibrate(args: argparse.Namespace) -> None:
+    from tools.calibration import calibration_report
+
+    rows = [
+        json.loads(line) for line in (args.out / f"features-{slug(args.embedding)}.jsonl").open()
+    ]
+    groups = sorted({r["group"] for r in rows})
+    # Balance the data sets: each contributes equally to the fit, whatever its size.
+    for feature_set, label in ((FEATURES, "all features"), (LEXICAL_FEATURES, "lexical only")):
+        print(f"\n## leave one data set out ({label}, {args.embedding})")
+        print(f"{'left out':<11} {'n':>5} {'pos':>5} {'AUROC':>6} {'ECE':>6} {'Brier':>6}")
+        for held in groups:
+            train = _balanced([r for r in rows if r["group"] != held])
+            test = [r for r in rows if r["group"] == held]
+            model = _fit(train, feature_set, args.l2)
+            rep = calibration_report(held, [r["label"] for r in test], _predict(model, test))
+            print(
+                f"{held:<11} {rep.n:>5} {rep.positives:>5} {rep.auroc or 0:>6.3f} {rep.ece:>6.3f} {rep.brier:>6.3f}"
+            )
+    if args.write_params:
+        from tools.embeddings import make_embedding_model
+
+        model_id = make_embedding_model(args.embedding).model_id
+        for feature_set, stem in (
+            (FEATURES, answerability_params_name(model_id)),
+            (LEXICAL_FEATURES, "lexical"),
+        ):
+            if stem == "lexical" and not args.write_lexical:
+                continue
+            fitted = _fit(_balanced(rows), feature_set, args.l2)
+            meta = {
+                "fitted_on": groups,
+                "samples": len(rows),
+                "embedding": model_id if stem != "lexical" else "any",
+                "l2": args.l2,
+                "command": "bench/bench_evidence.py ... calibrate --write-params",
+            }
+            params = AnswerabilityModel(
+                stem,
+                fitted.features,
+                fitted.mean,
+                fitted.scale,
+                fitted.coef,
+                fitted.intercept,
+                meta,
+            )
+            path = PARAMS_DIR / f"{stem}.json"
+            path.write_text(json.dumps(params.to_json(), indent=1) + "\n", encoding="utf-8")
+            print(f"# wrote {path}")
+
+
+def _balanced(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Repeat the rows of smaller groups so every group weighs the same in the fit."""
+    by_group: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_group.setdefault(r["group"], []).append(r)
+    biggest = max(len(v) for v in by_group.values())
+    out: list[dict[str, Any]] = []
+    for members in by_group.values():
+        reps = max(1, round(biggest / len(members)))
+        out.extend(members * reps)
+    return out
+
+
+STAGES = {
+    "pools": stage_pools,
+    "fusion": stage_fusion,
+    "features": stage_features,
+    "calibrate": stage_calibrate,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("stages", nargs="+", choices=list(STAGES))
+    ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument("--home", type=Path, required=True)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--embedding", default="local")
+    ap.add_argument("--sets", type=lambda s: s.split(","), default=list(SETS))
+    ap.add_argument("--prefix", default="ev", help="collection name prefix under --home")
+    ap.add_argument("--force", action="store_true", help="recompute cached pools")
+    ap.add_argument("--l2", type=float, default=1.0)
+    ap.add_argument("--write-params", action="store_true")
+    ap.add_argument("--write-lexical", action="store_true", help="also write lexical.json")
+    args = ap.parse_args(argv)
+    if not args.data_dir.exists():
+        print(f"data directory {args.data_dir} not found (pass --data-dir)", file=sys.stderr)
+        return 2
+    for stage in args.stages:
+        STAGES[stage](args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
