@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from typing import Any
 
 from tools.knowledge_base import KBConfig, KnowledgeBase
@@ -63,16 +64,26 @@ class ProgressBar:
         self.width = width
         self.tty = sys.stderr.isatty()
         self._last_pct = -1
+        self._started = time.monotonic()
+
+    def eta(self, done: int, total: int) -> str:
+        """Time left at the rate so far ("" until there is a rate to go by)."""
+        elapsed = time.monotonic() - self._started
+        if done <= 0 or done >= total or elapsed < 1.0:
+            return ""
+        left = elapsed / done * (total - done)
+        return f"ETA {int(left // 60)}:{int(left % 60):02d}"
 
     def __call__(self, done: int, total: int, item: str) -> None:
         pct = 100 if total == 0 else done * 100 // total
+        eta = self.eta(done, total)
         if self.tty:
             filled = self.width * pct // 100
             bar = "#" * filled + "-" * (self.width - filled)
-            sys.stderr.write(f"\r{self.label} [{bar}] {done}/{total} {item[:40]:<40}")
+            sys.stderr.write(f"\r{self.label} [{bar}] {done}/{total} {eta:<10} {item[:30]:<30}")
             if done >= total:
                 sys.stderr.write("\n")
             sys.stderr.flush()
-        elif pct // 25 != self._last_pct // 25 or done >= total:
+        elif pct // 10 != self._last_pct // 10 or done >= total:
             self._last_pct = pct
-            print(f"{self.label}: {done}/{total} ({pct}%)", file=sys.stderr)
+            print(f"{self.label}: {done}/{total} ({pct}%) {eta}".rstrip(), file=sys.stderr)

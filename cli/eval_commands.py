@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,31 @@ def register(subparsers: Any) -> None:
     add_kb_options(routing)
     routing.set_defaults(func=cmd_routing)
 
+    cal = ev_sub.add_parser(
+        "calibration",
+        help="how well the answerability probability is calibrated (AUROC, ECE, PNG)",
+    )
+    cal.add_argument(
+        "--data",
+        type=Path,
+        action="append",
+        default=[],
+        help="BEIR folder: its corpus becomes a throw-away KB (repeatable)",
+    )
+    cal.add_argument("--split", default=None, help="qrels split of --data")
+    cal.add_argument(
+        "--freshqa", type=Path, default=None, help="FreshQA JSONL: unrelated questions (label 0)"
+    )
+    cal.add_argument(
+        "--rgb", type=Path, default=None, help="RGB JSON-lines: per-question 5-passage KBs"
+    )
+    cal.add_argument("--max-queries", type=int, default=None, help="per data set")
+    cal.add_argument("--bins", type=int, default=10)
+    cal.add_argument("--plot", type=Path, default=None, help="write the reliability diagram (PNG)")
+    cal.add_argument("--json", action="store_true")
+    add_kb_options(cal)
+    cal.set_defaults(func=cmd_calibration)
+
     rgb = ev_sub.add_parser("rgb", help="offline answers on RGB (accuracy, rejection, citations)")
     rgb.add_argument("--data", required=True, type=Path, help="RGB JSON-lines file")
     rgb.add_argument("--negatives-only", action="store_true", help="only negative passages")
@@ -82,6 +109,65 @@ def cmd_routing(args: argparse.Namespace) -> int:
             f"  KB-answered questions ({result['kb_answered_questions']}): "
             f"KB only {result['kb_answered_kb_only']}, with the KB {result['kb_answered_with_kb']}"
         )
+    return 0
+
+
+def cmd_calibration(args: argparse.Namespace) -> int:
+    from tools.calibration import calibration_report, plot_reliability
+    from tools.evaluation import (
+        AnswerabilitySample,
+        answerability_samples,
+        read_jsonl,
+        rgb_answerability_samples,
+        to_documents,
+        unrelated_samples,
+    )
+    from tools.knowledge_base import KnowledgeBase
+
+    if not args.data and args.rgb is None:
+        raise ConfigError("give at least one --data BEIR folder or --rgb file")
+    if args.freshqa is not None and not args.data:
+        raise ConfigError("--freshqa needs a --data KB to ask its questions against")
+    if args.bins < 2:
+        raise ConfigError(f"--bins must be >= 2, got {args.bins}")
+    base = kb_config(args)
+    groups: dict[str, list[AnswerabilitySample]] = {}
+    for n, folder in enumerate(args.data):
+        data = load_beir(folder, args.split)
+        name = folder.name
+        kb = KnowledgeBase(replace(base, collection=f"calib-{uuid.uuid4().hex[:10]}"))
+        try:
+            kb.ingest_documents(to_documents(data), progress=ProgressBar(f"index {name}"))
+            groups[name] = answerability_samples(kb, data, name, max_queries=args.max_queries)
+            if args.freshqa is not None and n == 0:
+                questions = [str(r.get("question") or "") for r in read_jsonl(args.freshqa)]
+                groups[name] += unrelated_samples(kb, questions[: args.max_queries], name)
+        finally:
+            kb.drop()
+            kb.close()
+    if args.rgb is not None:
+        groups["rgb"] = rgb_answerability_samples(
+            args.rgb,
+            lambda n: KnowledgeBase(replace(base, collection=f"calib-{uuid.uuid4().hex[:10]}")),
+            max_questions=args.max_queries,
+        )
+    reports = [
+        calibration_report(
+            name, [s.label for s in samples], [s.probability for s in samples], bins=args.bins
+        )
+        for name, samples in groups.items()
+    ]
+    if args.plot is not None:
+        plot_reliability(reports, args.plot, title=f"Answerability ({base.embedding})")
+    if args.json:
+        print_json({"reports": [r.to_dict() for r in reports], "plot": str(args.plot or "")})
+        return 0
+    print(f"{'set':<24} {'n':>6} {'answerable':>10} {'AUROC':>7} {'ECE':>7} {'Brier':>7}")
+    for r in reports:
+        auroc = f"{r.auroc:.3f}" if r.auroc is not None else "-"
+        print(f"{r.name:<24} {r.n:>6} {r.positives:>10} {auroc:>7} {r.ece:>7.3f} {r.brier:>7.3f}")
+    if args.plot is not None:
+        print(f"reliability diagram: {args.plot}")
     return 0
 
 

@@ -41,7 +41,7 @@ from langgraph.runtime import Runtime
 
 from nodes.common import emit, timed
 from nodes.crosslingual import translated_queries
-from nodes.generate import REFUSAL_FACTOR, build_prompt, failure_sentence
+from nodes.generate import build_prompt, failure_sentence, refuses
 from nodes.grade import internal_confidence, web_confidence
 from nodes.models import OFFLINE, load_chat_model
 from nodes.prepare import prepare
@@ -412,7 +412,7 @@ async def offline_answer(state: dict[str, Any], runtime: Runtime[Any]) -> dict[s
         if built.omitted:
             warnings.append(f"{built.omitted} sources left out to fit context_token_budget")
         confidence = float(_confidence(state)["confidence"])
-        if confidence < ctx.confidence_threshold * REFUSAL_FACTOR:
+        if refuses(confidence, ctx.confidence_threshold):
             answer = no_information(language)
         else:
             answer = extractive_answer(state["question"], built.included, language)

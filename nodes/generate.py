@@ -16,8 +16,11 @@ from tools.context_builder import BuiltContext, build_context
 from tools.offline_policy import extractive_answer, no_information
 from tools.text import estimate_tokens
 
-# Below this share of the confidence threshold the offline answer refuses outright.
-REFUSAL_FACTOR = 0.5
+
+def refuses(confidence: float, threshold: float) -> bool:
+    """The offline answer's rule (both graphs): below ``confidence_threshold`` the
+    calibrated probability that the evidence answers is too low to quote from it."""
+    return confidence < threshold
 
 
 def select_sources(state: dict[str, Any], ctx: Any) -> list[dict[str, Any]]:
@@ -94,7 +97,7 @@ async def generate(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, An
                     f"answer model call failed ({type(exc).__name__}); used extractive answer"
                 )
         if not answer:
-            if float(state.get("confidence") or 0) < ctx.confidence_threshold * REFUSAL_FACTOR:
+            if refuses(float(state.get("confidence") or 0), ctx.confidence_threshold):
                 answer = no_information(language)
             else:
                 answer = extractive_answer(state["question"], built.included, language)

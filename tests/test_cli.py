@@ -103,3 +103,17 @@ def test_eval_retrieval_on_a_tiny_beir_folder(
     assert set(result) == {"bm25", "vector", "hybrid"}
     assert result["bm25"]["ndcg@10"] == 1.0 and result["bm25"]["queries"] == 2
     assert result["hybrid"]["hit@5"] == 1.0
+
+
+def test_progress_bar_shows_an_eta(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli import common
+
+    clock = iter([100.0, 130.0, 130.0])  # start, then 30 s later (twice)
+    monkeypatch.setattr(common.time, "monotonic", lambda: next(clock))
+    bar = common.ProgressBar("index")
+    assert bar.eta(250, 1000) == "ETA 1:30"  # 30 s for a quarter: 90 s to go
+    bar.tty = False
+    bar(500, 1000, "doc")
+    assert "index: 500/1000 (50%) ETA 0:30" in capsys.readouterr().err

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import math
 import itertools
+import math
 
 import pytest
 
 from tools.fusion import (
     FUSION_METHODS,
-    fuse,
-    minmax,
-    zscore,
     RRF_K,
     clamp01,
     cosine_to_relevance,
+    fuse,
+    minmax,
     rrf_scores,
     weighted_relevance,
+    zscore,
 )
 
 

@@ -1,0 +1,123 @@
+"""Calibration figures (``tools.calibration``) and ``hybrid-rag eval calibration``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tools.calibration import (
+    auroc,
+    brier_score,
+    calibration_report,
+    expected_calibration_error,
+    plot_reliability,
+    reliability_bins,
+)
+from tools.errors import ConfigError
+
+
+def test_auroc_by_hand() -> None:
+    assert auroc([0, 0, 1, 1], [0.1, 0.2, 0.8, 0.9]) == 1.0
+    assert auroc([1, 1, 0, 0], [0.1, 0.2, 0.8, 0.9]) == 0.0
+    assert auroc([0, 1, 0, 1], [0.5, 0.5, 0.5, 0.5]) == 0.5  # all tied
+    # pairs (pos, neg): (0.8 > 0.3) (0.8 > 0.6) (0.4 > 0.3) (0.4 < 0.6) -> 3 of 4
+    assert auroc([1, 0, 1, 0], [0.8, 0.3, 0.4, 0.6]) == pytest.approx(0.75)
+    # a tie between a positive and a negative counts one half
+    assert auroc([1, 0], [0.5, 0.5]) == 0.5
+
+
+def test_auroc_errors_name_the_problem() -> None:
+    with pytest.raises(ValueError, match="both classes"):
+        auroc([1, 1], [0.2, 0.3])
+    with pytest.raises(ValueError, match="differ in length"):
+        auroc([1, 0], [0.2])
+
+
+def test_bins_and_ece_by_hand() -> None:
+    labels = [1, 0, 1, 1]
+    probs = [0.0, 0.05, 0.95, 1.0]
+    bins = reliability_bins(labels, probs, bins=2)
+    assert [b.count for b in bins] == [2, 2]  # 1.0 falls in the last bin
+    assert bins[0].mean_confidence == pytest.approx(0.025) and bins[0].accuracy == 0.5
+    assert bins[1].mean_confidence == pytest.approx(0.975) and bins[1].accuracy == 1.0
+    # 2/4 * |0.5 - 0.025| + 2/4 * |1.0 - 0.975|
+    assert expected_calibration_error(labels, probs, bins=2) == pytest.approx(0.25)
+    empty = reliability_bins([1], [0.95], bins=10)
+    assert sum(b.count for b in empty) == 1 and empty[0].count == 0
+    assert brier_score([1, 0], [0.75, 0.25]) == pytest.approx(0.0625)
+
+
+def test_report_with_one_class_has_no_auroc() -> None:
+    report = calibration_report("negatives", [0, 0, 0], [0.1, 0.2, 0.05])
+    assert report.auroc is None and report.positives == 0 and report.n == 3
+    data = report.to_dict()
+    assert data["auroc"] is None and len(data["bins"]) == 10
+    json.dumps(data)  # JSON-ready
+
+
+def test_plot_reliability_writes_a_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="the reliability diagram needs the eval extra")
+    report = calibration_report("set", [0, 1, 1, 0], [0.2, 0.7, 0.9, 0.4])
+    out = plot_reliability([report], tmp_path / "plots" / "reliability.png")
+    assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_plot_without_matplotlib_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails
+    report = calibration_report("set", [0, 1], [0.2, 0.7])
+    with pytest.raises(ConfigError, match=r"hybrid-rag\[eval\]"):
+        plot_reliability([report], tmp_path / "r.png")
+
+
+def _beir(root: Path) -> Path:
+    """A tiny BEIR set: three topics, one query each."""
+    root.mkdir()
+    docs = {
+        "d1": ("Annual leave", "Employees get 18 days of annual leave after five years."),
+        "d2": ("Hotel limit", "The hotel limit is 600 CNY per night in tier-one cities."),
+        "d3": ("Robot", "The R2 robot carries 300 kg and runs 8 hours per charge."),
+        "d4": ("Canteen", "The canteen opens at 11:30 and closes at 14:00."),
+        "d5": ("Parking", "Parking permits are issued by the facilities team."),
+    }
+    with (root / "corpus.jsonl").open("w") as fh:
+        for i, (t, x) in docs.items():
+            fh.write(json.dumps({"_id": i, "title": t, "text": x}) + "\n")
+    queries = {"q1": "how many days of annual leave", "q2": "hotel limit per night"}
+    with (root / "queries.jsonl").open("w") as fh:
+        for i, q in queries.items():
+            fh.write(json.dumps({"_id": i, "text": q}) + "\n")
+    (root / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+    return root
+
+
+def test_eval_calibration_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli.main import main
+    from tests.fakes import hash_model
+
+    monkeypatch.setattr("tools.knowledge_base.make_embedding_model", lambda *a, **k: hash_model())
+    data = _beir(tmp_path / "beir")
+    plot = tmp_path / "rel.png"
+    args = ["--home", str(tmp_path / "h"), "eval", "calibration", "--data", str(data), "--json"]
+    if __import__("importlib").util.find_spec("matplotlib"):
+        args += ["--plot", str(plot)]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    (report,) = out["reports"]
+    assert report["name"] == "beir" and report["n"] == 4  # 2 queries x (as is, answer hidden)
+    assert report["positives"] == 2 and report["auroc"] == 1.0
+    if out["plot"]:
+        assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_eval_calibration_needs_data(capsys: pytest.CaptureFixture[str]) -> None:
+    from cli.main import main
+
+    assert main(["eval", "calibration"]) == 2
+    assert "--data" in capsys.readouterr().err
