@@ -41,7 +41,10 @@ def dev_data(args: argparse.Namespace) -> None:
     for name in args.datasets.split(","):
         folder, split = DATASETS[name]
         data = load_beir(args.data_dir / folder, split)
-        kb = KnowledgeBase(KBConfig(home=args.home, collection=f"rerank-{uuid.uuid4().hex[:8]}"))
+        # --reuse names the collections bench_evidence.py built (same default embedder),
+        # so nothing is indexed again; otherwise a throwaway collection.
+        collection = args.reuse.format(set=name) if args.reuse else f"rerank-{uuid.uuid4().hex[:8]}"
+        kb = KnowledgeBase(KBConfig(home=args.home, collection=collection))
         try:
             kb.ingest_documents(to_documents(data))
             queries = sorted(data.qrels)
@@ -60,7 +63,8 @@ def dev_data(args: argparse.Namespace) -> None:
                     flush=True,
                 )
         finally:
-            kb.drop()
+            if not args.reuse:
+                kb.drop()
             kb.close()
 
 
@@ -93,6 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--datasets", default="scifact,rgb,cmrc")
     ap.add_argument("--cross-encoder", default=None, help="a locally available cross-encoder model")
     ap.add_argument("--skip-dev", action="store_true")
+    ap.add_argument(
+        "--reuse",
+        default=None,
+        metavar="TEMPLATE",
+        help="reuse collections under --home, e.g. 'pre-{set}-local-e5' (bench_evidence.py's)",
+    )
     args = ap.parse_args(argv)
     if not args.skip_dev:
         if not args.data_dir.exists():

@@ -56,12 +56,13 @@ def register(subparsers: Any) -> None:
     )
     cal.add_argument(
         "--data",
-        type=Path,
         action="append",
         default=[],
-        help="BEIR folder: its corpus becomes a throw-away KB (repeatable)",
+        metavar="DIR[:SPLIT]",
+        help="BEIR folder (its corpus becomes a throw-away KB), optionally with its qrels "
+        "split, e.g. beir_scifact:train (repeatable)",
     )
-    cal.add_argument("--split", default=None, help="qrels split of --data")
+    cal.add_argument("--split", default=None, help="qrels split of a --data without one")
     cal.add_argument(
         "--freshqa", type=Path, default=None, help="FreshQA JSONL: unrelated questions (label 0)"
     )
@@ -112,6 +113,18 @@ def cmd_routing(args: argparse.Namespace) -> int:
     return 0
 
 
+def _data_specs(args: argparse.Namespace) -> list[tuple[Path, str | None]]:
+    """``DIR`` or ``DIR:SPLIT`` (a path that exists as given is never split)."""
+    specs: list[tuple[Path, str | None]] = []
+    for raw in args.data:
+        path, split = Path(raw), args.split
+        if not path.exists() and ":" in raw:
+            head, _, tail = raw.rpartition(":")
+            path, split = Path(head), tail or args.split
+        specs.append((path, split))
+    return specs
+
+
 def cmd_calibration(args: argparse.Namespace) -> int:
     from tools.calibration import calibration_report, plot_reliability
     from tools.evaluation import (
@@ -131,10 +144,11 @@ def cmd_calibration(args: argparse.Namespace) -> int:
     if args.bins < 2:
         raise ConfigError(f"--bins must be >= 2, got {args.bins}")
     base = kb_config(args)
+    # Every data set is read before any is indexed: a wrong path or split fails in a
+    # second, not after minutes of indexing.
+    sets = [(folder.name, load_beir(folder, split)) for folder, split in _data_specs(args)]
     groups: dict[str, list[AnswerabilitySample]] = {}
-    for n, folder in enumerate(args.data):
-        data = load_beir(folder, args.split)
-        name = folder.name
+    for n, (name, data) in enumerate(sets):
         kb = KnowledgeBase(replace(base, collection=f"calib-{uuid.uuid4().hex[:10]}"))
         try:
             kb.ingest_documents(to_documents(data), progress=ProgressBar(f"index {name}"))
@@ -158,7 +172,10 @@ def cmd_calibration(args: argparse.Namespace) -> int:
         for name, samples in groups.items()
     ]
     if args.plot is not None:
-        plot_reliability(reports, args.plot, title=f"Answerability ({base.embedding})")
+        from tools.embeddings import embedding_model_id
+
+        title = f"Answerability ({embedding_model_id(base.embedding)})"
+        plot_reliability(reports, args.plot, title=title)
     if args.json:
         print_json({"reports": [r.to_dict() for r in reports], "plot": str(args.plot or "")})
         return 0

