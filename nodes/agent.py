@@ -41,7 +41,7 @@ from langgraph.runtime import Runtime
 
 from nodes.common import emit, timed
 from nodes.crosslingual import translated_queries
-from nodes.generate import build_prompt, failure_sentence, refuses
+from nodes.generate import build_prompt, failure_sentence, refuses, web_unavailable
 from nodes.grade import internal_confidence, web_confidence
 from nodes.models import OFFLINE, load_chat_model
 from nodes.prepare import prepare
@@ -164,6 +164,7 @@ def apply_outcomes(
             update["web_searched"] = True
             if outcome.get("ok"):
                 update["web_fetched_at"] = outcome.get("web_fetched_at") or ""
+                update["web_error"] = ""  # a later success supersedes an earlier failure
             elif outcome.get("status") == "unavailable":
                 update["web_error"] = str(outcome.get("error") or "web search failed")
     return {
@@ -192,9 +193,8 @@ def route_of(tool_calls: list[dict[str, Any]]) -> dict[str, Any]:
 
 def web_failure_note(state: dict[str, Any], language: str) -> str:
     """The state graph's 'live web results were unavailable' sentence, when it applies."""
-    if state.get("web_error") and not state.get("web_docs"):
-        return f"\n\n{failure_sentence(language, str(state['web_error']))}"
-    return ""
+    reason = web_unavailable(state)
+    return f"\n\n{failure_sentence(language, reason)}" if reason else ""
 
 
 def answer_sources(state: dict[str, Any], ctx: Any) -> list[dict[str, Any]]:

@@ -29,10 +29,18 @@ def select_sources(state: dict[str, Any], ctx: Any) -> list[dict[str, Any]]:
     return assign_labels([*internal, *web], state.get("language", "en"))
 
 
+def web_unavailable(state: dict[str, Any]) -> str | None:
+    """The failure to report, or None: the answer says the web was unavailable only when a
+    search failed and no web result reached the run (both graphs use this rule)."""
+    if state.get("web_docs"):
+        return None
+    return str(state.get("web_error") or "") or None
+
+
 def web_failure_reason(state: dict[str, Any]) -> str | None:
     """Why live results are missing, if the run wanted them."""
     wanted = state.get("route") in ("search", "both") or state.get("strategy") == "search_fallback"
-    return state.get("web_error") or None if wanted else None
+    return web_unavailable(state) if wanted else None
 
 
 def system_prompt(language: str, web_failure: str | None) -> str:

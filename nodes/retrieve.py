@@ -90,6 +90,7 @@ async def search_web(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, 
                     cache_hits=sum(r.cache_hit for r in multi.responses),
                 )
                 update["web_docs"] = _merge_web(state.get("web_docs") or [], found)
+                update["web_error"] = ""  # a later success supersedes an earlier failure
                 update["search_cost"] = round(float(state.get("search_cost") or 0) + multi.cost, 6)
                 update["search_calls"] = int(state.get("search_calls") or 0) + multi.calls
                 update["web_fetched_at"] = multi.fetched_at

@@ -99,3 +99,24 @@ def test_second_identical_question_is_served_from_the_cache(
     second = ask(tmp_path, "What is the latest stable Python release today?")
     assert len(provider.hits("/search")) == calls
     assert second["search_cost"] == 0.0 and first["search_cost"] > 0
+
+
+def test_a_later_successful_search_clears_the_earlier_failure(
+    provider: LocalServer, tmp_path: Path
+) -> None:
+    # Regression: search_web never cleared web_error, so an answer could cite [web-1]
+    # and still say live web results were unavailable.
+    from langgraph.runtime import Runtime
+
+    from nodes.generate import web_failure_reason
+    from nodes.retrieve import search_web
+
+    provider.route("/search", Reply(SERPER_BODY))
+    context = Context(data_home=str(tmp_path / "home"), search_provider="serper")
+    failed = {"question": "python release", "route": "search", "web_error": "HTTP 500: boom"}
+    assert web_failure_reason(failed) == "HTTP 500: boom"
+    update = asyncio.run(search_web(failed, Runtime(context=context)))  # type: ignore[arg-type]
+    assert update["web_docs"] and update["web_error"] == ""
+    assert web_failure_reason({**failed, **update}) is None
+    # Results from an earlier round still count when a later round fails.
+    assert web_failure_reason({**failed, "web_docs": update["web_docs"]}) is None
