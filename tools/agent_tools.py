@@ -44,7 +44,6 @@ from tools.websearch import (
 
 INTERNAL_SEARCH = "internal_search"
 GOOGLE_SEARCH = "google_search"
-TOOL_NAMES = (INTERNAL_SEARCH, GOOGLE_SEARCH)
 
 INTERNAL_DESCRIPTION = (
     "Search the company's private knowledge base. Use for company documents, product "

@@ -55,7 +55,3 @@ def split_sentences(text: str) -> list[str]:
     """Split at Chinese ``。！？；`` and English ``.!?`` boundaries; keeps punctuation."""
     parts = _SENTENCE_RE.split(text.strip())
     return [p.strip() for p in parts if p and p.strip()]
-
-
-def collapse_whitespace(text: str) -> str:
-    return re.sub(r"\s+", " ", text).strip()

@@ -11,7 +11,7 @@ Nothing here reads the environment or touches the network at import time.
 """
 
 from .cache import CacheStats, SearchCache, cache_key, default_cache, set_default_cache
-from .client import WebSearchClient, parse_retry_after, search_many_sync, search_sync
+from .client import WebSearchClient, parse_retry_after, search_sync
 from .dates import parse_date, parse_datetime
 from .errors import (
     UnknownProviderError,
@@ -64,7 +64,6 @@ __all__ = [
     "parse_date",
     "parse_datetime",
     "parse_retry_after",
-    "search_many_sync",
     "search_sync",
     "set_default_cache",
 ]

@@ -161,12 +161,6 @@ class SearchCache:
                 size=len(self._store),
             )
 
-    def reset_stats(self) -> None:
-        with self._lock:
-            self._hits = self._misses = self._coalesced = 0
-            self._upstream = self._stale_served = 0
-            self._cost_saved = 0.0
-
     # -- cache + single-flight ------------------------------------------
     async def get_or_fetch(
         self,

@@ -472,21 +472,3 @@ def search_sync(
 
     result: SearchResponse = _run_sync(run)
     return result
-
-
-def search_many_sync(
-    queries: Sequence[str],
-    *,
-    settings: WebSearchSettings | None = None,
-    cache: SearchCache | None = None,
-    top_k: int = 10,
-    **kwargs: Any,
-) -> MultiSearchResponse:
-    """Blocking :meth:`WebSearchClient.search_many`."""
-
-    async def run() -> MultiSearchResponse:
-        async with WebSearchClient(settings, cache=cache) as client:
-            return await client.search_many(queries, top_k=top_k, **kwargs)
-
-    result: MultiSearchResponse = _run_sync(run)
-    return result

@@ -26,7 +26,7 @@ plans); they only feed the cost *estimate* and can be overridden through
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -206,7 +206,6 @@ class Provider:
     """Base class: one HTTP provider."""
 
     info: ProviderInfo
-    needs_key = True
 
     @property
     def name(self) -> str:
@@ -427,7 +426,6 @@ class Brave(Provider):
 
 class SearXNG(Provider):
     info = PROVIDERS["searxng"]
-    needs_key = False
 
     def build(self, p: SearchParams, key: str | None, base_url: str) -> RequestSpec:
         params: dict[str, str | int] = {
@@ -498,7 +496,3 @@ def ddgs_search(p: SearchParams, timeout: float) -> ParsedPage:
     if p.news:
         return ParsedPage(_items(rows, "news", url_keys=("url", "href"), snippet_keys=("body",)))
     return ParsedPage(_items(rows, "organic", url_keys=("href", "url"), snippet_keys=("body",)))
-
-
-def default_prices() -> Mapping[str, float]:
-    return {name: info.price_usd for name, info in PROVIDERS.items()}
