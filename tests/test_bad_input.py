@@ -458,7 +458,9 @@ def test_cli_search_non_positive_k_is_exit_2(
     def open_kb(args: Any) -> KnowledgeBase:
         return KnowledgeBase(common.kb_config(args), embedding_model=hash_model())
 
-    monkeypatch.setattr(common, "open_kb", open_kb)
+    # kb_commands imported the name itself: patch it where it is looked up (patching
+    # cli.common alone left the real embedding model in place).
+    monkeypatch.setattr("cli.kb_commands.open_kb", open_kb)
     code, err = cli(capsys, "--home", str(tmp_path / "h"), "search", "leave", "-k", k)
     assert code == 2 and "k must be >= 1" in err
 

@@ -120,11 +120,35 @@ def test_translated_query_is_fused_with_a_scripted_model(
 
 
 def test_lexical_reranker_runs_in_the_graph(sample_kb: KnowledgeBase, tmp_path: Path) -> None:
-    out = ask(
-        tmp_path, "How many days of annual leave after 6 years?", reranker="lexical", rerank_top_n=3
-    )
-    assert "rerank" in out["timings"]
+    # Compared with reranker="none" (not the offline default "auto", which is lexical
+    # already): only the lexical run has a rerank step, and it rescores the candidates.
+    question = "How many days of annual leave after 6 years?"
+    plain = ask(tmp_path, question, reranker="none")
+    out = ask(tmp_path, question, reranker="lexical", rerank_top_n=3)
+    assert "rerank" not in plain["timings"] and "rerank" in out["timings"]
     assert out["citations"] and out["citations"][0]["doc_id"].startswith("hr/annual-leave")
+
+
+def test_rerank_node_rescores_with_lexical_and_leaves_none_alone(
+    sample_kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    from langgraph.runtime import Runtime
+
+    from nodes.rerank import rerank
+    from tools.sources import chunk_to_source
+
+    question = "How many days of annual leave after 6 years?"
+    docs = [chunk_to_source(h) for h in sample_kb.search(question, k=6)]
+    state = {"question": question, "internal_docs": docs}
+
+    def run(reranker: str) -> dict[str, Any]:
+        ctx = Context(data_home=str(tmp_path / "home"), reranker=reranker)
+        return asyncio.run(rerank(state, Runtime(context=ctx)))  # type: ignore[arg-type]
+
+    assert run("none") == {}
+    rescored = {d["id"]: d["relevance"] for d in run("lexical")["internal_docs"]}
+    assert rescored.keys() == {d["id"] for d in docs}
+    assert rescored != {d["id"]: round(d["relevance"], 4) for d in docs}
 
 
 def test_llm_reranker_falls_back_on_unparseable_output(
