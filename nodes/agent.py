@@ -23,6 +23,7 @@ Sources are labelled by one ``tools.agent_tools.SourceRegistry`` per run, rebuil
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -63,6 +64,8 @@ from tools.errors import HybridRagError
 from tools.offline_policy import extractive_answer, no_information, offline_route
 from tools.rerank import make_reranker
 from tools.websearch import default_locale
+
+log = logging.getLogger("hybrid_rag.nodes")
 
 # --- helpers ---------------------------------------------------------------------------
 
@@ -117,6 +120,7 @@ async def execute_tool_call(
     try:
         message = await tool.ainvoke({**call, "id": call_id, "type": "tool_call"})
     except Exception as exc:  # a tool bug must not end the run; the model can go on
+        log.warning("tool %s failed unexpectedly", name, exc_info=True)
         text = f"Error: {name} failed unexpectedly ({type(exc).__name__})."
         message = ToolMessage(text, tool_call_id=call_id, name=name, status="error")
     if not isinstance(message, ToolMessage):
@@ -270,6 +274,7 @@ async def call_model(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, 
         bounded["warnings"].append(f"model call failed: {exc}")
         return {**update, **bounded, "timings": _add_ms(state, "call_model", started)}
     except Exception as exc:  # provider/network failure: answer from what we have
+        log.warning("agent model call failed", exc_info=True)
         bounded = bounded_answer(state, ctx, "the model call failed")
         bounded["warnings"].append(f"model call failed: {type(exc).__name__}")
         return {**update, **bounded, "timings": _add_ms(state, "call_model", started)}

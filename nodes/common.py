@@ -49,7 +49,9 @@ async def structured_call(
             return schema.model_validate(result), None
         return None, f"unexpected output type {type(result).__name__}"
     except Exception as exc:  # any model/parse failure means "use the rule"
-        log.info("structured call to %s failed: %s", spec, type(exc).__name__)
+        # A warning with the traceback: an auth error or a bug must be visible in logs,
+        # even though the run goes on with the rule.
+        log.warning("structured call to %s failed: %s", spec, type(exc).__name__, exc_info=True)
         return None, f"{type(exc).__name__}"
 
 

@@ -9,6 +9,7 @@ languages, more weakly).
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -18,6 +19,8 @@ from nodes.resources import get_kb
 from prompts.internal import TRANSLATE_SYSTEM
 from tools.errors import HybridRagError
 from tools.text import detect_language
+
+log = logging.getLogger("hybrid_rag.nodes")
 
 LANGUAGE_NAMES = {"zh": "Simplified Chinese", "en": "English"}
 
@@ -55,6 +58,7 @@ async def translated_queries(
                 config=NOSTREAM,
             )
         except Exception as exc:  # a failed translation only loses the extra query
+            log.warning("translation into %s failed", lang, exc_info=True)
             report.setdefault("errors", []).append(f"{lang}: {type(exc).__name__}")
             continue
         text = str(reply.content).strip()

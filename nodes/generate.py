@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,6 +16,8 @@ from tools.citations import assign_labels, validate_citations
 from tools.context_builder import BuiltContext, build_context
 from tools.offline_policy import extractive_answer, no_information
 from tools.text import estimate_tokens
+
+log = logging.getLogger("hybrid_rag.nodes")
 
 
 def refuses(confidence: float, threshold: float) -> bool:
@@ -101,6 +104,7 @@ async def generate(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, An
                 reply = await load_chat_model(mode).ainvoke(messages)
                 answer, message_id = str(reply.content).strip(), reply.id
             except Exception as exc:  # provider down: answer from the sources, say why
+                log.warning("answer model call failed", exc_info=True)
                 warnings.append(
                     f"answer model call failed ({type(exc).__name__}); used extractive answer"
                 )
