@@ -21,10 +21,9 @@ from tools.errors import ConfigError
 from tools.rerank import make_reranker
 from tools.vectorstore import validate_collection_name
 from tools.websearch import VALID_PROVIDERS
+from tools.websearch.text import GL_RE, HL_RE
 
 _MODEL_RE = re.compile(r"^(auto|offline|[A-Za-z0-9_.-]+:[^\s]+)$")
-_HL_RE = re.compile(r"^(auto|[a-z]{2,3}(-[A-Za-z]{2,4})?)$")
-_GL_RE = re.compile(r"^(auto|[A-Za-z]{2})$")
 
 
 # Model fields carry their kind and the nodes that use them into the JSON schema the
@@ -137,11 +136,11 @@ class Context:
             raise ConfigError(
                 f"answer_language must be auto, zh or en, got {self.answer_language!r}"
             )
-        if not _HL_RE.match(self.hl):
+        if self.hl != "auto" and not HL_RE.match(self.hl):
             raise ConfigError(
                 f"hl must be 'auto' or a language code like 'en' or 'zh-CN', got {self.hl!r}"
             )
-        if not _GL_RE.match(self.gl):
+        if self.gl != "auto" and not GL_RE.match(self.gl):
             raise ConfigError(f"gl must be 'auto' or a two-letter country code, got {self.gl!r}")
         if self.reranker not in ("auto", "none", "lexical", "llm") and not self.reranker.startswith(
             "cross-encoder"

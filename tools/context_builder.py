@@ -14,20 +14,16 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tools.text import CJK_RE, estimate_tokens
+from tools.text import estimate_tokens
+from tools.websearch.text import cut
 
 _FENCE_RE = re.compile(r"</?\s*(source|sources|internal_sources|web_sources)\b[^>]*>", re.I)
 
 
 def cut_snippet(text: str, limit: int) -> str:
-    """Collapse whitespace and cut at a word (or CJK character) boundary."""
-    clean = re.sub(r"\s+", " ", text).strip()
-    if len(clean) <= limit:
-        return clean
-    cut = clean[:limit]
-    if not CJK_RE.search(cut[-1:]) and " " in cut[limit // 2 :]:
-        cut = cut[: cut.rfind(" ")]
-    return cut.rstrip(" ,;，；") + "…"
+    """Collapse whitespace and cut at a word (or CJK character) boundary (the web
+    snippets' rule, so both kinds of source read alike)."""
+    return cut(re.sub(r"\s+", " ", text).strip(), limit)
 
 
 def neutralise(text: str) -> str:

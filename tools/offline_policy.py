@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from tools.citations import LABEL_RE
 from tools.text import detect_language, split_sentences
 from tools.tokenizers import make_tokenizer
 
@@ -105,7 +106,6 @@ INTERNAL_CUES_EN = (
     "procedure",
 )
 _YEAR_RE = re.compile(r"(?<!\d)(20\d\d)(?!\d)")
-_LABEL_RE = re.compile(r"\[(内部|网络|internal|web)\s*-\s*\d{1,3}\]", re.I)
 
 # The KB probe is the calibrated answerability (a probability). Above STRONG the KB
 # "knows" the topic (no cue needed). Chosen on dev data with the default embedder
@@ -221,7 +221,7 @@ def extractive_answer(
         for sentence in _units(str(src.get("text") or "")):
             # Label-shaped text inside a source is data: quoting it would turn it into a
             # citation of some other source.
-            clean = _LABEL_RE.sub("", sentence).strip(" #-*")
+            clean = LABEL_RE.sub("", sentence).strip(" #-*")
             if len(clean) < 4:
                 continue
             low = clean.casefold()

@@ -19,6 +19,12 @@ Language = Literal["zh", "en"]
 # CJK Unified Ideographs (+ extension A and compatibility ideographs).
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 CJK_RE = re.compile(f"[{_CJK}]")
+# Every script written without spaces (CJK punctuation, kana, bopomofo, ideographs incl.
+# extension B+, hangul, full-width forms): where text may be cut at any character and
+# where a model tokenizer spends most tokens per character.
+CJK_WIDE_RE = re.compile(
+    "[\u3000-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0002fa1f]"
+)
 _TOKEN_RE = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
 
 # Sentence ends: Chinese full-width marks always end a sentence; English marks

@@ -6,6 +6,8 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
+from tools.fusion import RRF_K
+
 from .dates import iso_now, parse_date
 from .providers import RawItem
 from .text import clean_html, clean_snippet
@@ -13,7 +15,6 @@ from .types import WebResult
 from .urls import normalize_url, site_of
 
 _KIND_ORDER = {"organic": 0, "top_story": 1, "news": 2}
-RRF_K = 60  # reciprocal-rank-fusion constant (Cormack et al. 2009)
 
 
 def normalise_items(

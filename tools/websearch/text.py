@@ -6,6 +6,7 @@ import html
 import re
 
 from tools.errors import InputError
+from tools.text import CJK_WIDE_RE
 
 from .types import SearchParams
 
@@ -14,17 +15,14 @@ ELLIPSIS = "…"
 
 _TAG = re.compile(r"<[^>]*>")
 _WS = re.compile(r"\s+")
-# CJK ideographs, kana, hangul and full-width forms: text without spaces, cut anywhere.
-_CJK = re.compile(
-    r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
-)
-_HL = re.compile(r"^[a-z]{2,3}(?:-[A-Za-z]{2,4})?$")
-_GL = re.compile(r"^[A-Za-z]{2}$")
+# Search locale codes; graph.context accepts these or "auto".
+HL_RE = re.compile(r"^[a-z]{2,3}(?:-[A-Za-z]{2,4})?$")
+GL_RE = re.compile(r"^[A-Za-z]{2}$")
 _TRAILING_PUNCT = " \t,;:.-–—·|/…"
 
 
 def contains_cjk(text: str) -> bool:
-    return _CJK.search(text) is not None
+    return CJK_WIDE_RE.search(text) is not None
 
 
 def clean_html(text: str | None) -> str:
@@ -90,9 +88,9 @@ def build_params(
     default_hl, default_gl = default_locale(query)
     hl = default_hl if hl is None else hl.strip()
     gl = default_gl if gl is None else gl.strip()
-    if not _HL.match(hl):
+    if not HL_RE.match(hl):
         raise InputError(f"invalid hl {hl!r}: expected a language code like 'en' or 'zh-CN'")
-    if not _GL.match(gl):
+    if not GL_RE.match(gl):
         raise InputError(f"invalid gl {gl!r}: expected a two-letter country code like 'us'")
     if isinstance(page, bool) or not isinstance(page, int) or page < 1 or page > 100:
         raise InputError(f"invalid page {page!r}: expected an integer from 1 to 100")
