@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -13,6 +14,7 @@ from nodes.models import resolve_model_spec
 from nodes.reducers import fresh_turn
 from tools.errors import InputError
 from tools.offline_policy import answer_language
+from tools.tokenizers import warm_up
 
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -49,6 +51,7 @@ def current_question(state: dict[str, Any]) -> tuple[Any, bool]:
 
 async def prepare(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
     ctx = runtime.context
+    await asyncio.to_thread(warm_up)  # the offline rules' tokenizer: never load it on the loop
     raw, add_message = current_question(state)
     question = validate_question(raw, ctx.max_question_chars)
     messages = state.get("messages") or []

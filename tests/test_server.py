@@ -268,3 +268,38 @@ async def test_thread_streams_progress_and_keeps_history(server: LocalServer) ->
     assert messages[2]["content"] == FOLLOW_UP
     history = await client.threads.get_history(thread["thread_id"], limit=100)
     assert len(history) > 10  # every super-step of both runs is checkpointed by the server
+
+
+@pytest.fixture(scope="module")
+def empty_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
+    """A server on a data home nobody ingested into (a newcomer's first run)."""
+    base = tmp_path_factory.mktemp("empty-server")
+    home = base / "home"
+    home.mkdir()
+    srv = start_server(home, base / "langgraph-dev.log")
+    try:
+        wait_until_ready(srv)
+        yield srv
+    finally:
+        stop_server(srv)
+
+
+async def test_first_run_on_an_empty_home_answers_in_both_languages(
+    empty_server: LocalServer,
+) -> None:
+    # Regression: jieba's lazy dictionary load ran on the event loop in the first node that
+    # tokenized, and langgraph dev's blocking detection failed the run (BlockingError).
+    client = sdk(empty_server.url)
+    graphs = ["hybrid_rag", "tool_agent"] if agent_graph_available() else ["hybrid_rag"]
+    for graph_id in graphs:
+        for question in ("年假有多少天？", "How many days of annual leave?"):
+            thread = await client.threads.create()
+            out = await client.runs.wait(
+                thread["thread_id"],
+                graph_id,
+                input={"messages": [{"role": "user", "content": question}]},
+                context={"collection": "handbook"},  # a collection nobody created either
+            )
+            assert isinstance(out, dict) and "__error__" not in out, (graph_id, out)
+            assert out["answer"], (graph_id, question)
+    assert "Blocking call" not in empty_server.log_tail()

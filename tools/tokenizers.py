@@ -187,6 +187,15 @@ def _jieba() -> Callable[[str], list[str]]:
     return jieba.lcut_for_search
 
 
+def warm_up() -> None:
+    """Load the Chinese dictionary now (about 1 s of file I/O, once per process).
+
+    Async callers run this in a worker thread before any rule tokenizes, so the lazy
+    load never happens on an event loop (where ``langgraph dev`` rejects it as a
+    blocking call and a production server would stall every other run)."""
+    _jieba()
+
+
 def _stem(word: str) -> str:
     """Light English stemming: enough to match 'policies'/'policy', 'days'/'day'."""
     if len(word) <= 3 or not word.isascii() or not word.isalpha():
