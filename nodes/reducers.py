@@ -1,27 +1,23 @@
 """State reducers, defined beside the nodes that write the values they merge.
 
-``graph.state`` annotates fields with them; nodes return :class:`Reset` to start a
-new turn's list (or ``{"__reset__": True, ...}`` for a dict) instead of extending.
+``graph.state`` annotates fields with them; a new turn starts a field afresh with
+LangGraph's ``Overwrite``, which bypasses the reducer.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-
-class Reset(list[Any]):
-    """A list update that replaces the accumulated value instead of extending it."""
+from langgraph.types import Overwrite
 
 
 def extend_or_reset(old: list[Any] | None, new: list[Any] | None) -> list[Any]:
-    if isinstance(new, Reset):
-        return list(new)
+    """Concatenate (``None`` counts as empty); reset with ``Overwrite([...])``."""
     return [*(old or []), *(new or [])]
 
 
 def merge_or_reset(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:
-    if new is not None and new.get("__reset__"):
-        return {k: v for k, v in new.items() if k != "__reset__"}
+    """Merge keys, the newer value winning; reset with ``Overwrite({...})``."""
     return {**(old or {}), **(new or {})}
 
 
@@ -39,8 +35,8 @@ def fresh_turn() -> dict[str, Any]:
         "reasoning": [],
         "search_cost": 0.0,
         "search_calls": 0,
-        "warnings": Reset(),
-        "timings": {"__reset__": True},
+        "warnings": Overwrite([]),
+        "timings": Overwrite({}),
         "kb_queries": [],
         "web_queries": [],
         "internal_docs": [],

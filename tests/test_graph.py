@@ -302,3 +302,23 @@ def test_search_bounds_come_from_the_context() -> None:
     assert resources.web_settings(Context(search_provider="none")) is None
     with pytest.raises(ConfigError, match="search_timeout"):
         Context(search_timeout=0)
+
+
+def test_a_new_turn_starts_with_fresh_warnings_and_timings(
+    sample_kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    graph = build_graph(checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "fresh"}}
+    context = ctx(tmp_path)
+    first = run(
+        graph, {"question": "What is the latest Python release today?"}, context, config=cfg
+    )
+    assert any("disabled" in w for w in first["warnings"])  # search_provider="none"
+    second = run(
+        graph, {"question": "How many days of annual leave after 6 years?"}, context, config=cfg
+    )
+    assert second["route"] == "knowledge"
+    assert not any("disabled" in w for w in second["warnings"]), second["warnings"]
+    assert "search_web" not in second["timings"] and "search_web" in first["timings"]
