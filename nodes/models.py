@@ -11,6 +11,7 @@ are installed. Tests and applications can plug their own model object in with
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import threading
@@ -29,7 +30,7 @@ NOSTREAM = RunnableConfig(tags=["langsmith:nostream"])
 
 _lock = threading.Lock()
 _custom: dict[str, BaseChatModel] = {}
-_built: dict[str, BaseChatModel] = {}
+_built: dict[tuple[str, str, str], BaseChatModel] = {}
 
 
 def register_chat_model(name: str, model: BaseChatModel) -> None:
@@ -79,9 +80,12 @@ def load_chat_model(spec: str) -> BaseChatModel:
             if name not in _custom:
                 raise ConfigError(f"no custom model registered under {name!r}")
             return _custom[name]
+    # Everything that changes the client is part of the key: a new base URL or key in
+    # the environment must not be served the client built for the old one.
+    key = (spec, os.environ.get("OPENAI_BASE_URL", ""), _fingerprint("OPENAI_API_KEY"))
     with _lock:
-        if spec in _built:
-            return _built[spec]
+        if key in _built:
+            return _built[key]
     if provider == "openai":
         from langchain_openai import ChatOpenAI
 
@@ -104,5 +108,11 @@ def load_chat_model(spec: str) -> BaseChatModel:
         except Exception as exc:
             raise ConfigError(f"cannot build model {spec!r}: {type(exc).__name__}") from exc
     with _lock:
-        _built[spec] = model
+        _built[key] = model
     return model
+
+
+def _fingerprint(variable: str) -> str:
+    """A short hash of a secret: tells keys apart without keeping one in a dict key."""
+    value = os.environ.get(variable, "")
+    return hashlib.sha256(value.encode()).hexdigest()[:12] if value else ""

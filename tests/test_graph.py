@@ -322,3 +322,18 @@ def test_a_new_turn_starts_with_fresh_warnings_and_timings(
     assert second["route"] == "knowledge"
     assert not any("disabled" in w for w in second["warnings"]), second["warnings"]
     assert "search_web" not in second["timings"] and "search_web" in first["timings"]
+
+
+def test_model_cache_follows_the_base_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Regression: the cache was keyed on the spec alone, so a changed OPENAI_BASE_URL
+    # kept talking to the old server.
+    from nodes.models import load_chat_model
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    first = load_chat_model("openai:cache-probe")
+    assert load_chat_model("openai:cache-probe") is first
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:10/v1")
+    second = load_chat_model("openai:cache-probe")
+    assert second is not first
+    assert "127.0.0.1:10" in str(getattr(second, "openai_api_base", ""))
