@@ -192,3 +192,46 @@ def test_unreachable_server_raises_store_error_naming_host_and_port(tmp_path: Pa
     assert str(port) in message
     assert f"{HOST}:{port}" in message
     assert time.monotonic() - started < 30
+
+
+def test_cli_ingest_and_ask_both_honour_chroma_host_and_port(
+    chroma_server: ChromaServer,
+    kb_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Regression: `ask` ignored CHROMA_HOST/CHROMA_PORT and read the embedded store,
+    # so a KB ingested into a server was invisible to it.
+    import json
+
+    from cli.main import main
+    from nodes import resources
+
+    monkeypatch.setattr("tools.knowledge_base.make_embedding_model", lambda *a, **k: hash_model())
+    monkeypatch.setenv("CHROMA_HOST", chroma_server.host)
+    monkeypatch.setenv("CHROMA_PORT", str(chroma_server.port))
+    home = tmp_path / "cli-home"
+    common = ["--home", str(home)]
+    assert main([*common, "ingest", str(kb_dir), "--collection", "cli-env"]) == 0
+    capsys.readouterr()
+    try:
+        question = "Which extension do I call for an outage?"
+        code = main(
+            [
+                *common,
+                "ask",
+                question,
+                "--json",
+                "--set",
+                "collection=cli-env",
+                "--set",
+                "search_provider=none",
+            ]
+        )
+        assert code == 0
+        out = json.loads(capsys.readouterr().out)
+    finally:
+        resources.close_all()
+    assert any(c["doc_id"] == "it.txt" for c in out["citations"]), out["answer"]
+    assert not (home / "chroma").exists()  # nothing was read from (or written to) disk

@@ -89,3 +89,21 @@ def test_readme_python_example_runs_offline(
     exec(compile(code, "README.md", "exec"), {"asyncio": asyncio})
     printed = capsys.readouterr().out
     assert printed.strip(), "the example prints the answer, citations and warnings"
+
+
+def test_env_example_documents_every_variable_the_code_reads() -> None:
+    # langgraph.json reads .env (git-ignored); .env.example is what a user copies.
+    import json
+
+    assert json.loads((ROOT / "langgraph.json").read_text())["env"] == ".env"
+    assert ".env" in (ROOT / ".gitignore").read_text().split()
+    example = (ROOT / ".env.example").read_text()
+    documented = set(re.findall(r"^# ?([A-Z][A-Z0-9_]+)=", example, re.M))
+    read: set[str] = set()
+    for folder in ("cli", "graph", "nodes", "tools"):
+        for path in (ROOT / folder).rglob("*.py"):
+            text = path.read_text(encoding="utf-8")
+            read |= set(re.findall(r"environ(?:\.get)?[(\[]\"([A-Z][A-Z0-9_]+)\"", text))
+            read |= set(re.findall(r"_env_number\(\s*\"([A-Z][A-Z0-9_]+)\"", text))
+    machine = {"OMP_NUM_THREADS", "XDG_DATA_HOME"}  # the platform's, not the project's
+    assert read - machine <= documented, sorted(read - machine - documented)
