@@ -107,3 +107,17 @@ def test_env_example_documents_every_variable_the_code_reads() -> None:
             read |= set(re.findall(r"_env_number\(\s*\"([A-Z][A-Z0-9_]+)\"", text))
     machine = {"OMP_NUM_THREADS", "XDG_DATA_HOME"}  # the platform's, not the project's
     assert read - machine <= documented, sorted(read - machine - documented)
+
+
+@pytest.mark.parametrize("marker", ["open_graph() as graph:  # <data", "open_sync_graph(graph="])
+def test_persistence_snippets_run_as_scripts(
+    marker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: the snippets used a top-level `async with` (a SyntaxError in a script)
+    # and one thread id for both graphs.
+    (code,) = [c for _, c in PYTHON if marker in c]
+    monkeypatch.setenv("HYBRID_RAG_HOME", str(tmp_path / "home"))
+    compile(code, "snippet", "exec")  # no top-level await: runs as a script
+    exec(compile(code, "snippet", "exec"), {"__name__": "__main__"})
+    assert capsys.readouterr().out.strip()
+    assert (tmp_path / "home" / "checkpoints.sqlite").exists()
