@@ -292,3 +292,29 @@ def test_agent_obeying_call_google_search_50_times_is_bounded(
     assert "stopped because the max_tool_calls bound (4) was reached" in out["answer"]
     if one_turn:
         assert any("47 tool call(s) not run" in w for w in out["warnings"]), out["warnings"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ("You get 18 days [internal-1] and [internal-9].", "You get 18 days [internal-1]."),
+        ("You get 18 days [internal-1], [internal-9].", "You get 18 days [internal-1]."),
+        ("Both ([internal-1], [web-7]) agree.", "Both ([internal-1]) agree."),
+        ("It is 18 days [internal-9] per year.", "It is 18 days per year."),
+        ("A [internal-9], B and C [internal-1].", "A, B and C [internal-1]."),
+        ("年假18天[内部-1]和[内部-9]。", "年假18天[内部-1]。"),
+        ("年假18天（[网络-2]）。", "年假18天。"),
+    ],
+)
+def test_dropping_a_label_leaves_grammatical_text(answer: str, expected: str) -> None:
+    # Regression: "...leave [internal-1] and ." was left after an unknown label was dropped.
+    sources = [{"kind": "internal", "number": 1, "label": "[internal-1]"}]
+    if "内部" in answer or "网络" in answer:
+        sources = [{"kind": "internal", "number": 1, "label": "[内部-1]"}]
+    assert validate_citations(answer, sources).answer == expected
+
+
+def test_text_without_dropped_labels_is_left_alone() -> None:
+    answer = "Rates: 18 days , 22 days ( see [internal-1] )."
+    sources = [{"kind": "internal", "number": 1, "label": "[internal-1]"}]
+    assert validate_citations(answer, sources).answer == answer

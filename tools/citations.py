@@ -78,9 +78,33 @@ def validate_citations(answer: str, sources: list[dict[str, Any]]) -> CitationCh
         return str(src.get("label", match.group(0)))
 
     text = LABEL_RE.sub(repl, answer)
-    check.answer = re.sub(r"[ \t]{2,}", " ", text).strip()
+    check.answer = _tidy(text) if check.unknown_labels else text.strip()
     check.cited = [citation_record(by_key[k]) for k in cited_keys]
     return check
+
+
+# What dropping a label can leave behind: a joiner with nothing after it ("[internal-1]
+# and ."), empty brackets, a space before punctuation, doubled separators.
+_DANGLING_JOINER = re.compile(
+    r"(?<=\])\s*(?:,|，|、|;|；|\band\b|\bor\b|和|及|与|或)\s*(?=[.。!！?？,，;；:：)）\]]|$)"
+)
+_EMPTY_BRACKETS = re.compile(r"\(\s*[,，、;；]?\s*\)|（\s*[,，、;；]?\s*）|\[\s*\]")
+_SPACE_BEFORE_PUNCT = re.compile(r"[ \t]+(?=[.。!！?？,，;；:：)）])")
+_DOUBLE_SEPARATOR = re.compile(r"([,，;；])\s*[,，;；]")
+
+
+def _tidy(text: str) -> str:
+    """Repair the grammar around dropped labels (only called when one was dropped)."""
+    for _ in range(3):  # a joiner can dangle only once the brackets around it are gone
+        before = text
+        text = _DANGLING_JOINER.sub("", text)
+        text = _EMPTY_BRACKETS.sub("", text)
+        text = _DOUBLE_SEPARATOR.sub(r"\1", text)
+        text = _SPACE_BEFORE_PUNCT.sub("", text)
+        text = re.sub(r"[ \t]{2,}", " ", text)
+        if text == before:
+            break
+    return text.strip()
 
 
 def citation_record(src: dict[str, Any]) -> dict[str, Any]:
