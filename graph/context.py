@@ -9,6 +9,7 @@ run time (see ``nodes.models``).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, fields
 from typing import Annotated, Any
@@ -32,8 +33,15 @@ def _llm(*nodes: str) -> Any:
     return Field(json_schema_extra={"langgraph_type": "llm", "langgraph_nodes": list(nodes)})
 
 
-def _f(default: Any, description: str) -> Any:
-    return field(default=default, metadata={"description": description})
+def _f(default: Any, description: str, *, ge: float | None = None, le: float | None = None) -> Any:
+    """A field with its description and bounds: the one source of both the published JSON
+    schema (``minimum``/``maximum``, so Studio's form enforces them) and the check below."""
+    metadata: dict[str, Any] = {"description": description}
+    if ge is not None:
+        metadata["ge"] = ge
+    if le is not None:
+        metadata["le"] = le
+    return field(default=default, metadata=metadata)
 
 
 @dataclass(kw_only=True)
@@ -55,40 +63,53 @@ class Context:
     collection: str = _f("knowledge", "Chroma collection holding the knowledge base.")
     data_home: str = _f("", "Data directory; empty means $HYBRID_RAG_HOME or the default.")
     chroma_host: str = _f("", "Chroma server host; empty means embedded Chroma in data_home.")
-    chroma_port: int = _f(8000, "Chroma server port (with chroma_host).")
+    chroma_port: int = _f(8000, "Chroma server port (with chroma_host).", ge=1, le=65535)
     search_provider: str = _f(
         "auto",
         "Web search provider: a name (serper, serpapi, serpbase, scavio, tavily, brave, searxng, "
         "ddgs), 'auto' (first one configured), 'none', or a comma-separated failover list.",
     )
-    search_timeout: float = _f(10.0, "Seconds one web search request may take (0.1-120).")
-    search_max_attempts: int = _f(3, "Attempts per web search, retries included (1-10).")
+    search_timeout: float = _f(10.0, "Seconds one web search request may take.", ge=0.1, le=120.0)
+    search_max_attempts: int = _f(3, "Attempts per web search, retries included.", ge=1, le=10)
     search_time_budget: float = _f(
-        30.0, "Seconds all attempts of one web search may take together (0.1-300)."
+        30.0, "Seconds all attempts of one web search may take together.", ge=0.1, le=300.0
     )
     hl: str = _f("auto", "Search interface language (e.g. 'en', 'zh-CN'); 'auto' by question.")
     gl: str = _f("auto", "Search country (e.g. 'us', 'cn'); 'auto' by question language.")
-    top_k_internal: int = _f(5, "Knowledge-base sources kept for the answer (1-20).")
-    top_k_web: int = _f(5, "Web sources kept for the answer (1-20).")
-    snippet_chars: int = _f(280, "Characters of each source shown to the answer step (50-4000).")
+    top_k_internal: int = _f(5, "Knowledge-base sources kept for the answer.", ge=1, le=20)
+    top_k_web: int = _f(5, "Web sources kept for the answer.", ge=1, le=20)
+    snippet_chars: int = _f(
+        280, "Characters of each source shown to the answer step.", ge=50, le=4000
+    )
     confidence_threshold: float = _f(
-        0.3, "Below this knowledge-base confidence (0-1) the web is searched as a fallback."
+        0.3,
+        "Calibrated probability that the knowledge base answers (0.3 = 30 %) below which the "
+        "web is searched as a fallback and the offline answer declines.",
+        ge=0.0,
+        le=1.0,
     )
-    max_iterations: int = _f(2, "Re-retrieval rounds after the first retrieval (0-5).")
-    num_rewrites: int = _f(3, "Extra knowledge-base queries besides the original question (0-6).")
+    max_iterations: int = _f(2, "Re-retrieval rounds after the first retrieval.", ge=0, le=5)
+    num_rewrites: int = _f(
+        3, "Extra knowledge-base queries besides the original question.", ge=0, le=6
+    )
     context_token_budget: int = _f(
-        6000, "Token budget of the answer prompt: system, history, sources and answer reserve."
+        6000,
+        "Token budget of the answer prompt: system, history, sources and answer reserve.",
+        ge=1000,
+        le=200000,
     )
-    answer_reserve_tokens: int = _f(1024, "Tokens reserved for the answer within the budget.")
+    answer_reserve_tokens: int = _f(
+        1024, "Tokens reserved for the answer within the budget.", ge=64, le=32000
+    )
     answer_language: str = _f("auto", "'zh', 'en', or 'auto' (the question's language).")
-    max_question_chars: int = _f(4000, "Longest question accepted (characters).")
+    max_question_chars: int = _f(4000, "Longest question accepted (characters).", ge=10, le=100000)
     reranker: str = _f(
         "auto",
         "Second-stage reranker: 'auto' (lexical in offline mode, where it measurably helps; "
         "none with a model), 'none', 'lexical' (no model), 'cross-encoder:<model>' "
         "(local sentence-transformers model) or 'llm' (listwise by fast_model).",
     )
-    rerank_top_n: int = _f(10, "Candidates kept after reranking (1-50).")
+    rerank_top_n: int = _f(10, "Candidates kept after reranking.", ge=1, le=50)
     joint_ranking: bool = _f(
         False, "Rank knowledge-base and web candidates together and keep the best rerank_top_n."
     )
@@ -97,13 +118,18 @@ class Context:
         "Add a translated query when the knowledge base holds another language than the "
         "question (needs a model; offline mode says no translation was done).",
     )
-    max_model_calls: int = _f(8, "Agent graph: most model calls per run.")
-    max_tool_calls: int = _f(8, "Agent graph: most tool calls per run.")
+    max_model_calls: int = _f(8, "Agent graph: most model calls per run.", ge=1, le=50)
+    max_tool_calls: int = _f(8, "Agent graph: most tool calls per run.", ge=0, le=50)
 
     def __post_init__(self) -> None:
         # Types first (JSON clients send 5.0 for 5, CLI users "true"), then values.
         for f in fields(self):
             _check_type(self, f.name, str(f.type))
+        for f in fields(self):
+            if "ge" in f.metadata or "le" in f.metadata:
+                _range(
+                    self, f.name, f.metadata.get("ge", -math.inf), f.metadata.get("le", math.inf)
+                )
         for name in ("model", "fast_model"):
             value = getattr(self, name).strip()
             if not _MODEL_RE.match(value):
@@ -111,22 +137,6 @@ class Context:
                     f"{name} must be 'auto', 'offline' or 'provider:model', got {value!r}"
                 )
             validate_model_spec(name, value)
-        _range(self, "top_k_internal", 1, 20)
-        _range(self, "top_k_web", 1, 20)
-        _range(self, "snippet_chars", 50, 4000)
-        _range(self, "confidence_threshold", 0.0, 1.0)
-        _range(self, "max_iterations", 0, 5)
-        _range(self, "num_rewrites", 0, 6)
-        _range(self, "context_token_budget", 1000, 200_000)
-        _range(self, "answer_reserve_tokens", 64, 32_000)
-        _range(self, "chroma_port", 1, 65535)
-        _range(self, "max_question_chars", 10, 100_000)
-        _range(self, "max_model_calls", 1, 50)
-        _range(self, "max_tool_calls", 0, 50)
-        _range(self, "rerank_top_n", 1, 50)
-        _range(self, "search_timeout", 0.1, 120.0)
-        _range(self, "search_max_attempts", 1, 10)
-        _range(self, "search_time_budget", 0.1, 300.0)
         if self.answer_reserve_tokens >= self.context_token_budget // 2:
             raise ConfigError(
                 "answer_reserve_tokens must be less than half of context_token_budget "

@@ -337,3 +337,21 @@ def test_model_cache_follows_the_base_url(monkeypatch: pytest.MonkeyPatch) -> No
     second = load_chat_model("openai:cache-probe")
     assert second is not first
     assert "127.0.0.1:10" in str(getattr(second, "openai_api_base", ""))
+
+
+def test_context_bounds_are_published_in_the_schema_and_enforced_from_it() -> None:
+    # One source for each bound: the field's metadata feeds the JSON schema (Studio's
+    # form shows and enforces minimum/maximum) and Context's own check.
+    from dataclasses import fields
+
+    from pydantic import TypeAdapter
+
+    props = TypeAdapter(Context).json_schema()["properties"]
+    assert props["confidence_threshold"]["minimum"] == 0.0
+    assert props["confidence_threshold"]["maximum"] == 1.0
+    assert props["top_k_internal"]["maximum"] == 20
+    for f in fields(Context):
+        if "le" in f.metadata:
+            assert props[f.name]["maximum"] == f.metadata["le"]
+            with pytest.raises(ConfigError, match=f.name):
+                Context(**{f.name: f.metadata["le"] + 1})
