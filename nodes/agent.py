@@ -294,12 +294,13 @@ async def call_model(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, 
         return {**update, **bounded}
     language = state.get("language", "en")
     emit(runtime, "answering", mode=state["mode"])
-    # The reply is not appended to ``messages`` here: ``cite`` appends the checked answer
-    # under the streamed reply's id, so chat clients replace the draft instead of adding one.
+    # The reply is not appended to ``messages`` here: ``cite`` appends the checked answer,
+    # under the streamed reply's id when it is the draft unchanged (see generate.cite).
+    note = web_failure_note(state, language)
     return {
         **update,
-        "answer": f"{answer}{web_failure_note(state, language)}",
-        "answer_message_id": reply.id,
+        "answer": f"{answer}{note}",
+        "answer_message_id": None if note else reply.id,
         **route_of(state.get("tool_calls") or []),
         **_confidence(state),
     }

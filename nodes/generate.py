@@ -117,6 +117,7 @@ async def generate(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, An
         reason = web_failure_reason(state)
         if reason:
             answer = f"{answer}\n\n{failure_sentence(language, reason)}"
+            message_id = None  # the final text is not the streamed draft: see cite
     return {
         "answer": answer,
         "answer_message_id": message_id,
@@ -124,6 +125,16 @@ async def generate(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, An
         "warnings": warnings,
         "timings": timings,
     }
+
+
+def _answer_message_id(state: dict[str, Any], check: Any) -> str | None:
+    """The streamed draft's id when the checked answer is the draft as streamed, so chat
+    clients keep one message; otherwise a fresh id: LangGraph's ``messages`` stream only
+    carries a node's message whose id it has not streamed yet, and this one must reach
+    every client, because it is the checked text."""
+    if check.unknown_labels:
+        return None
+    return state.get("answer_message_id") or None
 
 
 async def cite(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
@@ -140,7 +151,5 @@ async def cite(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
         "citations": check.cited,
         "citation_validity": round(check.validity, 4),
         "warnings": warnings,
-        # Same id as the streamed draft (when a model wrote it): the checked answer replaces
-        # the draft in chat clients instead of appearing as a second message.
-        "messages": [AIMessage(check.answer, id=state.get("answer_message_id") or None)],
+        "messages": [AIMessage(check.answer, id=_answer_message_id(state, check))],
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -224,7 +225,8 @@ def test_both_route_runs_branches_concurrently(
 def test_checked_answer_replaces_the_streamed_draft(
     sample_kb: KnowledgeBase, tmp_path: Path, scripted: ScriptedChatModel
 ) -> None:
-    """Only the answer streams, and the checked answer reuses the draft's message id."""
+    """Only the answer streams; a draft the check changed is followed on the stream by the
+    checked answer (a new id), which is also the thread's message."""
     scripted.structured = {
         "RouteDecisionModel": [{"route": "knowledge", "reason": "r"}],
         "Rewrites": ["unparseable"],
@@ -249,11 +251,14 @@ def test_checked_answer_replaces_the_streamed_draft(
         return streamed, final
 
     streamed, final = asyncio.run(go())
-    ai_ids = {m.id for m in streamed if m.type in ("ai", "AIMessageChunk")}
-    assert len(ai_ids) == 1  # router, rewriter, grader, reflection stayed out of the stream
+    ai_ids = list(dict.fromkeys(m.id for m in streamed if m.type in ("ai", "AIMessageChunk")))
+    # The draft and the checked answer; router, rewriter, grader, reflection stayed out.
+    assert len(ai_ids) == 2
     last = final["messages"][-1]
-    assert last.id in ai_ids
+    assert last.id == ai_ids[-1] == streamed[-1].id
+    assert "[internal-7]" in "".join(str(m.content) for m in streamed if m.id == ai_ids[0])
     assert "[internal-7]" not in last.content and "[internal-1]" in last.content
+    assert streamed[-1].content == last.content == final["answer"]
 
 
 def test_context_schema_has_descriptions_and_marks_model_fields() -> None:
@@ -355,3 +360,69 @@ def test_context_bounds_are_published_in_the_schema_and_enforced_from_it() -> No
             assert props[f.name]["maximum"] == f.metadata["le"]
             with pytest.raises(ConfigError, match=f.name):
                 Context(**{f.name: f.metadata["le"] + 1})
+
+
+def _sse_chat(*pieces: str) -> str:
+    """An OpenAI chat-completions stream (server-sent events) that says ``pieces``."""
+    events = [
+        {
+            "id": "c1",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "m",
+            "choices": [
+                {"index": 0, "delta": {"role": "assistant", "content": p}, "finish_reason": None}
+            ],
+        }
+        for p in pieces
+    ]
+    events.append(
+        {
+            "id": "c1",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "m",
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+        }
+    )
+    return "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+
+
+def test_every_stream_ends_with_the_checked_answer(
+    sample_kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: the model streamed "[internal-9]" (no such source); cite dropped it in
+    # state under the draft's id, so the messages stream never carried the checked text.
+    from tests.local_provider import LocalServer, Reply
+
+    with LocalServer() as server:
+        server.route(
+            "/v1/chat/completions",
+            Reply(
+                _sse_chat("Employees get 18 days [internal-1]", " and [internal-9]."),
+                content_type="text/event-stream",
+            ),
+        )
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
+        context = ctx(tmp_path, model="openai:stream-probe", fast_model="offline")
+
+        async def go() -> tuple[list[Any], dict[str, Any]]:
+            streamed: list[Any] = []
+            final: dict[str, Any] = {}
+            async for mode, chunk in build_graph().astream(
+                {"question": "How many days of annual leave after 6 years?"},
+                context=context,
+                stream_mode=["messages", "values"],
+            ):
+                if mode == "messages":
+                    streamed.append(chunk[0])
+                else:
+                    final = chunk
+            return streamed, final
+
+        streamed, final = asyncio.run(go())
+    assert final["answer"] == "Employees get 18 days [internal-1]."
+    assert any("[internal-9]" in str(m.content) for m in streamed)  # the draft did stream
+    assert str(streamed[-1].content) == final["answer"]  # ... and the checked text ends it
+    assert str(final["messages"][-1].content) == final["answer"]
