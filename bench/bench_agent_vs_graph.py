@@ -43,7 +43,7 @@ from nodes import resources  # noqa: E402
 from nodes.models import register_chat_model  # noqa: E402
 from tests.agent_fakes import LocalLLMServer, ToolScriptedChatModel, ask, call, serper_rows  # noqa: E402
 from tests.fakes import ScriptedChatModel, hash_model  # noqa: E402
-from tools.knowledge_base import KBConfig, KnowledgeBase  # noqa: E402
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase  # noqa: E402
 from tools.websearch import SearchCache, default_cache, default_locale, set_default_cache  # noqa: E402
 
 

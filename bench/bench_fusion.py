@@ -15,8 +15,8 @@ import time
 import uuid
 from pathlib import Path
 
-from tools.evaluation import load_beir, score_run, to_documents
-from tools.knowledge_base import KBConfig, KnowledgeBase
+from tools.evaluation.datasets import load_beir, score_run, to_documents
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
 REPO = Path(__file__).resolve().parent.parent
 DATASETS = {
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for label, mode, overrides in VARIANTS:
                 kb.config = dataclasses.replace(base, **overrides)  # type: ignore[arg-type]
-                kb.tokenizer = __import__("tools.tokenizers", fromlist=["x"]).make_tokenizer(
+                kb.tokenizer = __import__("tools.kb.tokenizers", fromlist=["x"]).make_tokenizer(
                     kb.config.chinese_tokenizer, stem=kb.config.stem
                 )
                 kb._snapshot = None  # the BM25 side depends on the tokenizer

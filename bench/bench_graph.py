@@ -48,8 +48,8 @@ if str(REPO) not in sys.path:
 from cli.eval_answers import evaluate_rgb, evaluate_routing  # noqa: E402
 from graph import Context, build_graph  # noqa: E402
 from nodes import resources  # noqa: E402
-from tools.evaluation import BeirData, load_beir, percentile, to_documents  # noqa: E402
-from tools.knowledge_base import KBConfig, KnowledgeBase  # noqa: E402
+from tools.evaluation.datasets import BeirData, load_beir, percentile, to_documents  # noqa: E402
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data"
 PARTS = ("latency", "both", "routing", "rgb")

@@ -39,10 +39,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tools.embeddings import EmbeddingModel, make_embedding_model  # noqa: E402
-from tools.evaluation import load_beir, to_documents  # noqa: E402
-from tools.knowledge_base import KBConfig, KnowledgeBase  # noqa: E402
-from tools.loaders import SourceDocument  # noqa: E402
+from tools.evaluation.datasets import load_beir, to_documents  # noqa: E402
+from tools.kb.embeddings import EmbeddingModel, make_embedding_model  # noqa: E402
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase  # noqa: E402
+from tools.kb.loaders import SourceDocument  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data"
 

@@ -44,7 +44,7 @@ if str(REPO) not in sys.path:
 from graph import Context, build_graph  # noqa: E402
 from graph.agent_graph import build_agent_graph  # noqa: E402
 from nodes import models, resources  # noqa: E402
-from tools.knowledge_base import KBConfig, KnowledgeBase  # noqa: E402
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase  # noqa: E402
 from tools.websearch import default_cache  # noqa: E402
 
 QUESTIONS = (

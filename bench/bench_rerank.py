@@ -21,9 +21,9 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from tools.evaluation import load_beir, score_run, to_documents
-from tools.knowledge_base import KBConfig, KnowledgeBase
-from tools.rerank import make_reranker, rerank_chunks
+from tools.evaluation.datasets import load_beir, score_run, to_documents
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
+from tools.kb.rerank import make_reranker, rerank_chunks
 
 REPO = Path(__file__).resolve().parent.parent
 DATASETS = {

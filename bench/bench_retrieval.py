@@ -7,7 +7,7 @@ Datasets (BEIR layout under ``--data-dir``, default ``<repo>/../shared/data``):
 * ``cmrc``    — ``cmrc2018_retrieval``, qrels/trial.tsv (Chinese Wikipedia paragraphs)
 
 Each dataset is indexed into a throw-away collection by
-``tools.evaluation.evaluate_retrieval`` and scored for ``bm25``, ``vector`` and
+``tools.evaluation.datasets.evaluate_retrieval`` and scored for ``bm25``, ``vector`` and
 ``hybrid`` (nDCG@10, Recall@5, Recall@10, MRR@10, hit@5, p50/p95 search latency,
 which includes the query embedding). The embedding cache lives in ``--home``
 (a temporary directory unless given), so passing the home of an earlier run
@@ -49,17 +49,17 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tools.bm25 import BM25Index  # noqa: E402
-from tools.chunking import ChunkingOptions, chunk_document  # noqa: E402
-from tools.evaluation import (  # noqa: E402
+from tools.evaluation.datasets import (  # noqa: E402
     BeirData,
     evaluate_retrieval,
     load_beir,
     score_run,
     to_documents,
 )
-from tools.knowledge_base import SEARCH_MODES, KBConfig, KnowledgeBase, SearchMode  # noqa: E402
-from tools.tokenizers import make_tokenizer  # noqa: E402
+from tools.kb.bm25 import BM25Index  # noqa: E402
+from tools.kb.chunking import ChunkingOptions, chunk_document  # noqa: E402
+from tools.kb.knowledge_base import SEARCH_MODES, KBConfig, KnowledgeBase, SearchMode  # noqa: E402
+from tools.kb.tokenizers import make_tokenizer  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data"
 METRICS = ("ndcg@10", "recall@5", "recall@10", "mrr@10", "hit@5")

@@ -59,12 +59,12 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tools import knowledge_base as kb_module  # noqa: E402
-from tools.bm25 import BM25Index  # noqa: E402
-from tools.embeddings import EmbeddingModel  # noqa: E402
-from tools.evaluation import percentile  # noqa: E402
-from tools.knowledge_base import KBConfig, KnowledgeBase, SearchMode  # noqa: E402
-from tools.loaders import SourceDocument, content_hash  # noqa: E402
+from tools.evaluation.datasets import percentile  # noqa: E402
+from tools.kb import knowledge_base as kb_module  # noqa: E402
+from tools.kb.bm25 import BM25Index  # noqa: E402
+from tools.kb.embeddings import EmbeddingModel  # noqa: E402
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase, SearchMode  # noqa: E402
+from tools.kb.loaders import SourceDocument, content_hash  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data"
 NEWS = Path("crud_rag_news_sample") / "news_sample.jsonl"

@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from cli.common import ProgressBar, print_json
 from tools.errors import ConfigError
-from tools.run_stats import load_runs, report
+from tools.evaluation.run_stats import load_runs, report
 from tools.settings import data_home, run_stats_path
 
 DEMO_QUESTIONS = (
@@ -150,7 +150,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from tools.knowledge_base import KBConfig, KnowledgeBase
+    from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
     kb_path = Path(args.kb)
     home = data_home(args.home)

@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-from tools.knowledge_base import KBConfig, KnowledgeBase
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
 
 def add_kb_options(parser: argparse.ArgumentParser) -> None:

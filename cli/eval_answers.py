@@ -15,10 +15,10 @@ from typing import Any
 
 from graph import Context, build_graph
 from nodes import resources
-from tools.evaluation import BeirData, percentile, read_jsonl
-from tools.knowledge_base import KBConfig, KnowledgeBase
-from tools.loaders import SourceDocument, content_hash
-from tools.offline_policy import offline_route
+from tools.evaluation.datasets import BeirData, percentile, read_jsonl
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
+from tools.kb.loaders import SourceDocument, content_hash
+from tools.policy.offline import offline_route
 
 NO_INFO = ("没找到相关信息", "No relevant information found")
 

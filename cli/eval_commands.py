@@ -10,9 +10,9 @@ from typing import Any
 
 from cli.common import ProgressBar, add_kb_options, kb_config, print_json
 from tools.errors import ConfigError
-from tools.evaluation import evaluate_retrieval, load_beir
-from tools.knowledge_base import SEARCH_MODES, SearchMode
-from tools.rerank import make_reranker
+from tools.evaluation.datasets import evaluate_retrieval, load_beir
+from tools.kb.knowledge_base import SEARCH_MODES, SearchMode
+from tools.kb.rerank import make_reranker
 
 METRICS = ("ndcg@10", "recall@5", "recall@10", "mrr@10", "hit@5")
 
@@ -89,7 +89,7 @@ def register(subparsers: Any) -> None:
 
 def cmd_routing(args: argparse.Namespace) -> int:
     from cli.eval_answers import evaluate_routing
-    from tools.knowledge_base import KnowledgeBase
+    from tools.kb.knowledge_base import KnowledgeBase
 
     kb = None if args.no_kb_probe else KnowledgeBase(kb_config(args))
     try:
@@ -126,8 +126,8 @@ def _data_specs(args: argparse.Namespace) -> list[tuple[Path, str | None]]:
 
 
 def cmd_calibration(args: argparse.Namespace) -> int:
-    from tools.calibration import calibration_report, plot_reliability
-    from tools.evaluation import (
+    from tools.evaluation.calibration import calibration_report, plot_reliability
+    from tools.evaluation.datasets import (
         AnswerabilitySample,
         answerability_samples,
         read_jsonl,
@@ -135,7 +135,7 @@ def cmd_calibration(args: argparse.Namespace) -> int:
         to_documents,
         unrelated_samples,
     )
-    from tools.knowledge_base import KnowledgeBase
+    from tools.kb.knowledge_base import KnowledgeBase
 
     if not args.data and args.rgb is None:
         raise ConfigError("give at least one --data BEIR folder or --rgb file")
@@ -172,7 +172,7 @@ def cmd_calibration(args: argparse.Namespace) -> int:
         for name, samples in groups.items()
     ]
     if args.plot is not None:
-        from tools.embeddings import embedding_model_id
+        from tools.kb.embeddings import embedding_model_id
 
         title = f"Answerability ({embedding_model_id(base.embedding)})"
         plot_reliability(reports, args.plot, title=title)

@@ -7,8 +7,8 @@ from typing import Any
 
 from cli.common import ProgressBar, add_kb_options, open_kb, print_json
 from tools.errors import ConfigError
-from tools.knowledge_base import SEARCH_MODES
-from tools.rerank import make_reranker, rerank_chunks
+from tools.kb.knowledge_base import SEARCH_MODES
+from tools.kb.rerank import make_reranker, rerank_chunks
 
 
 def register(subparsers: Any) -> None:

@@ -5,7 +5,7 @@
                   └(offline)─→ offline_tools → offline_answer → cite → finalize
 
 The model chooses between ``internal_search`` and ``google_search``
-(``tools/agent_tools.py``) until it answers, bounded by ``Context.max_model_calls``
+(``tools/answer/agent_tools.py``) until it answers, bounded by ``Context.max_model_calls``
 and ``Context.max_tool_calls`` in the nodes and by :data:`RECURSION_LIMIT` here.
 Without a model, a deterministic rule stands in (see ``nodes/agent.py``). Answers
 pass the same citation check (``cite``) and run record (``finalize``) as the state

@@ -16,7 +16,7 @@
   as in the state graph. It is labelled as such, never presented as a model.
 
 Every answer leaves through ``nodes.generate.cite``, the state graph's citation check.
-Sources are labelled by one ``tools.agent_tools.SourceRegistry`` per run, rebuilt from
+Sources are labelled by one ``tools.answer.agent_tools.SourceRegistry`` per run, rebuilt from
 ``state["sources"]`` at each step, so a label never changes once the model has seen it.
 """
 
@@ -59,10 +59,10 @@ from prompts.agent import (
     NO_TOOLS_LEFT_EN,
     NO_TOOLS_LEFT_ZH,
 )
-from tools.agent_tools import GOOGLE_SEARCH, INTERNAL_SEARCH, SourceRegistry, make_tools
+from tools.answer.agent_tools import GOOGLE_SEARCH, INTERNAL_SEARCH, SourceRegistry, make_tools
 from tools.errors import HybridRagError
-from tools.offline_policy import extractive_answer, no_information, offline_route
-from tools.rerank import make_reranker
+from tools.kb.rerank import make_reranker
+from tools.policy.offline import extractive_answer, no_information, offline_route
 from tools.websearch import default_locale
 
 log = logging.getLogger("hybrid_rag.nodes")

@@ -9,7 +9,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from tools.run_stats import record_run
+from tools.evaluation.run_stats import record_run
 from tools.settings import data_home, run_stats_path
 
 log = logging.getLogger("hybrid_rag.nodes")

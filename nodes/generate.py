@@ -12,9 +12,9 @@ from langgraph.runtime import Runtime
 from nodes.common import emit, timed
 from nodes.models import OFFLINE, load_chat_model
 from prompts import answer as P
-from tools.citations import assign_labels, validate_citations
-from tools.context_builder import BuiltContext, build_context
-from tools.offline_policy import extractive_answer, no_information
+from tools.answer.citations import assign_labels, validate_citations
+from tools.answer.context_builder import BuiltContext, build_context
+from tools.policy.offline import extractive_answer, no_information
 from tools.text import estimate_tokens
 
 log = logging.getLogger("hybrid_rag.nodes")

@@ -1,7 +1,7 @@
 """``grade``: how well the evidence supports an answer, and the web fallback.
 
 Knowledge-base confidence is the calibrated answerability of the retrieval
-(``tools.answerability``: the probability that the top hits answer the question,
+(``tools.kb.answerability``: the probability that the top hits answer the question,
 so ``confidence_threshold`` 0.3 means 30 %); for web results, which carry no
 score, it is the share of question keywords their title and snippet contain. With a
 model, the top internal results are also graded correct / ambiguous / incorrect
@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from nodes.common import emit, structured_call, timed
 from nodes.models import OFFLINE, resolve_model_spec
 from prompts.internal import GRADE_SYSTEM
-from tools.offline_policy import text_overlap
+from tools.policy.offline import text_overlap
 
 TOP_N = 3
 KEEP_ON_FALLBACK = 2
@@ -29,7 +29,7 @@ class DocumentGrade(BaseModel):
 
 
 def internal_confidence(docs: list[dict[str, Any]]) -> float:
-    """The calibrated probability that the KB evidence answers (``tools.answerability``):
+    """The calibrated probability that the KB evidence answers (``tools.kb.answerability``):
     the best of the searches that found these documents."""
     return max((float(d.get("answerability") or 0.0) for d in docs), default=0.0)
 

@@ -13,8 +13,8 @@ from nodes.common import emit, history_of
 from nodes.models import resolve_model_spec
 from nodes.reducers import fresh_turn
 from tools.errors import InputError
-from tools.offline_policy import answer_language
-from tools.tokenizers import warm_up
+from tools.kb.tokenizers import warm_up
+from tools.policy.offline import answer_language
 
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 

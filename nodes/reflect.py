@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from nodes.common import emit, structured_call, timed
 from nodes.models import OFFLINE, resolve_model_spec
 from prompts.internal import REFLECT_SYSTEM
-from tools.offline_policy import uncovered_terms
+from tools.policy.offline import uncovered_terms
 
 
 class Reflection(BaseModel):

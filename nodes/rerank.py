@@ -3,7 +3,7 @@
 Internal candidates are reranked by ``Context.reranker``; with ``joint_ranking`` on
 and both kinds present, KB and web candidates are scored together and the best
 ``rerank_top_n`` overall are kept (the answer still shows them in their own
-labelled sections). Scores stay in [0, 1] (see ``tools.rerank``), so the grader's
+labelled sections). Scores stay in [0, 1] (see ``tools.kb.rerank``), so the grader's
 threshold keeps its meaning. An unusable ``llm`` ordering falls back to the
 first-stage order with a warning.
 """
@@ -18,8 +18,8 @@ from pydantic import BaseModel, Field
 from nodes.common import emit, structured_call, timed
 from nodes.models import OFFLINE, resolve_model_spec
 from prompts.internal import RERANK_SYSTEM
-from tools.offline_policy import text_overlap
-from tools.rerank import Candidate, make_reranker, reorder
+from tools.kb.rerank import Candidate, make_reranker, reorder
+from tools.policy.offline import text_overlap
 
 
 def effective_reranker(ctx: Any) -> str:

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tools.knowledge_base import KBConfig, KnowledgeBase
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.websearch import WebSearchSettings
 
 _lock = threading.Lock()

@@ -15,9 +15,9 @@ from langgraph.runtime import Runtime
 from nodes.common import emit, timed
 from nodes.resources import get_kb, web_settings
 from nodes.tracing import annotate_run
+from tools.answer.sources import chunk_to_source, web_to_source
 from tools.errors import HybridRagError
-from tools.knowledge_base import Retrieval
-from tools.sources import chunk_to_source, web_to_source
+from tools.kb.knowledge_base import Retrieval
 from tools.websearch import WebSearchClient, WebSearchError, default_cache
 
 

@@ -12,7 +12,8 @@ from nodes.common import emit, render_history, structured_call, timed
 from nodes.crosslingual import translated_queries
 from nodes.models import OFFLINE, resolve_model_spec
 from prompts.internal import REWRITE_SYSTEM
-from tools.offline_policy import keywords, offline_rewrites
+from tools.kb.tokenizers import keywords
+from tools.policy.offline import offline_rewrites
 
 
 class Rewrites(BaseModel):

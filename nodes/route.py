@@ -14,7 +14,7 @@ from nodes.models import OFFLINE, resolve_model_spec
 from nodes.resources import get_kb
 from prompts.internal import ROUTE_SYSTEM
 from tools.errors import HybridRagError
-from tools.offline_policy import offline_route
+from tools.policy.offline import offline_route
 
 
 class RouteDecisionModel(BaseModel):

@@ -9,7 +9,7 @@ import pytest
 from nodes import resources
 from nodes.models import register_chat_model, unregister_chat_model
 from tests.fakes import ScriptedChatModel, hash_model
-from tools.knowledge_base import KBConfig, KnowledgeBase
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_KB = REPO / "examples" / "kb"

@@ -7,8 +7,8 @@ import hashlib
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from tools.embeddings import EmbeddingModel
-from tools.tokenizers import make_tokenizer
+from tools.kb.embeddings import EmbeddingModel
+from tools.kb.tokenizers import make_tokenizer
 
 
 class HashEmbeddings(Embeddings):

@@ -21,9 +21,9 @@ from nodes.agent import after_model, after_prepare
 from nodes.models import register_chat_model, unregister_chat_model
 from tests.agent_fakes import LocalLLMServer, ToolScriptedChatModel, ask, call, serper_rows
 from tests.fakes import hash_model
-from tools.agent_tools import SourceRegistry, make_tools
+from tools.answer.agent_tools import SourceRegistry, make_tools
 from tools.errors import StoreError
-from tools.knowledge_base import KBConfig, KnowledgeBase
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.websearch import SearchCache, WebSearchSettings, set_default_cache
 
 SEARCH_ENV = ("SERPER_API_KEY", "SERPAPI_API_KEY", "SERPBASE_API_KEY", "SCAVIO_API_KEY",

@@ -1,4 +1,4 @@
-"""Calibrated answerability (``tools.answerability``) and how the KB measures evidence."""
+"""Calibrated answerability (``tools.kb.answerability``) and how the KB measures evidence."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tools.answerability import (
+from tools.errors import ConfigError
+from tools.kb.answerability import (
     FEATURES,
     NO_EVIDENCE,
     PARAMS_DIR,
@@ -20,8 +21,7 @@ from tools.answerability import (
     measure_evidence,
     params_name,
 )
-from tools.errors import ConfigError
-from tools.knowledge_base import KnowledgeBase
+from tools.kb.knowledge_base import KnowledgeBase
 
 
 def test_fit_logistic_recovers_known_coefficients() -> None:
@@ -165,4 +165,4 @@ def test_hybrid_relevance_is_relative_to_the_best_hit(sample_kb: KnowledgeBase) 
 
 
 def test_params_dir_is_inside_the_package() -> None:
-    assert PARAMS_DIR.parent.name == "tools" and Path(PARAMS_DIR / "lexical.json").is_file()
+    assert PARAMS_DIR.parent.name == "kb" and Path(PARAMS_DIR / "lexical.json").is_file()

@@ -46,7 +46,7 @@ from tests.test_server import (
     wait_until_ready,
 )
 from tools.errors import ConfigError, InputError
-from tools.knowledge_base import KBConfig, KnowledgeBase
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
 GOOD_QUESTION = "How many days of annual leave after five years of service?"
 OFFLINE = {"model": "offline", "search_provider": "none"}

@@ -1,4 +1,4 @@
-"""BM25 index (``tools.bm25``): inverted-index scoring, positive idf, relevance."""
+"""BM25 index (``tools.kb.bm25``): inverted-index scoring, positive idf, relevance."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from tools.bm25 import BM25Index, PositiveIdfBM25
-from tools.tokenizers import make_tokenizer
+from tools.kb.bm25 import BM25Index, PositiveIdfBM25
+from tools.kb.tokenizers import make_tokenizer
 
 Tokenizer = Callable[[str], list[str]]
 

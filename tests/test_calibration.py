@@ -1,4 +1,4 @@
-"""Calibration figures (``tools.calibration``) and ``hybrid-rag eval calibration``."""
+"""Calibration figures (``tools.evaluation.calibration``) and ``hybrid-rag eval calibration``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.calibration import (
+from tools.errors import ConfigError
+from tools.evaluation.calibration import (
     auroc,
     brier_score,
     calibration_report,
@@ -16,7 +17,6 @@ from tools.calibration import (
     plot_reliability,
     reliability_bins,
 )
-from tools.errors import ConfigError
 
 
 def test_auroc_by_hand() -> None:
@@ -101,7 +101,9 @@ def test_eval_calibration_cli(
     from cli.main import main
     from tests.fakes import hash_model
 
-    monkeypatch.setattr("tools.knowledge_base.make_embedding_model", lambda *a, **k: hash_model())
+    monkeypatch.setattr(
+        "tools.kb.knowledge_base.make_embedding_model", lambda *a, **k: hash_model()
+    )
     data = _beir(tmp_path / "beir")
     plot = tmp_path / "rel.png"
     args = ["--home", str(tmp_path / "h"), "eval", "calibration", "--data", str(data), "--json"]

@@ -20,7 +20,7 @@ import pytest
 
 from tests.fakes import hash_model
 from tools.errors import InputError, StoreError
-from tools.knowledge_base import SEARCH_MODES, KBConfig, KnowledgeBase
+from tools.kb.knowledge_base import SEARCH_MODES, KBConfig, KnowledgeBase
 
 HOST = "127.0.0.1"
 STARTUP_DEADLINE_S = 60.0
@@ -208,7 +208,9 @@ def test_cli_ingest_and_ask_both_honour_chroma_host_and_port(
     from cli.main import main
     from nodes import resources
 
-    monkeypatch.setattr("tools.knowledge_base.make_embedding_model", lambda *a, **k: hash_model())
+    monkeypatch.setattr(
+        "tools.kb.knowledge_base.make_embedding_model", lambda *a, **k: hash_model()
+    )
     monkeypatch.setenv("CHROMA_HOST", chroma_server.host)
     monkeypatch.setenv("CHROMA_PORT", str(chroma_server.port))
     home = tmp_path / "cli-home"

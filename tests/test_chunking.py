@@ -1,4 +1,4 @@
-"""Structure-aware Markdown chunking (``tools.chunking``)."""
+"""Structure-aware Markdown chunking (``tools.kb.chunking``)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tools.chunking import Chunk, ChunkingOptions, chunk_document
 from tools.errors import ConfigError
-from tools.loaders import SourceDocument, discover, load_file
+from tools.kb.chunking import Chunk, ChunkingOptions, chunk_document
+from tools.kb.loaders import SourceDocument, discover, load_file
 from tools.text import estimate_tokens, split_sentences
 
 SAMPLE_KB = Path(__file__).resolve().parent.parent / "examples" / "kb"

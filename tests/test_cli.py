@@ -11,7 +11,7 @@ import pytest
 from cli import common
 from cli.main import main
 from tests.fakes import hash_model
-from tools.knowledge_base import KnowledgeBase
+from tools.kb.knowledge_base import KnowledgeBase
 
 
 @pytest.fixture(autouse=True)
@@ -94,7 +94,7 @@ def test_eval_retrieval_on_a_tiny_beir_folder(
         "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n", encoding="utf-8"
     )
     monkeypatch.setattr(
-        "tools.evaluation.KnowledgeBase",
+        "tools.evaluation.datasets.KnowledgeBase",
         lambda cfg: KnowledgeBase(cfg, embedding_model=hash_model()),
     )
     code = main(["--home", str(tmp_path / "h"), "eval", "retrieval", "--data", str(data), "--json"])

@@ -46,8 +46,8 @@ from typing import Any
 import pytest
 
 from tests.fakes import hash_model
-from tools.knowledge_base import KBConfig, KnowledgeBase, SearchMode
-from tools.loaders import SourceDocument, load_file
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase, SearchMode
+from tools.kb.loaders import SourceDocument, load_file
 
 REPO = Path(__file__).resolve().parent.parent
 MODES: tuple[SearchMode, ...] = ("hybrid", "bm25", "vector")
@@ -165,8 +165,8 @@ CHILD = textwrap.dedent(
     home, tree, v2_tree, hook = sys.argv[2:6]
 
     from tests.fakes import hash_model
-    from tools import knowledge_base as kbmod
-    from tools.knowledge_base import KBConfig, KnowledgeBase, SearchMode
+    from tools.kb import knowledge_base as kbmod
+    from tools.kb.knowledge_base import KBConfig, KnowledgeBase, SearchMode
 
     def die():
         sys.stdout.flush()
@@ -570,7 +570,7 @@ def test_search_racing_an_ingest_on_the_same_instance_does_not_crash(
 def test_two_instances_saving_the_same_bm25_snapshot_do_not_fail_a_search(
     tmp_path: Path, kb_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tools.knowledge_base as kbmod
+    import tools.kb.knowledge_base as kbmod
 
     home = tmp_path / "home"
     first = KnowledgeBase(KBConfig(home=home), embedding_model=hash_model())

@@ -42,7 +42,7 @@ from nodes.models import register_chat_model, unregister_chat_model
 from tests.agent_fakes import ToolScriptedChatModel, ask, call
 from tests.fakes import ScriptedChatModel, hash_model
 from tests.local_provider import LocalServer, Recorded, Reply, closed_port
-from tools.knowledge_base import KBConfig, KnowledgeBase
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.websearch import SearchCache, WebSearchSettings, set_default_cache
 
 KEY_ENV = ("SERPBASE_API_KEY", "SERPER_API_KEY", "SERPAPI_API_KEY", "SCAVIO_API_KEY",

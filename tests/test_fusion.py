@@ -1,4 +1,4 @@
-"""Score normalisation and rank fusion (``tools.fusion``)."""
+"""Score normalisation and rank fusion (``tools.kb.fusion``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tools.fusion import (
+from tools.kb.fusion import (
     FUSION_METHODS,
     RRF_K,
     clamp01,

@@ -16,7 +16,7 @@ from graph.rag_graph import select_sources
 from nodes import resources
 from tests.fakes import ScriptedChatModel
 from tools.errors import ConfigError, InputError
-from tools.knowledge_base import KnowledgeBase
+from tools.kb.knowledge_base import KnowledgeBase
 
 
 def ctx(tmp_path: Path, **kw: Any) -> Context:

@@ -13,7 +13,7 @@ import pytest
 
 from graph import Context, build_graph
 from tests.local_provider import LocalServer, Reply
-from tools.knowledge_base import KnowledgeBase
+from tools.kb.knowledge_base import KnowledgeBase
 from tools.websearch import SearchCache, set_default_cache
 
 SENTINEL = "sk-GRAPH-SENTINEL-42"

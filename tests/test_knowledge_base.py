@@ -8,7 +8,7 @@ import pytest
 
 from tests.fakes import hash_model
 from tools.errors import EmbeddingMismatchError, InputError
-from tools.knowledge_base import KBConfig, KnowledgeBase
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
 
 def test_ingest_then_search_returns_scored_chunks(kb: KnowledgeBase, kb_dir: Path) -> None:

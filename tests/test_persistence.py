@@ -32,7 +32,7 @@ CHILD = textwrap.dedent(
     from graph.persistence import open_sync_graph, run_config
     from nodes import resources
     from tests.fakes import hash_model
-    from tools.knowledge_base import KBConfig, KnowledgeBase
+    from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
     home, db, question = sys.argv[1], sys.argv[2], sys.argv[3]
     kb = KnowledgeBase(KBConfig(home=Path(home)), embedding_model=hash_model())

@@ -11,8 +11,8 @@ import pytest
 from graph import Context, build_graph
 from tests.fakes import ScriptedChatModel
 from tools.errors import ConfigError
-from tools.knowledge_base import KnowledgeBase
-from tools.rerank import (
+from tools.kb.knowledge_base import KnowledgeBase
+from tools.kb.rerank import (
     Candidate,
     LexicalReranker,
     NoReranker,
@@ -135,7 +135,7 @@ def test_rerank_node_rescores_with_lexical_and_leaves_none_alone(
     from langgraph.runtime import Runtime
 
     from nodes.rerank import rerank
-    from tools.sources import chunk_to_source
+    from tools.answer.sources import chunk_to_source
 
     question = "How many days of annual leave after 6 years?"
     docs = [chunk_to_source(h) for h in sample_kb.search(question, k=6)]

@@ -31,7 +31,7 @@ from graph import Context, build_agent_graph, build_graph
 from nodes import resources
 from tests.fakes import hash_model
 from tests.local_provider import LocalServer, Reply, closed_port
-from tools.knowledge_base import KBConfig, KnowledgeBase
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.websearch import SearchCache, WebSearchSettings, set_default_cache
 
 SENTINELS: dict[str, str] = {

@@ -109,7 +109,7 @@ def stop_server(server: LocalServer) -> None:
 
 def ingest_sample_kb(home: Path) -> str:
     """Ingest examples/kb into ``home`` with the project's code (the server's embeddings)."""
-    from tools.knowledge_base import KBConfig, KnowledgeBase
+    from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
     with KnowledgeBase(KBConfig(home=home)) as kb:
         return kb.ingest([SAMPLE_KB]).summary()

@@ -1,4 +1,4 @@
-"""BM25 tokenisation (``tools.tokenizers``)."""
+"""BM25 tokenisation (``tools.kb.tokenizers``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from tools.errors import ConfigError
-from tools.tokenizers import (
+from tools.kb.tokenizers import (
     CHINESE_MODES,
     CHINESE_STOPWORDS,
     ENGLISH_STOPWORDS,

@@ -25,9 +25,9 @@ from nodes.models import register_chat_model, unregister_chat_model
 from tests.agent_fakes import ToolScriptedChatModel, ask, call
 from tests.fakes import ScriptedChatModel, hash_model
 from tests.local_provider import LocalServer, Reply
-from tools.citations import validate_citations
-from tools.context_builder import build_context
-from tools.knowledge_base import KBConfig, KnowledgeBase
+from tools.answer.citations import validate_citations
+from tools.answer.context_builder import build_context
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.websearch import SearchCache, set_default_cache
 
 ENV = ("SERPBASE_API_KEY", "SERPER_API_KEY", "SERPAPI_API_KEY", "SCAVIO_API_KEY",
@@ -191,8 +191,8 @@ def test_markup_in_a_kb_heading_cannot_close_the_block(tmp_path: Path) -> None:
         hits = kb.search(QUESTION, 3)
     finally:
         kb.close()
-    from tools.citations import assign_labels
-    from tools.sources import chunk_to_source
+    from tools.answer.citations import assign_labels
+    from tools.answer.sources import chunk_to_source
 
     sources = assign_labels([chunk_to_source(h) for h in hits], "en")
     assert any(ESCAPE in str(s["title"]) for s in sources)  # the heading did carry it

@@ -5,7 +5,7 @@ tool-calling loop (the agent graph, ``ToolNode``, a notebook) can run. The tools
 share one :class:`SourceRegistry` per run, which numbers sources stably across
 calls — the same chunk or URL always gets the same label, internal and web are
 numbered separately — so the labels the model reads in tool results are exactly
-the labels the citation check later resolves (``tools.citations``).
+the labels the citation check later resolves (``tools.answer.citations``).
 
 Tools never raise: a disabled or unconfigured web search, a provider outage, an
 empty knowledge base, a store error or bad arguments come back to the model as
@@ -26,12 +26,12 @@ from typing import Any
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field, ValidationError
 
-from tools.citations import SourceKind, label
-from tools.context_builder import cut_snippet
+from tools.answer.citations import SourceKind, label
+from tools.answer.context_builder import cut_snippet
+from tools.answer.sources import chunk_to_source, web_to_source
 from tools.errors import HybridRagError, InputError
-from tools.knowledge_base import KnowledgeBase
-from tools.rerank import Reranker, rerank_chunks
-from tools.sources import chunk_to_source, web_to_source
+from tools.kb.knowledge_base import KnowledgeBase
+from tools.kb.rerank import Reranker, rerank_chunks
 from tools.websearch import (
     SearchCache,
     WebSearchClient,

@@ -230,3 +230,15 @@ def make_tokenizer(chinese: str = "jieba", *, stem: bool = False) -> Callable[[s
         return [t for t in tokens if t not in _STOPWORDS]
 
     return tokenize
+
+
+_keyword_tokenize: Callable[[str], list[str]] | None = None
+
+
+def keywords(text: str) -> list[str]:
+    """A question's content words, in order, once each (jieba words; single Latin letters
+    dropped): what the offline rewriter queries and the lexical reranker looks for."""
+    global _keyword_tokenize
+    if _keyword_tokenize is None:
+        _keyword_tokenize = make_tokenizer("jieba")
+    return list(dict.fromkeys(t for t in _keyword_tokenize(text) if len(t) > 1 or not t.isascii()))

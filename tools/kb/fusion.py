@@ -1,6 +1,6 @@
 """Score normalisation and fusion for hybrid retrieval (ordering only).
 
-Ordering and confidence are two jobs (see ``tools.answerability`` for the
+Ordering and confidence are two jobs (see ``tools.kb.answerability`` for the
 second). The order of hybrid results is a *convex combination of per-query
 normalised raw scores* (Bruch et al., "An Analysis of Fusion Functions for
 Hybrid Retrieval", TOIS 2023): the BM25 raw score and the cosine similarity of

@@ -33,34 +33,34 @@ from typing import Any, Literal, cast
 import numpy as np
 from cachetools import LRUCache
 
-from tools.answerability import (
+from tools.errors import ConfigError, InputError, StoreError
+from tools.kb.answerability import (
     NO_EVIDENCE,
     AnswerabilityModel,
     EvidenceFeatures,
     measure_evidence,
 )
-from tools.answerability import load_model as load_answerability
-from tools.bm25 import BM25Index
-from tools.chunking import ChunkingOptions, chunk_document
-from tools.embeddings import (
+from tools.kb.answerability import load_model as load_answerability
+from tools.kb.bm25 import BM25Index
+from tools.kb.chunking import ChunkingOptions, chunk_document
+from tools.kb.embeddings import (
     DEFAULT_EMBEDDING,
     EmbeddingCache,
     EmbeddingModel,
     embed_with_cache,
     make_embedding_model,
 )
-from tools.errors import ConfigError, InputError, StoreError
-from tools.fusion import FUSION_METHODS, FusionMethod, clamp01, cosine_to_relevance, fuse
-from tools.loaders import SkippedFile, SourceDocument, discover, load_file
-from tools.settings import bm25_cache_dir, chroma_path, data_home, embedding_cache_path
-from tools.text import detect_language
-from tools.tokenizers import make_tokenizer
-from tools.vectorstore import (
+from tools.kb.fusion import FUSION_METHODS, FusionMethod, clamp01, cosine_to_relevance, fuse
+from tools.kb.loaders import SkippedFile, SourceDocument, discover, load_file
+from tools.kb.tokenizers import make_tokenizer
+from tools.kb.vectorstore import (
     StoreLocation,
     drop_collections,
     open_client,
     open_collections,
 )
+from tools.settings import bm25_cache_dir, chroma_path, data_home, embedding_cache_path
+from tools.text import detect_language
 
 SearchMode = Literal["hybrid", "bm25", "vector"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "bm25", "vector")
@@ -140,7 +140,7 @@ class Retrieval:
 
     hits: list[RetrievedChunk]
     evidence: EvidenceFeatures
-    answerability: float  # P(the top hits answer the query), see tools.answerability
+    answerability: float  # P(the top hits answer the query), see tools.kb.answerability
 
 
 @dataclass

@@ -3,7 +3,7 @@
 Specs:
 
 * ``local`` — the offline default bundled in a registry package (see
-  ``tools.local_embeddings`` and the README's "Embedding choice").
+  ``tools.kb.local_embeddings`` and the README's "Embedding choice").
 * ``openai:<model>`` — any OpenAI-compatible embedding endpoint through
   langchain-openai (``openai:text-embedding-3-small``); ``base_url`` points it at
   Ollama, vLLM or another server. The key is read from ``OPENAI_API_KEY`` by the
@@ -11,7 +11,7 @@ Specs:
 
 Every model carries a stable ``model_id`` (recorded in the collection so a
 different model is refused) and a ``similarity_floor`` used to map cosine
-similarity to a [0, 1] relevance (``tools.fusion``).
+similarity to a [0, 1] relevance (``tools.kb.fusion``).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def embedding_model_id(spec: str) -> str:
     """The ``model_id`` ``spec`` resolves to, without building a client or loading weights."""
     spec = spec.strip()
     if spec in ("local", "") or spec.startswith("local:"):
-        from tools import local_embeddings
+        from tools.kb import local_embeddings
 
         return local_embeddings.load_local_embeddings(spec.partition(":")[2] or None).model_id
     return spec
@@ -86,7 +86,7 @@ def make_embedding_model(
     """Build the model named by ``spec`` (nothing is loaded or called yet)."""
     spec = spec.strip()
     if spec in ("local", "") or spec.startswith("local:"):
-        from tools import local_embeddings
+        from tools.kb import local_embeddings
 
         name = spec.partition(":")[2] or None
         emb = local_embeddings.load_local_embeddings(name)

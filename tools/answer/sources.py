@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tools.knowledge_base import RetrievedChunk
+from tools.kb.knowledge_base import RetrievedChunk
 from tools.websearch import WebResult
 
 

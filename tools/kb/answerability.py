@@ -1,6 +1,6 @@
 """Calibrated answerability: the probability that retrieved evidence answers a question.
 
-Ordering scores (``tools.fusion``) are relative to one query; this module turns
+Ordering scores (``tools.kb.fusion``) are relative to one query; this module turns
 *absolute* retrieval evidence into a probability. ``EvidenceFeatures`` are
 measured by the knowledge base for one question and its top hits:
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from tools.errors import ConfigError
-from tools.fusion import clamp01
-from tools.knowledge_base import RetrievedChunk
-from tools.offline_policy import keywords
+from tools.kb.fusion import clamp01
+from tools.kb.knowledge_base import RetrievedChunk
+from tools.kb.tokenizers import keywords
 
 DEFAULT_CROSS_ENCODER = "BAAI/bge-reranker-v2-m3"
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tools.citations import LABEL_RE
+from tools.answer.citations import LABEL_RE
+from tools.kb.tokenizers import keywords
 from tools.text import detect_language, split_sentences
-from tools.tokenizers import make_tokenizer
 
 TIME_CUES_ZH = (
     "明天",
@@ -114,8 +114,6 @@ _YEAR_RE = re.compile(r"(?<!\d)(20\d\d)(?!\d)")
 KB_PROBE_STRONG = 0.2
 KB_PROBE_WEAK = 0.1
 
-_tokenize = make_tokenizer("jieba")
-
 
 @dataclass(frozen=True)
 class RouteDecision:
@@ -153,10 +151,6 @@ def offline_route(question: str, kb_probe: float, *, now: datetime | None = None
     if kb_probe >= KB_PROBE_WEAK:
         return RouteDecision("both", f"no cue, the KB matches only partly ({probe})")
     return RouteDecision("both", f"no cue and the KB barely matches ({probe})")
-
-
-def keywords(text: str) -> list[str]:
-    return list(dict.fromkeys(t for t in _tokenize(text) if len(t) > 1 or not t.isascii()))
 
 
 def offline_rewrites(question: str, num_rewrites: int) -> tuple[list[str], list[str]]:

@@ -9,7 +9,7 @@ Two collections make one knowledge base:
   changes whenever the active set changes. A document's registry record and the
   generation are written by one ``upsert`` call, which Chroma applies as one
   write; that single write is the commit point of an ingest (see
-  ``tools.knowledge_base``).
+  ``tools.kb.knowledge_base``).
 """
 
 from __future__ import annotations

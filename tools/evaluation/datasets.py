@@ -19,11 +19,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tools.answerability import EvidenceFeatures
 from tools.errors import InputError
-from tools.knowledge_base import SEARCH_MODES, KBConfig, KnowledgeBase, Retrieval, SearchMode
-from tools.loaders import SourceDocument, content_hash
-from tools.rerank import Reranker, rerank_chunks
+from tools.kb.answerability import EvidenceFeatures
+from tools.kb.knowledge_base import SEARCH_MODES, KBConfig, KnowledgeBase, Retrieval, SearchMode
+from tools.kb.loaders import SourceDocument, content_hash
+from tools.kb.rerank import Reranker, rerank_chunks
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from tools.fusion import clamp01
+from tools.kb.fusion import clamp01
 
 
 class PositiveIdfBM25(BM25Okapi):
