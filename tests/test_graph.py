@@ -39,6 +39,9 @@ def test_offline_kb_question_cites_the_policy(sample_kb: KnowledgeBase, tmp_path
     assert out["citations"] and out["citations"][0]["doc_id"] == "hr/annual-leave.md"
     assert "[internal-1]" in out["answer"]
     assert out["question"] == "How many days of annual leave after 6 years of service?"
+    first = out["citations"][0]  # enough for a chat UI to show the source
+    assert first["snippet"] and len(first["snippet"]) <= 240
+    assert first["path"].endswith("annual-leave.md") and first["heading"]
 
 
 def test_offline_chinese_question_uses_chinese_labels(

@@ -66,6 +66,8 @@ def test_web_results_are_separate_cited_sources(
     web = [c for c in out["citations"] if c["type"] == "web"]
     assert web[0]["url"] == "https://www.python.org/downloads/release/python-3142"
     assert web[0]["published_at"]  # "1 day ago" normalised against the fetch time
+    # What a chat UI shows beside the answer: the quoted text and when it was fetched.
+    assert web[0]["snippet"].startswith("Python 3.14.2 is the latest") and web[0]["fetched_at"]
     assert out["search_calls"] >= 1 and out["search_cost"] > 0
     sent = provider.hits("/search")[0]
     assert sent.headers["x-api-key"] == SENTINEL

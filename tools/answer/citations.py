@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tools.websearch.text import cut
+
 SourceKind = Literal["internal", "web"]
 _LABEL_WORDS: dict[str, dict[SourceKind, str]] = {
     "zh": {"internal": "内部", "web": "网络"},
@@ -107,22 +109,31 @@ def _tidy(text: str) -> str:
     return text.strip()
 
 
+CITATION_SNIPPET_CHARS = 240
+
+
 def citation_record(src: dict[str, Any]) -> dict[str, Any]:
-    """What a reader needs to check a citation."""
+    """What a reader (or a chat UI) needs to show and check a citation: title, the quoted
+    passage's opening, and where it lives (URL and fetch time, or file and heading)."""
     rec: dict[str, Any] = {
         "label": src.get("label"),
         "type": src.get("kind"),
         "title": src.get("title"),
+        "snippet": cut(" ".join(str(src.get("text") or "").split()), CITATION_SNIPPET_CHARS),
     }
     if src.get("kind") == "web":
         rec.update(
-            url=src.get("url"), published_at=src.get("published_at"), source=src.get("source")
+            url=src.get("url"),
+            published_at=src.get("published_at"),
+            fetched_at=src.get("fetched_at"),
+            source=src.get("source"),
         )
     else:
         rec.update(
             doc_id=src.get("doc_id"),
             chunk_id=src.get("chunk_id"),
             heading=src.get("heading"),
+            path=src.get("source"),
             ingested_at=src.get("ingested_at"),
         )
     return rec
