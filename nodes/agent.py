@@ -26,7 +26,7 @@ import asyncio
 import logging
 import time
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.messages import (
     AIMessage,
@@ -65,6 +65,9 @@ from tools.kb.rerank import make_reranker
 from tools.policy.offline import extractive_answer, no_information, offline_route
 from tools.websearch import default_locale
 
+if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+    from graph.context import Context
+
 log = logging.getLogger("hybrid_rag.nodes")
 
 # --- helpers ---------------------------------------------------------------------------
@@ -83,7 +86,7 @@ def registry_of(state: dict[str, Any]) -> SourceRegistry:
     return SourceRegistry(state.get("language", "en"), state.get("sources") or [])
 
 
-def tools_for(registry: SourceRegistry, ctx: Any) -> dict[str, BaseTool]:
+def tools_for(registry: SourceRegistry, ctx: Context) -> dict[str, BaseTool]:
     tools = make_tools(
         registry,
         kb_getter=lambda: get_kb(ctx),
@@ -106,7 +109,7 @@ def _add_ms(state: dict[str, Any], key: str, started: float) -> dict[str, float]
 
 
 async def execute_tool_call(
-    tools: dict[str, BaseTool], call: ToolCall, runtime: Runtime[Any]
+    tools: dict[str, BaseTool], call: ToolCall, runtime: Runtime[Context]
 ) -> tuple[ToolMessage, dict[str, Any]]:
     """Run one tool call; returns its message and outcome. Never raises."""
     name = call["name"]
@@ -201,14 +204,14 @@ def web_failure_note(state: dict[str, Any], language: str) -> str:
     return f"\n\n{failure_sentence(language, reason)}" if reason else ""
 
 
-def answer_sources(state: dict[str, Any], ctx: Any) -> list[dict[str, Any]]:
+def answer_sources(state: dict[str, Any], ctx: Context) -> list[dict[str, Any]]:
     """The best sources per kind, labels unchanged (registry order is label order)."""
     internal = [s for s in state.get("sources") or [] if s.get("kind") != "web"]
     web = [s for s in state.get("sources") or [] if s.get("kind") == "web"]
     return [*internal[: ctx.top_k_internal], *web[: ctx.top_k_web]]
 
 
-def bounded_answer(state: dict[str, Any], ctx: Any, reason: str) -> dict[str, Any]:
+def bounded_answer(state: dict[str, Any], ctx: Context, reason: str) -> dict[str, Any]:
     """Stop gracefully: quote the gathered sources and say why the run ended."""
     language = state.get("language", "en")
     sources = answer_sources(state, ctx)
@@ -242,14 +245,14 @@ def agent_messages(state: dict[str, Any], tools_left: int) -> list[BaseMessage]:
 # --- nodes -----------------------------------------------------------------------------
 
 
-async def agent_prepare(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+async def agent_prepare(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     """The state graph's ``prepare`` (validation, fresh turn), plus the agent's counters."""
     update = await prepare(state, runtime)
     offline = update["mode"] == OFFLINE
     return {**update, "model_calls": 0, "strategy": "" if offline else "agent"}
 
 
-async def call_model(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+async def call_model(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     """One model turn: tool calls to run next, or the answer (bounded, never raises)."""
     ctx = runtime.context
     started = time.perf_counter()
@@ -306,7 +309,7 @@ async def call_model(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, 
     }
 
 
-async def run_tools(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+async def run_tools(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     """Run the last model turn's tool calls in order, within ``max_tool_calls``."""
     ctx = runtime.context
     started = time.perf_counter()
@@ -342,7 +345,7 @@ async def run_tools(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, A
     return {**update, "messages": replies, "timings": _add_ms(state, "run_tools", started)}
 
 
-async def offline_tools(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+async def offline_tools(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     """No model: a fixed rule picks the tools (route by cues + KB probe) and calls them."""
     ctx = runtime.context
     question: str = state["question"]
@@ -405,7 +408,7 @@ async def offline_tools(state: dict[str, Any], runtime: Runtime[Any]) -> dict[st
     }
 
 
-async def offline_answer(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+async def offline_answer(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     """The state graph's offline answer: extractive, refusing on weak evidence, labelled."""
     ctx = runtime.context
     language = state.get("language", "en")

@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
@@ -14,11 +14,14 @@ from pydantic import BaseModel
 
 from nodes.models import NOSTREAM, load_chat_model
 
+if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+    from graph.context import Context
+
 log = logging.getLogger("hybrid_rag.nodes")
 T = TypeVar("T", bound=BaseModel)
 
 
-def emit(runtime: Runtime[Any], step: str, **data: Any) -> None:
+def emit(runtime: Runtime[Context], step: str, **data: Any) -> None:
     """A progress event on LangGraph's custom stream ("routing…", "searching…")."""
     runtime.stream_writer({"step": step, **data})
 

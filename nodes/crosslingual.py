@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
@@ -20,13 +20,16 @@ from prompts.internal import TRANSLATE_SYSTEM
 from tools.errors import HybridRagError
 from tools.text import detect_language
 
+if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+    from graph.context import Context
+
 log = logging.getLogger("hybrid_rag.nodes")
 
 LANGUAGE_NAMES = {"zh": "Simplified Chinese", "en": "English"}
 
 
 async def translated_queries(
-    ctx: Any, question: str, spec: str
+    ctx: Context, question: str, spec: str
 ) -> tuple[list[str], dict[str, Any]]:
     """Extra KB queries in the KB's other languages, and a report for the output."""
     try:

@@ -5,17 +5,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.runtime import Runtime
 
 from tools.evaluation.run_stats import record_run
 from tools.settings import data_home, run_stats_path
 
+if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+    from graph.context import Context
+
 log = logging.getLogger("hybrid_rag.nodes")
 
 
-async def finalize(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+async def finalize(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     record = {
         "graph": "agent" if state.get("tool_calls") else "state",

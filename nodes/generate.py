@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
@@ -17,6 +17,9 @@ from tools.answer.context_builder import BuiltContext, build_context
 from tools.policy.offline import extractive_answer, no_information
 from tools.text import estimate_tokens
 
+if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+    from graph.context import Context
+
 log = logging.getLogger("hybrid_rag.nodes")
 
 
@@ -26,7 +29,7 @@ def refuses(confidence: float, threshold: float) -> bool:
     return confidence < threshold
 
 
-def select_sources(state: dict[str, Any], ctx: Any) -> list[dict[str, Any]]:
+def select_sources(state: dict[str, Any], ctx: Context) -> list[dict[str, Any]]:
     internal = list(state.get("internal_docs") or [])[: ctx.top_k_internal]
     web = list(state.get("web_docs") or [])[: ctx.top_k_web]
     return assign_labels([*internal, *web], state.get("language", "en"))
@@ -56,7 +59,7 @@ def system_prompt(language: str, web_failure: str | None) -> str:
 
 
 def build_prompt(
-    state: dict[str, Any], ctx: Any, sources: list[dict[str, Any]]
+    state: dict[str, Any], ctx: Context, sources: list[dict[str, Any]]
 ) -> tuple[list[Any], BuiltContext]:
     language = state.get("language", "en")
     system = system_prompt(language, web_failure_reason(state))
@@ -85,7 +88,7 @@ def failure_sentence(language: str, reason: str) -> str:
     return template.format(reason=reason.rstrip("。."))
 
 
-async def generate(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+async def generate(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     language = state.get("language", "en")
     mode = state.get("mode", OFFLINE)
@@ -137,7 +140,7 @@ def _answer_message_id(state: dict[str, Any], check: Any) -> str | None:
     return state.get("answer_message_id") or None
 
 
-async def cite(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+async def cite(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     """Keep only labels that name a source in the context; list the cited sources."""
     check = validate_citations(state.get("answer", ""), state.get("sources") or [])
     warnings = []

@@ -10,7 +10,7 @@ model, the top internal results are also graded correct / ambiguous / incorrect
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.runtime import Runtime
 from pydantic import BaseModel
@@ -19,6 +19,9 @@ from nodes.common import emit, structured_call, timed
 from nodes.models import OFFLINE, resolve_model_spec
 from prompts.internal import GRADE_SYSTEM
 from tools.policy.offline import text_overlap
+
+if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+    from graph.context import Context
 
 TOP_N = 3
 KEEP_ON_FALLBACK = 2
@@ -62,7 +65,7 @@ async def _model_grades(
     return [*kept, *docs[TOP_N:]], points / n if n else 0.0
 
 
-async def grade(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+async def grade(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     question: str = state["question"]
     route = state.get("route", "both")

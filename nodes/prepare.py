@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
@@ -15,6 +15,9 @@ from nodes.reducers import fresh_turn
 from tools.errors import InputError
 from tools.kb.tokenizers import warm_up
 from tools.policy.offline import answer_language
+
+if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+    from graph.context import Context
 
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -49,7 +52,7 @@ def current_question(state: dict[str, Any]) -> tuple[Any, bool]:
     return state["question"], True
 
 
-async def prepare(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+async def prepare(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     await asyncio.to_thread(warm_up)  # the offline rules' tokenizer: never load it on the loop
     raw, add_message = current_question(state)

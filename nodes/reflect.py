@@ -7,7 +7,7 @@ the router below sends the run to ``generate`` once it reaches the bound.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
@@ -16,6 +16,9 @@ from nodes.common import emit, structured_call, timed
 from nodes.models import OFFLINE, resolve_model_spec
 from prompts.internal import REFLECT_SYSTEM
 from tools.policy.offline import uncovered_terms
+
+if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+    from graph.context import Context
 
 
 class Reflection(BaseModel):
@@ -44,7 +47,7 @@ def _offline(state: dict[str, Any]) -> Reflection:
     return Reflection(sufficient=False, next_query=" ".join(missing), source="internal")
 
 
-async def reflect(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+async def reflect(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     iteration = int(state.get("iteration") or 0)
     reasoning = list(state.get("reasoning") or [])

@@ -10,7 +10,7 @@ first-stage order with a warning.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
@@ -21,8 +21,11 @@ from prompts.internal import RERANK_SYSTEM
 from tools.kb.rerank import Candidate, make_reranker, reorder
 from tools.policy.offline import text_overlap
 
+if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+    from graph.context import Context
 
-def effective_reranker(ctx: Any) -> str:
+
+def effective_reranker(ctx: Context) -> str:
     """``auto`` is ``lexical`` offline (it raised nDCG@10 on every dev set, README) and
     ``none`` with a model, whose own grading and answer already read the passages."""
     if ctx.reranker != "auto":
@@ -57,7 +60,7 @@ async def _llm_order(
     return reorder(cands, out.ids, top_n), None
 
 
-async def rerank(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+async def rerank(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     question: str = state["question"]
     internal = list(state.get("internal_docs") or [])

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.websearch import WebSearchSettings
+
+if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+    from graph.context import Context
 
 _lock = threading.Lock()
 _kbs: dict[KBConfig, KnowledgeBase] = {}
 
 
-def kb_config(ctx: Any) -> KBConfig:
+def kb_config(ctx: Context) -> KBConfig:
     return KBConfig(
         home=Path(ctx.data_home) if ctx.data_home else None,
         collection=ctx.collection,
@@ -29,7 +32,7 @@ def kb_config(ctx: Any) -> KBConfig:
     )
 
 
-def get_kb(ctx: Any) -> KnowledgeBase:
+def get_kb(ctx: Context) -> KnowledgeBase:
     """The shared knowledge base for this configuration (opened once)."""
     config = kb_config(ctx)
     with _lock:
@@ -52,7 +55,7 @@ def close_all() -> None:
         _kbs.clear()
 
 
-def web_settings(ctx: Any) -> WebSearchSettings | None:
+def web_settings(ctx: Context) -> WebSearchSettings | None:
     """Search settings from the context and the environment; None when disabled."""
     if ctx.search_provider.strip().lower() == "none":
         return None

@@ -8,7 +8,7 @@ the other branch, and the answer, go on.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.runtime import Runtime
 
@@ -19,6 +19,9 @@ from tools.answer.sources import chunk_to_source, web_to_source
 from tools.errors import HybridRagError
 from tools.kb.knowledge_base import Retrieval
 from tools.websearch import WebSearchClient, WebSearchError, default_cache
+
+if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+    from graph.context import Context
 
 
 def merge_sources(
@@ -39,7 +42,7 @@ def _queries(state: dict[str, Any], source: str, planned: str) -> list[str]:
     return list(state.get(planned) or [state["question"]])
 
 
-async def retrieve_internal(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+async def retrieve_internal(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     queries = _queries(state, "internal", "kb_queries")
     timings: dict[str, float] = {}
@@ -65,7 +68,7 @@ async def retrieve_internal(state: dict[str, Any], runtime: Runtime[Any]) -> dic
     return {"internal_docs": merged, "warnings": warnings, "timings": timings}
 
 
-async def search_web(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+async def search_web(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     queries = _queries(state, "web", "web_queries")
     timings: dict[str, float] = {}

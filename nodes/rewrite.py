@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
@@ -14,6 +14,9 @@ from nodes.models import OFFLINE, resolve_model_spec
 from prompts.internal import REWRITE_SYSTEM
 from tools.kb.tokenizers import keywords
 from tools.policy.offline import offline_rewrites
+
+if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+    from graph.context import Context
 
 
 class Rewrites(BaseModel):
@@ -34,7 +37,7 @@ def _follow_up_query(question: str, history: list[dict[str, str]]) -> str | None
     return " ".join(dict.fromkeys([*keywords(previous[-1]), *keywords(question)]))
 
 
-async def rewrite(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+async def rewrite(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     question: str = state["question"]
     history = state.get("history") or []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
@@ -16,6 +16,9 @@ from prompts.internal import ROUTE_SYSTEM
 from tools.errors import HybridRagError
 from tools.policy.offline import offline_route
 
+if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+    from graph.context import Context
+
 
 class RouteDecisionModel(BaseModel):
     """Which sources to consult."""
@@ -24,7 +27,7 @@ class RouteDecisionModel(BaseModel):
     reason: str = Field(description="one sentence")
 
 
-async def route(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+async def route(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     question: str = state["question"]
     timings: dict[str, float] = {}
