@@ -62,7 +62,7 @@ def build_agent_graph(
         input_schema=InputState,
         output_schema=AgentOutputState,
     )
-    nodes: tuple[tuple[str, Node], ...] = (
+    nodes: tuple[tuple[str, Node[AgentState]], ...] = (
         ("agent_prepare", agent_prepare),
         ("call_model", call_model),
         ("run_tools", run_tools),
@@ -72,7 +72,7 @@ def build_agent_graph(
         ("finalize", finalize),
     )
     for name, node in nodes:
-        builder.add_node(name, with_default_context(node))  # type: ignore[call-overload]
+        builder.add_node(name, with_default_context(node))
     builder.add_edge(START, "agent_prepare")
     builder.add_conditional_edges("agent_prepare", after_prepare, ["call_model", "offline_tools"])
     builder.add_conditional_edges("call_model", after_model, ["run_tools", "cite"])

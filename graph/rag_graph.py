@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from collections.abc import Awaitable
+from typing import Any, Literal, Protocol, TypeVar
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -37,22 +37,31 @@ from nodes.tracing import annotate_run, run_summary
 # this is a second, explicit backstop far below LangGraph's default (~10,000).
 RECURSION_LIMIT = 60
 
-Node = Callable[[dict[str, Any], Runtime[Any]], Awaitable[dict[str, Any]]]
+S = TypeVar("S", bound=State)  # State, or the agent graph's AgentState
+S_contra = TypeVar("S_contra", bound=State, contravariant=True)
 
 
-def with_default_context(node: Node) -> Node:
+class Node(Protocol[S_contra]):
+    """A node: (its graph's state, the run's Context) -> a partial update."""
+
+    def __call__(self, state: S_contra, runtime: Runtime[Context]) -> Awaitable[dict[str, Any]]: ...
+
+
+def with_default_context(node: Node[S]) -> Node[S]:
     """Give the node a default ``Context`` when the caller passed none.
 
     When LangSmith tracing is on, the node's run also gets a summary of its update
     (route, strategy, confidence, counts…) as metadata; see ``nodes.tracing``.
     """
 
+    name = getattr(node, "__name__", type(node).__name__)
+
     @functools.wraps(node)
-    async def run(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+    async def run(state: S, runtime: Runtime[Context]) -> dict[str, Any]:
         if runtime.context is None:
             runtime = dataclasses.replace(runtime, context=Context())
         update = await node(state, runtime)
-        annotate_run(**run_summary(update, node.__name__))
+        annotate_run(**run_summary(update, name))
         return update
 
     return run
@@ -73,7 +82,7 @@ def build_graph(*, checkpointer: Checkpointer = None) -> CompiledStateGraph[Any,
     builder = StateGraph(
         State, context_schema=Context, input_schema=InputState, output_schema=OutputState
     )
-    nodes: tuple[tuple[str, Node, str], ...] = (
+    nodes: tuple[tuple[str, Node[State], str], ...] = (
         ("prepare", prepare, "validate the question, reset the turn"),
         ("route", route, "knowledge | search | both"),
         ("rewrite", rewrite, "knowledge-base and web queries"),
@@ -88,9 +97,7 @@ def build_graph(*, checkpointer: Checkpointer = None) -> CompiledStateGraph[Any,
     )
     for name, node, step in nodes:
         # Node metadata shows in Studio and on the node's LangSmith run.
-        builder.add_node(  # type: ignore[call-overload]
-            name, with_default_context(node), metadata={"hybrid_rag.step": step}
-        )
+        builder.add_node(name, with_default_context(node), metadata={"hybrid_rag.step": step})
     builder.add_edge(START, "prepare")
     builder.add_edge("prepare", "route")
     builder.add_edge("route", "rewrite")

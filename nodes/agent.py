@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -66,6 +67,7 @@ from tools.policy.offline import extractive_answer, no_information, offline_rout
 from tools.websearch import default_locale
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+    from graph.agent_graph import AgentState
     from graph.context import Context
 
 log = logging.getLogger("hybrid_rag.nodes")
@@ -81,7 +83,7 @@ def turn_messages(messages: list[AnyMessage]) -> list[AnyMessage]:
     return []
 
 
-def registry_of(state: dict[str, Any]) -> SourceRegistry:
+def registry_of(state: Mapping[str, Any]) -> SourceRegistry:
     """The run's source registry, continued from the sources already labelled."""
     return SourceRegistry(state.get("language", "en"), state.get("sources") or [])
 
@@ -102,7 +104,7 @@ def tools_for(registry: SourceRegistry, ctx: Context) -> dict[str, BaseTool]:
     return {t.name: t for t in tools}
 
 
-def _add_ms(state: dict[str, Any], key: str, started: float) -> dict[str, float]:
+def _add_ms(state: Mapping[str, Any], key: str, started: float) -> dict[str, float]:
     """Accumulate a node's time over the loop (a plain ``timed`` would keep only the last)."""
     previous = float((state.get("timings") or {}).get(key) or 0.0)
     return {key: round(previous + (time.perf_counter() - started) * 1000, 2)}
@@ -142,7 +144,7 @@ async def execute_tool_call(
 
 
 def apply_outcomes(
-    state: dict[str, Any],
+    state: Mapping[str, Any],
     registry: SourceRegistry,
     done: list[tuple[ToolCall, dict[str, Any]]],
 ) -> dict[str, Any]:
@@ -198,20 +200,20 @@ def route_of(tool_calls: list[dict[str, Any]]) -> dict[str, Any]:
     return {}
 
 
-def web_failure_note(state: dict[str, Any], language: str) -> str:
+def web_failure_note(state: Mapping[str, Any], language: str) -> str:
     """The state graph's 'live web results were unavailable' sentence, when it applies."""
     reason = web_unavailable(state)
     return f"\n\n{failure_sentence(language, reason)}" if reason else ""
 
 
-def answer_sources(state: dict[str, Any], ctx: Context) -> list[dict[str, Any]]:
+def answer_sources(state: Mapping[str, Any], ctx: Context) -> list[dict[str, Any]]:
     """The best sources per kind, labels unchanged (registry order is label order)."""
     internal = [s for s in state.get("sources") or [] if s.get("kind") != "web"]
     web = [s for s in state.get("sources") or [] if s.get("kind") == "web"]
     return [*internal[: ctx.top_k_internal], *web[: ctx.top_k_web]]
 
 
-def bounded_answer(state: dict[str, Any], ctx: Context, reason: str) -> dict[str, Any]:
+def bounded_answer(state: Mapping[str, Any], ctx: Context, reason: str) -> dict[str, Any]:
     """Stop gracefully: quote the gathered sources and say why the run ended."""
     language = state.get("language", "en")
     sources = answer_sources(state, ctx)
@@ -225,7 +227,7 @@ def bounded_answer(state: dict[str, Any], ctx: Context, reason: str) -> dict[str
     }
 
 
-def agent_messages(state: dict[str, Any], tools_left: int) -> list[BaseMessage]:
+def agent_messages(state: Mapping[str, Any], tools_left: int) -> list[BaseMessage]:
     language = state.get("language", "en")
     zh = language == "zh"
     budget_note = "" if tools_left > 0 else (NO_TOOLS_LEFT_ZH if zh else NO_TOOLS_LEFT_EN)
@@ -245,14 +247,14 @@ def agent_messages(state: dict[str, Any], tools_left: int) -> list[BaseMessage]:
 # --- nodes -----------------------------------------------------------------------------
 
 
-async def agent_prepare(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+async def agent_prepare(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     """The state graph's ``prepare`` (validation, fresh turn), plus the agent's counters."""
     update = await prepare(state, runtime)
     offline = update["mode"] == OFFLINE
     return {**update, "model_calls": 0, "strategy": "" if offline else "agent"}
 
 
-async def call_model(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+async def call_model(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     """One model turn: tool calls to run next, or the answer (bounded, never raises)."""
     ctx = runtime.context
     started = time.perf_counter()
@@ -309,11 +311,12 @@ async def call_model(state: dict[str, Any], runtime: Runtime[Context]) -> dict[s
     }
 
 
-async def run_tools(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+async def run_tools(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Run the last model turn's tool calls in order, within ``max_tool_calls``."""
     ctx = runtime.context
     started = time.perf_counter()
-    last = (state.get("messages") or [None])[-1]
+    messages = state.get("messages") or []
+    last = messages[-1] if messages else None
     requested = list(last.tool_calls) if isinstance(last, AIMessage) else []
     registry = registry_of(state)
     tools = tools_for(registry, ctx)
@@ -345,7 +348,7 @@ async def run_tools(state: dict[str, Any], runtime: Runtime[Context]) -> dict[st
     return {**update, "messages": replies, "timings": _add_ms(state, "run_tools", started)}
 
 
-async def offline_tools(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     """No model: a fixed rule picks the tools (route by cues + KB probe) and calls them."""
     ctx = runtime.context
     question: str = state["question"]
@@ -408,7 +411,7 @@ async def offline_tools(state: dict[str, Any], runtime: Runtime[Context]) -> dic
     }
 
 
-async def offline_answer(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+async def offline_answer(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     """The state graph's offline answer: extractive, refusing on weak evidence, labelled."""
     ctx = runtime.context
     language = state.get("language", "en")
@@ -436,7 +439,7 @@ async def offline_answer(state: dict[str, Any], runtime: Runtime[Context]) -> di
     }
 
 
-def _confidence(state: dict[str, Any]) -> dict[str, float]:
+def _confidence(state: Mapping[str, Any]) -> dict[str, float]:
     """The state graph's confidence (``nodes.grade``) for the route the run took."""
     internal = internal_confidence(list(state.get("internal_docs") or []))
     web = web_confidence(state["question"], list(state.get("web_docs") or []))
@@ -453,12 +456,12 @@ def _confidence(state: dict[str, Any]) -> dict[str, float]:
 # --- routing ---------------------------------------------------------------------------
 
 
-def after_prepare(state: dict[str, Any]) -> Literal["call_model", "offline_tools"]:
+def after_prepare(state: Mapping[str, Any]) -> Literal["call_model", "offline_tools"]:
     """Offline (no model configured) takes the deterministic branch."""
     return "offline_tools" if state.get("mode") == OFFLINE else "call_model"
 
 
-def after_model(state: dict[str, Any]) -> Literal["run_tools", "cite"]:
+def after_model(state: Mapping[str, Any]) -> Literal["run_tools", "cite"]:
     """Run tools while the model's last message asks for them; otherwise check citations."""
     last = (state.get("messages") or [None])[-1]
     if not state.get("answer") and isinstance(last, AIMessage) and last.tool_calls:

@@ -14,11 +14,12 @@ from tools.settings import data_home, run_stats_path
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
+    from graph.state import State
 
 log = logging.getLogger("hybrid_rag.nodes")
 
 
-async def finalize(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+async def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     record = {
         "graph": "agent" if state.get("tool_calls") else "state",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from tools.text import estimate_tokens
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
+    from graph.state import State
 
 log = logging.getLogger("hybrid_rag.nodes")
 
@@ -29,13 +31,13 @@ def refuses(confidence: float, threshold: float) -> bool:
     return confidence < threshold
 
 
-def select_sources(state: dict[str, Any], ctx: Context) -> list[dict[str, Any]]:
+def select_sources(state: Mapping[str, Any], ctx: Context) -> list[dict[str, Any]]:
     internal = list(state.get("internal_docs") or [])[: ctx.top_k_internal]
     web = list(state.get("web_docs") or [])[: ctx.top_k_web]
     return assign_labels([*internal, *web], state.get("language", "en"))
 
 
-def web_unavailable(state: dict[str, Any]) -> str | None:
+def web_unavailable(state: Mapping[str, Any]) -> str | None:
     """The failure to report, or None: the answer says the web was unavailable only when a
     search failed and no web result reached the run (both graphs use this rule)."""
     if state.get("web_docs"):
@@ -43,7 +45,7 @@ def web_unavailable(state: dict[str, Any]) -> str | None:
     return str(state.get("web_error") or "") or None
 
 
-def web_failure_reason(state: dict[str, Any]) -> str | None:
+def web_failure_reason(state: Mapping[str, Any]) -> str | None:
     """Why live results are missing, if the run wanted them."""
     wanted = state.get("route") in ("search", "both") or state.get("strategy") == "search_fallback"
     return web_unavailable(state) if wanted else None
@@ -59,7 +61,7 @@ def system_prompt(language: str, web_failure: str | None) -> str:
 
 
 def build_prompt(
-    state: dict[str, Any], ctx: Context, sources: list[dict[str, Any]]
+    state: Mapping[str, Any], ctx: Context, sources: list[dict[str, Any]]
 ) -> tuple[list[Any], BuiltContext]:
     language = state.get("language", "en")
     system = system_prompt(language, web_failure_reason(state))
@@ -88,7 +90,7 @@ def failure_sentence(language: str, reason: str) -> str:
     return template.format(reason=reason.rstrip("。."))
 
 
-async def generate(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     language = state.get("language", "en")
     mode = state.get("mode", OFFLINE)
@@ -130,7 +132,7 @@ async def generate(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str
     }
 
 
-def _answer_message_id(state: dict[str, Any], check: Any) -> str | None:
+def _answer_message_id(state: Mapping[str, Any], check: Any) -> str | None:
     """The streamed draft's id when the checked answer is the draft as streamed, so chat
     clients keep one message; otherwise a fresh id: LangGraph's ``messages`` stream only
     carries a node's message whose id it has not streamed yet, and this one must reach
@@ -140,7 +142,7 @@ def _answer_message_id(state: dict[str, Any], check: Any) -> str | None:
     return state.get("answer_message_id") or None
 
 
-async def cite(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+async def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Keep only labels that name a source in the context; list the cited sources."""
     check = validate_citations(state.get("answer", ""), state.get("sources") or [])
     warnings = []

@@ -10,6 +10,7 @@ model, the top internal results are also graded correct / ambiguous / incorrect
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.runtime import Runtime
@@ -22,6 +23,7 @@ from tools.policy.offline import text_overlap
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
+    from graph.state import State
 
 TOP_N = 3
 KEEP_ON_FALLBACK = 2
@@ -65,7 +67,7 @@ async def _model_grades(
     return [*kept, *docs[TOP_N:]], points / n if n else 0.0
 
 
-async def grade(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     question: str = state["question"]
     route = state.get("route", "both")
@@ -110,7 +112,7 @@ async def grade(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, A
     }
 
 
-def after_grade(state: dict[str, Any]) -> Literal["search_web", "reflect"]:
+def after_grade(state: Mapping[str, Any]) -> Literal["search_web", "reflect"]:
     """Fall back to the web once, when the KB evidence is weak."""
     if state.get("strategy") == "search_fallback" and not state.get("web_searched"):
         return "search_web"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import HumanMessage
@@ -18,6 +19,7 @@ from tools.policy.offline import answer_language
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
+    from graph.state import State
 
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -38,7 +40,7 @@ def validate_question(question: Any, max_chars: int) -> str:
     return text
 
 
-def current_question(state: dict[str, Any]) -> tuple[Any, bool]:
+def current_question(state: Mapping[str, Any]) -> tuple[Any, bool]:
     """The question of this turn, and whether it must be added to ``messages``.
 
     A trailing human message is the new question (chat input); otherwise the
@@ -52,7 +54,7 @@ def current_question(state: dict[str, Any]) -> tuple[Any, bool]:
     return state["question"], True
 
 
-async def prepare(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+async def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     await asyncio.to_thread(warm_up)  # the offline rules' tokenizer: never load it on the loop
     raw, add_message = current_question(state)

@@ -7,6 +7,7 @@ the router below sends the run to ``generate`` once it reaches the bound.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.runtime import Runtime
@@ -19,6 +20,7 @@ from tools.policy.offline import uncovered_terms
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
+    from graph.state import State
 
 
 class Reflection(BaseModel):
@@ -27,11 +29,11 @@ class Reflection(BaseModel):
     source: Literal["internal", "web"] = Field(default="internal")
 
 
-def _evidence(state: dict[str, Any]) -> list[dict[str, Any]]:
+def _evidence(state: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [*(state.get("internal_docs") or []), *(state.get("web_docs") or [])]
 
 
-def _offline(state: dict[str, Any]) -> Reflection:
+def _offline(state: Mapping[str, Any]) -> Reflection:
     texts = [
         f"{d.get('heading', '')} {d.get('title', '')} {d.get('text', '')}" for d in _evidence(state)
     ]
@@ -47,7 +49,7 @@ def _offline(state: dict[str, Any]) -> Reflection:
     return Reflection(sufficient=False, next_query=" ".join(missing), source="internal")
 
 
-async def reflect(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     iteration = int(state.get("iteration") or 0)
     reasoning = list(state.get("reasoning") or [])
@@ -113,7 +115,9 @@ async def reflect(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str,
     }
 
 
-def after_reflect(state: dict[str, Any]) -> Literal["retrieve_internal", "search_web", "generate"]:
+def after_reflect(
+    state: Mapping[str, Any],
+) -> Literal["retrieve_internal", "search_web", "generate"]:
     if not state.get("next_query"):
         return "generate"
     return "search_web" if state.get("next_source") == "web" else "retrieve_internal"

@@ -23,6 +23,7 @@ from tools.policy.offline import text_overlap
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
+    from graph.state import State
 
 
 def effective_reranker(ctx: Context) -> str:
@@ -60,7 +61,7 @@ async def _llm_order(
     return reorder(cands, out.ids, top_n), None
 
 
-async def rerank(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+async def rerank(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     question: str = state["question"]
     internal = list(state.get("internal_docs") or [])

@@ -8,6 +8,7 @@ the other branch, and the answer, go on.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from langgraph.runtime import Runtime
@@ -22,6 +23,7 @@ from tools.websearch import WebSearchClient, WebSearchError, default_cache
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
+    from graph.state import State
 
 
 def merge_sources(
@@ -36,13 +38,13 @@ def merge_sources(
     return sorted(best.values(), key=lambda s: -float(s.get(key) or 0))
 
 
-def _queries(state: dict[str, Any], source: str, planned: str) -> list[str]:
+def _queries(state: Mapping[str, Any], source: str, planned: str) -> list[str]:
     if state.get("next_source") == source and state.get("next_query"):
         return [state["next_query"]]
     return list(state.get(planned) or [state["question"]])
 
 
-async def retrieve_internal(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+async def retrieve_internal(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     queries = _queries(state, "internal", "kb_queries")
     timings: dict[str, float] = {}
@@ -68,7 +70,7 @@ async def retrieve_internal(state: dict[str, Any], runtime: Runtime[Context]) ->
     return {"internal_docs": merged, "warnings": warnings, "timings": timings}
 
 
-async def search_web(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+async def search_web(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     queries = _queries(state, "web", "web_queries")
     timings: dict[str, float] = {}

@@ -17,6 +17,7 @@ from tools.policy.offline import offline_rewrites
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
+    from graph.state import State
 
 
 class Rewrites(BaseModel):
@@ -37,7 +38,7 @@ def _follow_up_query(question: str, history: list[dict[str, str]]) -> str | None
     return " ".join(dict.fromkeys([*keywords(previous[-1]), *keywords(question)]))
 
 
-async def rewrite(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     question: str = state["question"]
     history = state.get("history") or []

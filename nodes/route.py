@@ -18,6 +18,7 @@ from tools.policy.offline import offline_route
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
+    from graph.state import State
 
 
 class RouteDecisionModel(BaseModel):
@@ -27,7 +28,7 @@ class RouteDecisionModel(BaseModel):
     reason: str = Field(description="one sentence")
 
 
-async def route(state: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+async def route(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     question: str = state["question"]
     timings: dict[str, float] = {}
