@@ -2,11 +2,11 @@
 
 ``auto`` resolves at run time: ``openai:gpt-4o-mini`` when ``OPENAI_API_KEY`` or
 ``OPENAI_BASE_URL`` is set (an OpenAI-compatible server such as Ollama, vLLM or
-llama.cpp then works through the base URL), otherwise ``offline``. ``openai:*``
-is built with langchain-openai; any other provider goes through LangChain's
-``init_chat_model`` when the ``langchain`` package and the provider's integration
-are installed. Tests and applications can plug their own model object in with
-:func:`register_chat_model` and name it ``custom:<name>``.
+llama.cpp then works through the base URL), otherwise ``offline``. Every provider
+is built by LangChain's ``init_chat_model`` (``openai`` is installed; another needs
+its integration, e.g. ``pip install langchain-anthropic``). Tests and applications
+can plug their own model object in with :func:`register_chat_model` and name it
+``custom:<name>``.
 """
 
 from __future__ import annotations
@@ -65,10 +65,10 @@ def validate_model_spec(field: str, spec: str) -> None:
             if name not in _custom:
                 raise ConfigError(f"{field}: no custom model registered under {name!r}")
         return
-    if importlib.util.find_spec("langchain") is None:
+    if importlib.util.find_spec(f"langchain_{provider.replace('-', '_')}") is None:
         raise ConfigError(
-            f"{field} {spec!r}: provider {provider!r} needs the 'langchain' package and its "
-            f"integration (pip install langchain langchain-{provider}); built in: openai"
+            f"{field} {spec!r}: provider {provider!r} needs its LangChain integration "
+            f"(pip install langchain-{provider}); installed: openai"
         )
 
 
@@ -86,27 +86,18 @@ def load_chat_model(spec: str) -> BaseChatModel:
     with _lock:
         if key in _built:
             return _built[key]
-    if provider == "openai":
-        from langchain_openai import ChatOpenAI
+    from langchain.chat_models import init_chat_model
 
-        kwargs: dict[str, Any] = {"model": name, "temperature": 0}
+    kwargs: dict[str, Any] = {"temperature": 0}
+    if provider == "openai":
         if os.environ.get("OPENAI_BASE_URL"):
             kwargs["base_url"] = os.environ["OPENAI_BASE_URL"]
         if not os.environ.get("OPENAI_API_KEY"):
             kwargs["api_key"] = "not-needed"  # local OpenAI-compatible servers ignore it
-        model: BaseChatModel = ChatOpenAI(**kwargs)
-    else:
-        try:
-            from langchain.chat_models import init_chat_model
-        except ImportError as exc:
-            raise ConfigError(
-                f"model {spec!r}: provider {provider!r} needs the 'langchain' package and "
-                f"its integration (pip install langchain langchain-{provider})"
-            ) from exc
-        try:
-            model = init_chat_model(spec)
-        except Exception as exc:
-            raise ConfigError(f"cannot build model {spec!r}: {type(exc).__name__}") from exc
+    try:
+        model: BaseChatModel = init_chat_model(spec, **kwargs)
+    except Exception as exc:  # missing integration or key: a configuration problem
+        raise ConfigError(f"cannot build model {spec!r}: {type(exc).__name__}: {exc}") from exc
     with _lock:
         _built[key] = model
     return model

@@ -429,3 +429,17 @@ def test_every_stream_ends_with_the_checked_answer(
     assert any("[internal-9]" in str(m.content) for m in streamed)  # the draft did stream
     assert str(streamed[-1].content) == final["answer"]  # ... and the checked text ends it
     assert str(final["messages"][-1].content) == final["answer"]
+
+
+def test_any_provider_goes_through_init_chat_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from nodes.models import load_chat_model
+
+    if importlib.util.find_spec("langchain_mistralai") is None:
+        with pytest.raises(ConfigError, match="pip install langchain-mistralai"):
+            Context(model="mistralai:mistral-small")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:11/v1")
+    model = load_chat_model("openai:init-probe")
+    assert type(model).__name__ == "ChatOpenAI" and model.temperature == 0  # type: ignore[attr-defined]
