@@ -19,14 +19,16 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
+from langgraph.constants import TAG_NOSTREAM
 
 from tools.errors import ConfigError
 
 AUTO_MODEL = "openai:gpt-4o-mini"
 OFFLINE = "offline"
-# Internal calls (router, rewriter, grader, reflection) carry this tag so that
-# LangGraph keeps them out of the "messages" token stream: only the answer streams.
-NOSTREAM = RunnableConfig(tags=["langsmith:nostream"])
+# Internal calls (router, rewriter, grader, reflection, translation) carry LangGraph's
+# "nostream" tag so they stay out of the "messages" stream: only the answer streams.
+# (The former "langsmith:nostream" tag is not honoured by LangGraph 1.x.)
+NOSTREAM = RunnableConfig(tags=[TAG_NOSTREAM])
 
 _lock = threading.Lock()
 _custom: dict[str, BaseChatModel] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -57,7 +58,7 @@ from typing import Any  # noqa: E402
 
 from langchain_core.callbacks import CallbackManagerForLLMRun  # noqa: E402
 from langchain_core.language_models import BaseChatModel  # noqa: E402
-from langchain_core.messages import AIMessage, BaseMessage  # noqa: E402
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage  # noqa: E402
 from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
 from langchain_core.runnables import RunnableLambda  # noqa: E402
 from pydantic import Field  # noqa: E402
@@ -90,16 +91,44 @@ class ScriptedChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=AIMessage(self.answer(messages)))])
 
     def with_structured_output(self, schema: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        """Like a real model: the scripted object is *generated* (a chat-model run, so it
+        emits the callbacks LangGraph's messages stream listens to) as JSON, then parsed."""
         name = schema.__name__
 
-        def run(messages: Any) -> Any:
+        def pick(messages: Any) -> list[BaseMessage]:
             self.calls.append((name, messages))
             script = self.structured.get(name)
             if not script:
                 raise ValueError(f"no script for {name}")
             item = script.pop(0) if len(script) > 1 else script[0]
-            if item == "unparseable":
-                raise ValueError("could not parse model output")
-            return schema.model_validate(item) if isinstance(item, dict) else item
+            if hasattr(item, "model_dump"):
+                item = item.model_dump()
+            text = "not json" if item == "unparseable" else json.dumps(item)
+            return [HumanMessage(text)]
 
-        return RunnableLambda(run)
+        def parse(message: BaseMessage) -> Any:
+            try:
+                data = json.loads(str(message.content))
+            except json.JSONDecodeError as exc:
+                raise ValueError("could not parse model output") from exc
+            return schema.model_validate(data)
+
+        return RunnableLambda(pick) | _EchoChatModel() | RunnableLambda(parse)
+
+
+class _EchoChatModel(BaseChatModel):
+    """Replies with the text of the last message it is given (the structured turn)."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "echo"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        text = str(messages[-1].content)
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(text))])
