@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, fields
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field
 
@@ -42,6 +42,11 @@ def _f(default: Any, description: str, *, ge: float | None = None, le: float | N
     if le is not None:
         metadata["le"] = le
     return field(default=default, metadata=metadata)
+
+
+# Allowed values as a Literal: the published JSON schema lists them (an enum Studio's
+# form offers), and the check below reads the same tuple.
+AnswerLanguage = Literal["auto", "zh", "en"]
 
 
 @dataclass(kw_only=True)
@@ -101,7 +106,10 @@ class Context:
     answer_reserve_tokens: int = _f(
         1024, "Tokens reserved for the answer within the budget.", ge=64, le=32000
     )
-    answer_language: str = _f("auto", "'zh', 'en', or 'auto' (the question's language).")
+    # _f returns dataclasses.field(); ruff cannot see that through the Literal alias.
+    answer_language: AnswerLanguage = _f(  # noqa: RUF009
+        "auto", "'zh', 'en', or 'auto' (the question's language)."
+    )
     max_question_chars: int = _f(4000, "Longest question accepted (characters).", ge=10, le=100000)
     reranker: str = _f(
         "auto",
@@ -142,9 +150,11 @@ class Context:
                 "answer_reserve_tokens must be less than half of context_token_budget "
                 f"({self.answer_reserve_tokens} >= {self.context_token_budget // 2})"
             )
-        if self.answer_language not in ("auto", "zh", "en"):
+        allowed = get_args(AnswerLanguage)
+        if self.answer_language not in allowed:
             raise ConfigError(
-                f"answer_language must be auto, zh or en, got {self.answer_language!r}"
+                f"answer_language must be {', '.join(allowed[:-1])} or {allowed[-1]}, "
+                f"got {self.answer_language!r}"
             )
         if self.hl != "auto" and not HL_RE.match(self.hl):
             raise ConfigError(

@@ -443,3 +443,11 @@ def test_any_provider_goes_through_init_chat_model(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:11/v1")
     model = load_chat_model("openai:init-probe")
     assert type(model).__name__ == "ChatOpenAI" and model.temperature == 0  # type: ignore[attr-defined]
+
+
+def test_answer_language_choices_are_an_enum_in_the_schema() -> None:
+    from pydantic import TypeAdapter
+
+    props = TypeAdapter(Context).json_schema()["properties"]
+    assert props["answer_language"]["enum"] == ["auto", "zh", "en"]
+    assert Context(answer_language="zh").answer_language == "zh"
