@@ -12,6 +12,7 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -34,13 +35,17 @@ class Reply:
     drip: float = 0.0
     drip_bytes: int = 8
     content_type: str | None = None
+    # A function of the request's JSON body that returns the reply body (a scripted peer
+    # that answers what it is asked, e.g. an OpenAI-format model); ``body`` is then unused.
+    respond: Callable[[Any], Any] | None = None
 
-    def payload(self) -> bytes:
-        if isinstance(self.body, bytes):
-            return self.body
-        if isinstance(self.body, str):
-            return self.body.encode("utf-8")
-        return json.dumps(self.body, ensure_ascii=False).encode("utf-8")
+    def payload(self, request: Any = None) -> bytes:
+        body = self.respond(request) if self.respond else self.body
+        if isinstance(body, bytes):
+            return body
+        if isinstance(body, str):
+            return body.encode("utf-8")
+        return json.dumps(body, ensure_ascii=False).encode("utf-8")
 
     def ctype(self) -> str:
         if self.content_type:
@@ -92,7 +97,7 @@ class LocalServer:
                 reply = server._next(parts.path)
                 if reply.delay:
                     time.sleep(reply.delay)
-                payload = reply.payload()
+                payload = reply.payload(body)
                 try:
                     self.send_response(reply.status)
                     self.send_header("Content-Type", reply.ctype())

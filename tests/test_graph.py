@@ -451,3 +451,57 @@ def test_answer_language_choices_are_an_enum_in_the_schema() -> None:
     props = TypeAdapter(Context).json_schema()["properties"]
     assert props["answer_language"]["enum"] == ["auto", "zh", "en"]
     assert Context(answer_language="zh").answer_language == "zh"
+
+
+def test_state_graph_structured_calls_go_through_chat_openai(
+    sample_kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every model step (route, rewrite, grade, reflect, answer) through the real
+    ChatOpenAI client against a local OpenAI-format server that answers by schema."""
+    from tests.local_provider import LocalServer, Reply
+
+    replies = {
+        "RouteDecisionModel": {"route": "knowledge", "reason": "an HR policy question"},
+        "Rewrites": {
+            "kb_queries": ["annual leave entitlement years of service"],
+            "web_queries": [],
+        },
+        "DocumentGrade": {"grade": "correct"},
+        "Reflection": {"sufficient": True, "next_query": "", "source": "internal"},
+    }
+    asked: list[str] = []
+
+    def respond(request: dict[str, Any]) -> dict[str, Any]:
+        schema = ((request.get("response_format") or {}).get("json_schema") or {}).get("name")
+        asked.append(schema or "answer")
+        content = json.dumps(replies[schema]) if schema else "After 6 years: 18 days [internal-1]."
+        return {
+            "id": "c1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": content},
+                }
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+
+    with LocalServer() as server:
+        server.route("/v1/chat/completions", Reply(respond=respond))
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
+        out = run(
+            build_graph(),
+            {"question": "How many days of annual leave after 6 years of service?"},
+            ctx(tmp_path, model="openai:local-probe", crosslingual=False),
+        )
+    assert asked[:2] == ["RouteDecisionModel", "Rewrites"]
+    assert "DocumentGrade" in asked and "Reflection" in asked and asked[-1] == "answer"
+    assert out["route"] == "knowledge" and out["route_reason"] == "an HR policy question"
+    assert out["answer"] == "After 6 years: 18 days [internal-1]."
+    assert out["citations"][0]["doc_id"].startswith("hr/annual-leave")
+    assert not any("structured call" in w for w in out["warnings"])
