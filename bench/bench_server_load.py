@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 
 from langgraph_sdk import get_client  # noqa: E402
 
-from tests.test_server import (  # noqa: E402
+from tests.langgraph_server import (  # noqa: E402
     ingest_sample_kb,
     start_server,
     stop_server,

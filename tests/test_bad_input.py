@@ -34,8 +34,7 @@ from graph import Context, build_graph
 from graph.agent_graph import build_agent_graph
 from nodes import models, resources
 from tests.fakes import hash_model
-from tests.local_provider import LocalServer as CountingServer
-from tests.test_server import (
+from tests.langgraph_server import (
     LANGGRAPH,
     REPO,
     SCRUBBED_ENV,
@@ -45,6 +44,7 @@ from tests.test_server import (
     stop_server,
     wait_until_ready,
 )
+from tests.local_provider import LocalServer as CountingServer
 from tools.errors import ConfigError, InputError
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 

@@ -1,0 +1,120 @@
+"""Start, wait for and stop a real ``langgraph dev`` on 127.0.0.1, offline.
+
+Shared by the server tests (tests/test_server.py, tests/test_bad_input.py) and the load
+benchmark (bench/bench_server_load.py): ``langgraph dev --no-browser --no-reload --port
+<free>`` with ``HYBRID_RAG_HOME`` in a temp dir and no model or search keys.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from langgraph_sdk import get_client
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE_KB = REPO / "examples" / "kb"
+LANGGRAPH = Path(sys.executable).parent / "langgraph"
+START_DEADLINE_S = 90.0
+# Variables that would take the server out of offline mode or send traces.
+SCRUBBED_ENV = (
+    "OPENAI_API_KEY", "OPENAI_BASE_URL", "SERPBASE_API_KEY", "SERPER_API_KEY",
+    "SERPAPI_API_KEY", "SCAVIO_API_KEY", "TAVILY_API_KEY", "BRAVE_API_KEY",
+    "SEARXNG_BASE_URL", "WEBSEARCH_PROVIDER", "CHROMA_HOST", "CHROMA_PORT",
+    "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY", "LANGCHAIN_TRACING_V2",
+)  # fmt: skip
+
+
+@dataclass
+class LocalServer:
+    url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    home: Path
+
+    def log_tail(self, chars: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def server_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV}
+    env.update(HYBRID_RAG_HOME=str(home), LANGSMITH_TRACING="false", PYTHONUNBUFFERED="1")
+    return env
+
+
+def start_server(home: Path, log_path: Path, *, jobs: int | None = None) -> LocalServer:
+    """Start ``langgraph dev`` (cwd = the repo, config = its langgraph.json); no wait."""
+    port = free_port()
+    cmd = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--port", str(port)]
+    cmd += ["--config", str(REPO / "langgraph.json")]
+    if jobs:
+        cmd += ["--n-jobs-per-worker", str(jobs)]
+    log = log_path.open("wb")
+    process = subprocess.Popen(
+        cmd, cwd=REPO, env=server_env(home), stdout=log, stderr=subprocess.STDOUT
+    )
+    log.close()  # the child holds its own descriptor
+    return LocalServer(f"http://127.0.0.1:{port}", process, log_path, home)
+
+
+def wait_until_ready(server: LocalServer, deadline_s: float = START_DEADLINE_S) -> float:
+    """Poll ``GET /ok``; returns the seconds it took. Raises with the log on failure."""
+    started = time.monotonic()
+    while time.monotonic() - started < deadline_s:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"langgraph dev exited early:\n{server.log_tail()}")
+        try:
+            if httpx.get(f"{server.url}/ok", timeout=2).status_code == 200:
+                return time.monotonic() - started
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.25)
+    raise RuntimeError(f"langgraph dev not ready after {deadline_s} s:\n{server.log_tail()}")
+
+
+def stop_server(server: LocalServer) -> None:
+    """terminate → wait → kill."""
+    if server.process.poll() is None:
+        server.process.terminate()
+        try:
+            server.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.process.kill()
+            server.process.wait(timeout=15)
+
+
+def ingest_sample_kb(home: Path) -> str:
+    """Ingest examples/kb into ``home`` with the project's code (the server's embeddings)."""
+    from tools.kb.knowledge_base import KBConfig, KnowledgeBase
+
+    with KnowledgeBase(KBConfig(home=home)) as kb:
+        return kb.ingest([SAMPLE_KB]).summary()
+
+
+def sdk(url: str) -> Any:
+    """A langgraph-sdk client (typed ``Any``: the SDK's TypedDicts are stricter than JSON)."""
+    return get_client(url=url)
+
+
+def agent_graph_available() -> bool:
+    try:
+        import graph.agent_graph  # noqa: F401
+    except Exception:
+        return False
+    return True
