@@ -20,6 +20,7 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from nodes.reducers import extend_or_reset, merge_or_reset
+from tools.answer.sources import Source
 
 Route = Literal["knowledge", "search", "both"]
 
@@ -61,12 +62,12 @@ class State(InputState, OutputState, total=False):
     history: list[dict[str, str]]
     kb_queries: list[str]
     web_queries: list[str]
-    internal_docs: list[dict[str, Any]]
-    web_docs: list[dict[str, Any]]
+    internal_docs: list[Source]
+    web_docs: list[Source]
     web_searched: bool
     web_error: str
     web_fetched_at: str
     next_query: str
     next_source: str
-    sources: list[dict[str, Any]]
+    sources: list[Source]
     answer_message_id: str | None

@@ -10,7 +10,7 @@ model, the top internal results are also graded correct / ambiguous / incorrect
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.runtime import Runtime
@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from nodes.common import emit, structured_call, timed
 from nodes.models import OFFLINE, resolve_model_spec
 from prompts.internal import GRADE_SYSTEM
+from tools.answer.sources import Source
 from tools.policy.offline import text_overlap
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
@@ -33,13 +34,13 @@ class DocumentGrade(BaseModel):
     grade: Literal["correct", "ambiguous", "incorrect"]
 
 
-def internal_confidence(docs: list[dict[str, Any]]) -> float:
+def internal_confidence(docs: Sequence[Mapping[str, Any]]) -> float:
     """The calibrated probability that the KB evidence answers (``tools.kb.answerability``):
     the best of the searches that found these documents."""
     return max((float(d.get("answerability") or 0.0) for d in docs), default=0.0)
 
 
-def web_confidence(question: str, docs: list[dict[str, Any]]) -> float:
+def web_confidence(question: str, docs: Sequence[Mapping[str, Any]]) -> float:
     top = [
         text_overlap(question, f"{d.get('title', '')} {d.get('text', '')}") for d in docs[:TOP_N]
     ]
@@ -47,9 +48,9 @@ def web_confidence(question: str, docs: list[dict[str, Any]]) -> float:
 
 
 async def _model_grades(
-    spec: str, question: str, docs: list[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], float] | None:
-    kept: list[dict[str, Any]] = []
+    spec: str, question: str, docs: Sequence[Source]
+) -> tuple[list[Source], float] | None:
+    kept: list[Source] = []
     points = 0.0
     for doc in docs[:TOP_N]:
         out, _ = await structured_call(

@@ -10,6 +10,7 @@ first-stage order with a warning.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langgraph.runtime import Runtime
@@ -38,7 +39,7 @@ class Ordering(BaseModel):
     ids: list[str] = Field(description="candidate ids, most relevant first")
 
 
-def to_candidates(question: str, docs: list[dict[str, Any]]) -> list[Candidate]:
+def to_candidates(question: str, docs: Sequence[Mapping[str, Any]]) -> list[Candidate]:
     out = []
     for d in docs:
         text = f"{d.get('heading') or d.get('title') or ''}\n{d.get('text') or ''}"

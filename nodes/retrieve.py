@@ -8,7 +8,7 @@ the other branch, and the answer, go on.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langgraph.runtime import Runtime
@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 from nodes.common import emit, timed
 from nodes.resources import get_kb, web_settings
 from nodes.tracing import annotate_run
-from tools.answer.sources import chunk_to_source, web_to_source
+from tools.answer.sources import Source, chunk_to_source, web_to_source
 from tools.errors import HybridRagError
 from tools.kb.knowledge_base import Retrieval
 from tools.websearch import WebSearchClient, WebSearchError, default_cache
@@ -26,16 +26,14 @@ if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.state import State
 
 
-def merge_sources(
-    old: list[dict[str, Any]], new: list[dict[str, Any]], key: str = "relevance"
-) -> list[dict[str, Any]]:
-    """Deduplicate by id across queries and iterations, keeping the best score."""
-    best: dict[str, dict[str, Any]] = {s["id"]: s for s in old}
+def merge_sources(old: Sequence[Source], new: Sequence[Source]) -> list[Source]:
+    """Deduplicate by id across queries and iterations, keeping the best relevance."""
+    best: dict[str, Source] = {s["id"]: s for s in old}
     for s in new:
         current = best.get(s["id"])
-        if current is None or float(s.get(key) or 0) > float(current.get(key) or 0):
+        if current is None or s.get("relevance", 0.0) > current.get("relevance", 0.0):
             best[s["id"]] = s
-    return sorted(best.values(), key=lambda s: -float(s.get(key) or 0))
+    return sorted(best.values(), key=lambda s: -s.get("relevance", 0.0))
 
 
 def _queries(state: Mapping[str, Any], source: str, planned: str) -> list[str]:
@@ -50,7 +48,7 @@ async def retrieve_internal(state: State, runtime: Runtime[Context]) -> dict[str
     timings: dict[str, float] = {}
     warnings: list[str] = []
     emit(runtime, "retrieving", queries=queries)
-    found: list[dict[str, Any]] = []
+    found: list[Source] = []
     with timed("retrieve_internal", timings):
         try:
             kb = get_kb(ctx)
@@ -109,6 +107,6 @@ async def search_web(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     return {**update, "warnings": warnings, "timings": timings}
 
 
-def _merge_web(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _merge_web(old: Sequence[Source], new: Sequence[Source]) -> list[Source]:
     seen = {s["id"] for s in old}
     return [*old, *(s for s in new if s["id"] not in seen)]

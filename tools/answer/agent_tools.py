@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -82,10 +82,10 @@ class SourceRegistry:
             self._counters[kind] = max(self._counters[kind], number)
 
     @staticmethod
-    def _kind(src: dict[str, Any]) -> SourceKind:
+    def _kind(src: Mapping[str, Any]) -> SourceKind:
         return "web" if src.get("kind") == "web" else "internal"
 
-    def add(self, src: dict[str, Any]) -> dict[str, Any]:
+    def add(self, src: Mapping[str, Any]) -> dict[str, Any]:
         """The labelled source: the known one (same label as before) or a newly numbered copy."""
         kind = self._kind(src)
         key = (kind, str(src["id"]))

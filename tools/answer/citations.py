@@ -9,6 +9,7 @@ source it names, drops labels that name no source and reports them.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -61,7 +62,7 @@ class CitationCheck:
         return 1.0 - len(self.unknown_labels) / self.total_labels
 
 
-def validate_citations(answer: str, sources: list[dict[str, Any]]) -> CitationCheck:
+def validate_citations(answer: str, sources: Sequence[Mapping[str, Any]]) -> CitationCheck:
     """Keep labels that name a source (in either language), drop the others."""
     by_key = {(s.get("kind"), int(s.get("number", 0))): s for s in sources}
     check = CitationCheck(answer="")
@@ -112,7 +113,7 @@ def _tidy(text: str) -> str:
 CITATION_SNIPPET_CHARS = 240
 
 
-def citation_record(src: dict[str, Any]) -> dict[str, Any]:
+def citation_record(src: Mapping[str, Any]) -> dict[str, Any]:
     """What a reader (or a chat UI) needs to show and check a citation: title, the quoted
     passage's opening, and where it lives (URL and fetch time, or file and heading)."""
     rec: dict[str, Any] = {

@@ -7,11 +7,44 @@ from __future__ import annotations
 
 from typing import Any
 
+from typing_extensions import TypedDict
+
 from tools.kb.knowledge_base import RetrievedChunk
 from tools.websearch import WebResult
 
 
-def chunk_to_source(hit: RetrievedChunk, answerability: float = 0.0) -> dict[str, Any]:
+class Source(TypedDict, total=False):
+    """One KB chunk (``kind`` "internal") or web hit (``kind`` "web"), as the graphs pass
+    it around; ``label``/``number`` are set when the answer's sources are chosen."""
+
+    id: str
+    kind: str
+    title: str
+    text: str
+    source: str | None
+    relevance: float
+    answerability: float
+    label: str
+    number: int
+    grade: str  # the model grader's verdict, when a model graded the source
+    # knowledge-base chunks
+    heading: str
+    doc_id: str
+    chunk_id: str
+    vector_score: float | None
+    bm25_score: float
+    ingested_at: Any
+    lang: Any
+    # web results
+    url: str
+    published_at: str | None
+    provider: str
+    rank: int
+    result_kind: str
+    fetched_at: Any
+
+
+def chunk_to_source(hit: RetrievedChunk, answerability: float = 0.0) -> Source:
     """``answerability``: the calibrated probability of the search that found the chunk."""
     return {
         "id": hit.chunk_id,
@@ -31,7 +64,7 @@ def chunk_to_source(hit: RetrievedChunk, answerability: float = 0.0) -> dict[str
     }
 
 
-def web_to_source(result: WebResult) -> dict[str, Any]:
+def web_to_source(result: WebResult) -> Source:
     return {
         "id": result.url,
         "kind": "web",
