@@ -4,7 +4,8 @@ Rules the nodes follow: ``question`` is the user's question exactly as asked and
 is written once per turn (by ``prepare``); every loop counter is a plain integer
 that a node overwrites with ``old + 1`` (no additive reducer, so no 1, 3, 7
 growth); per-turn lists are reset by ``prepare`` (see ``nodes.reducers``).
-Sources are plain dicts so checkpoints and the server can serialise them.
+Sources are plain dicts (typed as ``tools.answer.sources.Source``) so checkpoints and the
+server can serialise them.
 """
 
 from __future__ import annotations
