@@ -72,3 +72,4 @@ class State(InputState, OutputState, total=False):
     next_source: str
     sources: list[Source]
     answer_message_id: str | None
+    answer_draft: str  # the model's reply as streamed (cite compares the checked text)

@@ -301,11 +301,11 @@ async def call_model(state: AgentState, runtime: Runtime[Context]) -> dict[str, 
     emit(runtime, "answering", mode=state["mode"])
     # The reply is not appended to ``messages`` here: ``cite`` appends the checked answer,
     # under the streamed reply's id when it is the draft unchanged (see generate.cite).
-    note = web_failure_note(state, language)
     return {
         **update,
-        "answer": f"{answer}{note}",
-        "answer_message_id": None if note else reply.id,
+        "answer": f"{answer}{web_failure_note(state, language)}",
+        "answer_message_id": reply.id,
+        "answer_draft": answer,
         **route_of(state.get("tool_calls") or []),
         **_confidence(state),
     }

@@ -95,6 +95,7 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     language = state.get("language", "en")
     mode = state.get("mode", OFFLINE)
     message_id: str | None = None
+    draft = ""
     timings: dict[str, float] = {}
     warnings: list[str] = []
     emit(runtime, "answering", mode=mode)
@@ -108,6 +109,7 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             try:
                 reply = await load_chat_model(mode).ainvoke(messages)
                 answer, message_id = str(reply.content).strip(), reply.id
+                draft = str(reply.content)
             except Exception as exc:  # provider down: answer from the sources, say why
                 log.warning("answer model call failed", exc_info=True)
                 warnings.append(
@@ -122,22 +124,22 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         reason = web_failure_reason(state)
         if reason:
             answer = f"{answer}\n\n{failure_sentence(language, reason)}"
-            message_id = None  # the final text is not the streamed draft: see cite
     return {
         "answer": answer,
         "answer_message_id": message_id,
+        "answer_draft": draft,
         "sources": built.included,
         "warnings": warnings,
         "timings": timings,
     }
 
 
-def _answer_message_id(state: Mapping[str, Any], check: Any) -> str | None:
+def _answer_message_id(state: Mapping[str, Any], checked: str) -> str | None:
     """The streamed draft's id when the checked answer is the draft as streamed, so chat
     clients keep one message; otherwise a fresh id: LangGraph's ``messages`` stream only
-    carries a node's message whose id it has not streamed yet, and this one must reach
-    every client, because it is the checked text."""
-    if check.unknown_labels:
+    carries a node's message whose id it has not streamed yet, and a text that differs
+    from the draft (a dropped label, an appended note) must reach every client."""
+    if checked != str(state.get("answer_draft") or "").strip():
         return None
     return state.get("answer_message_id") or None
 
@@ -156,5 +158,5 @@ async def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "citations": check.cited,
         "citation_validity": round(check.validity, 4),
         "warnings": warnings,
-        "messages": [AIMessage(check.answer, id=_answer_message_id(state, check))],
+        "messages": [AIMessage(check.answer, id=_answer_message_id(state, check.answer))],
     }

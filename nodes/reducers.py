@@ -48,4 +48,5 @@ def fresh_turn() -> dict[str, Any]:
         "tool_calls": [],
         "crosslingual": {},
         "answer_message_id": None,
+        "answer_draft": "",
     }
