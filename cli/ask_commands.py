@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any, cast
 
-from cli.common import ProgressBar, print_json
+from cli.common import ProgressBar, kb_environment, print_json
 from tools.errors import ConfigError
 from tools.evaluation.run_stats import load_runs, report
 from tools.settings import data_home, run_stats_path
@@ -65,18 +64,7 @@ def parse_context(pairs: list[str], home: str | None) -> dict[str, Any]:
     if home and "data_home" not in values:
         values["data_home"] = home
     # The same environment the KB commands honour, so `ask` reads the store `ingest` wrote.
-    for var, name, convert in (
-        ("CHROMA_HOST", "chroma_host", str),
-        ("CHROMA_PORT", "chroma_port", int),
-        ("HYBRID_RAG_EMBEDDING", "embedding", str),
-    ):
-        raw = os.environ.get(var, "").strip()
-        if raw and name not in values:
-            try:
-                values[name] = convert(raw)
-            except ValueError as exc:
-                raise ConfigError(f"${var} must be a number, got {raw!r}") from exc
-    return values
+    return {**kb_environment(), **values}
 
 
 def run_question(

@@ -9,29 +9,53 @@ import sys
 import time
 from typing import Any
 
+from tools.errors import ConfigError
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
 
+def kb_environment() -> dict[str, Any]:
+    """The knowledge-base settings the environment gives every command (Context field
+    names): ``CHROMA_HOST``, ``CHROMA_PORT``, ``HYBRID_RAG_EMBEDDING``; read when called."""
+    values: dict[str, Any] = {}
+    for var, name in (
+        ("CHROMA_HOST", "chroma_host"),
+        ("CHROMA_PORT", "chroma_port"),
+        ("HYBRID_RAG_EMBEDDING", "embedding"),
+    ):
+        raw = os.environ.get(var, "").strip()
+        if not raw:
+            continue
+        if name == "chroma_port":
+            try:
+                values[name] = int(raw)
+            except ValueError as exc:
+                raise ConfigError(f"${var} must be a number, got {raw!r}") from exc
+        else:
+            values[name] = raw
+    return values
+
+
 def add_kb_options(parser: argparse.ArgumentParser) -> None:
+    env = kb_environment()
     group = parser.add_argument_group("knowledge base")
     group.add_argument(
         "--collection", default="knowledge", help="Chroma collection (default: knowledge)"
     )
     group.add_argument(
         "--embedding",
-        default=os.environ.get("HYBRID_RAG_EMBEDDING", "local"),
+        default=env.get("embedding", "local"),
         help="embedding model: 'local' or 'openai:<model>' (default: $HYBRID_RAG_EMBEDDING or local)",
     )
     group.add_argument("--embedding-base-url", default=None, help="OpenAI-compatible embedding URL")
     group.add_argument(
         "--chroma-host",
-        default=os.environ.get("CHROMA_HOST"),
+        default=env.get("chroma_host"),
         help="Chroma server host (default: $CHROMA_HOST; unset = embedded Chroma)",
     )
     group.add_argument(
         "--chroma-port",
         type=int,
-        default=int(os.environ.get("CHROMA_PORT", "8000")),
+        default=env.get("chroma_port", 8000),
         help="Chroma server port (default: $CHROMA_PORT or 8000)",
     )
 

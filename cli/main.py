@@ -40,7 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()  # reads the environment's defaults ($CHROMA_PORT, ...)
+    except HybridRagError as exc:
+        print(f"hybrid-rag: error: {exc}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

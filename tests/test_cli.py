@@ -117,3 +117,14 @@ def test_progress_bar_shows_an_eta(
     bar.tty = False
     bar(500, 1000, "doc")
     assert "index: 500/1000 (50%) ETA 0:30" in capsys.readouterr().err
+
+
+def test_a_bad_environment_default_is_one_clear_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: CHROMA_PORT=abc crashed with a traceback while the parser was built.
+    from cli.main import main
+
+    monkeypatch.setenv("CHROMA_PORT", "abc")
+    assert main(["kb", "stats"]) == 2
+    assert "$CHROMA_PORT must be a number" in capsys.readouterr().err
