@@ -14,7 +14,7 @@ from nodes.common import emit, history_of
 from nodes.models import resolve_model_spec
 from nodes.reducers import fresh_turn
 from tools.errors import InputError
-from tools.kb.tokenizers import warm_up
+from tools.kb.tokenizers import warm_up, warmed_up
 from tools.policy.offline import answer_language
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
@@ -56,7 +56,8 @@ def current_question(state: Mapping[str, Any]) -> tuple[Any, bool]:
 
 async def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
-    await asyncio.to_thread(warm_up)  # the offline rules' tokenizer: never load it on the loop
+    if not warmed_up():  # the rules' tokenizer loads its dictionary once, never on the loop
+        await asyncio.to_thread(warm_up)
     raw, add_message = current_question(state)
     question = validate_question(raw, ctx.max_question_chars)
     messages = state.get("messages") or []

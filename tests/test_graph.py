@@ -27,6 +27,24 @@ def run(graph: Any, inp: dict[str, Any], context: Context, **kw: Any) -> dict[st
     return asyncio.run(graph.ainvoke(inp, context=context, **kw))
 
 
+def stream_messages(question: str, context: Context) -> tuple[list[Any], dict[str, Any]]:
+    """What a chat client sees: every ``messages`` event, and the final ``values``."""
+
+    async def go() -> tuple[list[Any], dict[str, Any]]:
+        streamed: list[Any] = []
+        final: dict[str, Any] = {}
+        async for mode, chunk in build_graph().astream(
+            {"question": question}, context=context, stream_mode=["messages", "values"]
+        ):
+            if mode == "messages":
+                streamed.append(chunk[0])
+            else:
+                final = chunk
+        return streamed, final
+
+    return asyncio.run(go())
+
+
 def test_offline_kb_question_cites_the_policy(sample_kb: KnowledgeBase, tmp_path: Path) -> None:
     out = run(
         build_graph(),
@@ -237,23 +255,9 @@ def test_checked_answer_replaces_the_streamed_draft(
         "Reflection": [{"sufficient": True}],
     }
     scripted.answer = lambda m: "Draft with a bad label [internal-7] and a good one [internal-1]."
-    graph = build_graph()
-
-    async def go() -> tuple[list[Any], dict[str, Any]]:
-        streamed: list[Any] = []
-        final: dict[str, Any] = {}
-        async for mode, chunk in graph.astream(
-            {"question": "annual leave days"},
-            context=ctx(tmp_path, model="custom:scripted", crosslingual=False),
-            stream_mode=["messages", "values"],
-        ):
-            if mode == "messages":
-                streamed.append(chunk[0])
-            else:
-                final = chunk
-        return streamed, final
-
-    streamed, final = asyncio.run(go())
+    streamed, final = stream_messages(
+        "annual leave days", ctx(tmp_path, model="custom:scripted", crosslingual=False)
+    )
     ai_ids = list(dict.fromkeys(m.id for m in streamed if m.type in ("ai", "AIMessageChunk")))
     # The draft and the checked answer; router, rewriter, grader, reflection stayed out.
     assert len(ai_ids) == 2
@@ -409,22 +413,7 @@ def test_every_stream_ends_with_the_checked_answer(
         monkeypatch.delenv("OPENAI_API_KEY", raising=False)
         monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
         context = ctx(tmp_path, model="openai:stream-probe", fast_model="offline")
-
-        async def go() -> tuple[list[Any], dict[str, Any]]:
-            streamed: list[Any] = []
-            final: dict[str, Any] = {}
-            async for mode, chunk in build_graph().astream(
-                {"question": "How many days of annual leave after 6 years?"},
-                context=context,
-                stream_mode=["messages", "values"],
-            ):
-                if mode == "messages":
-                    streamed.append(chunk[0])
-                else:
-                    final = chunk
-            return streamed, final
-
-        streamed, final = asyncio.run(go())
+        streamed, final = stream_messages("How many days of annual leave after 6 years?", context)
     assert final["answer"] == "Employees get 18 days [internal-1]."
     assert any("[internal-9]" in str(m.content) for m in streamed)  # the draft did stream
     assert str(streamed[-1].content) == final["answer"]  # ... and the checked text ends it

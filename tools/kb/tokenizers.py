@@ -196,6 +196,11 @@ def warm_up() -> None:
     _jieba()
 
 
+def warmed_up() -> bool:
+    """Whether the dictionary is loaded (then tokenizing never blocks on file I/O)."""
+    return _jieba.cache_info().currsize > 0
+
+
 def _stem(word: str) -> str:
     """Light English stemming: enough to match 'policies'/'policy', 'days'/'day'."""
     if len(word) <= 3 or not word.isascii() or not word.isalpha():
