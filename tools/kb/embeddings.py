@@ -77,6 +77,17 @@ def embedding_model_id(spec: str) -> str:
     return spec
 
 
+def spec_for_model_id(model_id: str) -> str | None:
+    """The spec that builds the model a collection records (``embedding_model_id``'s
+    inverse), or None for a model this project cannot name."""
+    from tools.kb import local_embeddings
+
+    for name in ("e5", "use"):
+        if local_embeddings.load_local_embeddings(name).model_id == model_id:
+            return f"local:{name}"
+    return model_id if model_id.startswith("openai:") else None
+
+
 def make_embedding_model(
     spec: str = DEFAULT_EMBEDDING,
     *,

