@@ -97,7 +97,7 @@ def stage_pools(args: argparse.Namespace) -> None:
             pools[qid] = {
                 "doc": [snap.metadatas[snap.position[c]]["doc_id"] for c in pool.ids],
                 "cos": [pool.cosine.get(c, 0.0) for c in pool.ids],
-                "bm25": [pool.bm25.get(c, (0.0, 0.0))[0] for c in pool.ids],
+                "bm25": [pool.bm25[c].raw if c in pool.bm25 else 0.0 for c in pool.ids],
                 "in_vec": [c in pool.vector_found for c in pool.ids],
                 "in_bm25": [c in pool.bm25_found for c in pool.ids],
             }

@@ -60,7 +60,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from tools.evaluation.datasets import percentile  # noqa: E402
-from tools.kb import knowledge_base as kb_module  # noqa: E402
+from tools.kb import snapshot as kb_module  # noqa: E402
 from tools.kb.bm25 import BM25Index  # noqa: E402
 from tools.kb.embeddings import EmbeddingModel  # noqa: E402
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase, SearchMode  # noqa: E402

@@ -20,7 +20,7 @@ from nodes.models import validate_model_spec
 from tools.errors import ConfigError
 from tools.kb.embeddings import validate_embedding_spec
 from tools.kb.rerank import make_reranker
-from tools.kb.vectorstore import validate_collection_name
+from tools.kb.store import validate_collection_name
 from tools.websearch import VALID_PROVIDERS
 from tools.websearch.text import GL_RE, HL_RE
 

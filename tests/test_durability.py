@@ -48,6 +48,7 @@ import pytest
 from tests.fakes import hash_model
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase, SearchMode
 from tools.kb.loaders import SourceDocument, load_file
+from tools.kb.registry import DocRecord
 
 REPO = Path(__file__).resolve().parent.parent
 MODES: tuple[SearchMode, ...] = ("hybrid", "bm25", "vector")
@@ -165,7 +166,7 @@ CHILD = textwrap.dedent(
     home, tree, v2_tree, hook = sys.argv[2:6]
 
     from tests.fakes import hash_model
-    from tools.kb import knowledge_base as kbmod
+    from tools.kb import snapshot as snapmod
     from tools.kb.knowledge_base import KBConfig, KnowledgeBase, SearchMode
 
     def die():
@@ -193,50 +194,50 @@ CHILD = textwrap.dedent(
             die()
 
     if hook == "after_chunk_upsert":
-        kb._chunks = Chunks(kb._chunks, "after")
+        kb.chunks.collection = Chunks(kb.chunks.collection, "after")
     elif hook == "mid_chunk_upsert":
-        kb._chunks = Chunks(kb._chunks, "half")
+        kb.chunks.collection = Chunks(kb.chunks.collection, "half")
     elif hook == "after_commit":
-        original = kb._commit
+        original = kb.registry.commit
         def commit(records):
             original(records)
             die()
-        kb._commit = commit
+        kb.registry.commit = commit
     elif hook == "mid_remove_stale":
         def remove(doc_id, version):
             where = {"$and": [{"doc_id": doc_id}, {"version": {"$ne": version}}]}
-            stale = kb._chunks.get(where=where)["ids"]
+            stale = kb.chunks.collection.get(where=where)["ids"]
             if not stale:
                 return
-            kb._chunks.delete(ids=stale[: max(1, len(stale) // 2)])
+            kb.chunks.collection.delete(ids=stale[: max(1, len(stale) // 2)])
             die()
-        kb._remove_stale_chunks = remove
+        kb.chunks.delete_other_versions = remove
     elif hook == "mid_batch":
-        kb.batch_documents = 2
-        original = kb._commit
+        kb.ingester.batch_documents = 2
+        original = kb.registry.commit
         commits = []
         def commit(records):
             original(records)
             commits.append(sorted(records))
             if len(commits) == 2:
                 die()
-        kb._commit = commit
+        kb.registry.commit = commit
     elif hook == "mid_bm25_write":
         def dump(obj, fh, protocol=None):
             fh.write(pickle.dumps(obj, protocol=protocol)[:100])
             fh.flush()
             die()
-        kbmod.pickle.dump = dump
+        snapmod.pickle.dump = dump
         kb.ingest([tree])
         kb.search("topic1 handbook", k=3)  # builds and saves the new snapshot
         sys.exit(3)
     elif hook == "after_tombstone":
-        original = kb._commit
+        original = kb.registry.commit
         def commit(records):
             original(records)
             if any(r.get("version") == "" for r in records.values()):
                 die()
-        kb._commit = commit
+        kb.registry.commit = commit
     else:
         sys.exit(f"unknown hook {hook}")
     kb.ingest([tree])
@@ -517,17 +518,17 @@ def test_snapshot_built_during_a_foreign_commit_never_loses_a_document(
     (kb_dir / "leave.md").write_text(
         "# Annual leave\n\nEmployees now receive 20 days of annual leave.\n", encoding="utf-8"
     )
-    original = reader._registry_records
+    original = reader.registry.records
     fired: list[bool] = []
 
-    def registry_then_foreign_update() -> dict[str, dict[str, Any]]:
+    def registry_then_foreign_update() -> dict[str, DocRecord]:
         records = original()
         if not fired:  # deterministic interleaving: the writer commits right after our read
             fired.append(True)
             writer.ingest([kb_dir])
         return records
 
-    reader._registry_records = registry_then_foreign_update  # type: ignore[method-assign]
+    reader.registry.records = registry_then_foreign_update  # type: ignore[method-assign]
     hits = reader.search("annual leave days", k=10, doc_ids=["leave.md"])
     assert fired
     assert hits, "leave.md (present before and after the update) was not found"
@@ -543,7 +544,7 @@ def test_search_racing_an_ingest_on_the_same_instance_does_not_crash(
     (kb_dir / "leave.md").write_text(
         "# Annual leave\n\nEmployees now receive 20 days of annual leave.\n", encoding="utf-8"
     )
-    original = kb._generation
+    original = kb.registry.generation
     writer: list[threading.Thread] = []
 
     def generation_then_ingest() -> str:
@@ -554,11 +555,11 @@ def test_search_racing_an_ingest_on_the_same_instance_does_not_crash(
             writer[0].join(timeout=0.5)  # it must wait: the search holds the instance lock
         return generation
 
-    kb._generation = generation_then_ingest  # type: ignore[method-assign]
+    kb.registry.generation = generation_then_ingest  # type: ignore[method-assign]
     hits = kb.search("annual leave days", k=5, mode="hybrid")
     leave_versions = {h.metadata["version"] for h in hits if h.doc_id == "leave.md"}
     writer[0].join(timeout=60)
-    kb._generation = original  # type: ignore[method-assign]
+    kb.registry.generation = original  # type: ignore[method-assign]
     assert hits and not writer[0].is_alive()
     # The search saw one consistent version per document (the one active before the
     # update, since the writer waited), and the update then landed completely.
@@ -570,7 +571,7 @@ def test_search_racing_an_ingest_on_the_same_instance_does_not_crash(
 def test_two_instances_saving_the_same_bm25_snapshot_do_not_fail_a_search(
     tmp_path: Path, kb_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tools.kb.knowledge_base as kbmod
+    import tools.kb.snapshot as kbmod
 
     home = tmp_path / "home"
     first = KnowledgeBase(KBConfig(home=home), embedding_model=hash_model())

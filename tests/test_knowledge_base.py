@@ -118,7 +118,7 @@ def test_crash_before_commit_keeps_old_version(
     def crash(*_: object, **__: object) -> None:
         raise RuntimeError("simulated crash")
 
-    monkeypatch.setattr(kb, "_commit", crash)
+    monkeypatch.setattr(kb.registry, "commit", crash)
     with pytest.raises(RuntimeError):
         kb.ingest([kb_dir])
     texts = " ".join(r.text for r in kb.search("annual leave", k=10, mode="bm25"))
@@ -137,14 +137,14 @@ def test_crash_after_commit_serves_only_new_version(
     kb.ingest([kb_dir])
     (kb_dir / "leave.md").write_text("# Annual leave\n\nNow 25 days.\n", encoding="utf-8")
 
-    original = kb._remove_stale_chunks
+    original = kb.chunks.delete_other_versions
 
     def crash_on_leave(doc_id: str, version: str) -> None:
         if doc_id == "leave.md":
             raise RuntimeError("simulated crash")
         original(doc_id, version)
 
-    monkeypatch.setattr(kb, "_remove_stale_chunks", crash_on_leave)
+    monkeypatch.setattr(kb.chunks, "delete_other_versions", crash_on_leave)
     with pytest.raises(RuntimeError):
         kb.ingest([kb_dir])
     for mode in ("bm25", "vector", "hybrid"):

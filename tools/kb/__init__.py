@@ -4,5 +4,6 @@ Owns loading and chunking documents, tokenising (jieba, light stemming), the BM2
 embedding models (bundled offline ones and OpenAI-compatible ones) and their cache, the
 Chroma store and its registry commit protocol, hybrid retrieval with per-query score
 fusion, the calibrated answerability of what was retrieved, and second-stage reranking.
-``knowledge_base.KnowledgeBase`` is the entry point; plain Python, no LangGraph.
+``knowledge_base.KnowledgeBase`` is the entry point (ARCHITECTURE.md draws how the modules
+fit together); plain Python, no LangGraph.
 """

@@ -1,0 +1,186 @@
+"""Ingestion: documents in, chunks embedded and written, versions committed.
+
+The order of writes is the crash-safety protocol of ``tools.kb.registry``: new chunks
+beside the old ones, one registry commit per batch, then the old chunks go. Unchanged
+documents (same content hash) are skipped; embeddings are cached by text, so a rerun
+after an interruption embeds only what it had not reached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from tools.errors import InputError
+from tools.kb.chunking import ChunkingOptions, chunk_document
+from tools.kb.embeddings import EmbeddingCache, EmbeddingModel, embed_with_cache
+from tools.kb.loaders import SkippedFile, SourceDocument
+from tools.kb.registry import DocRecord, Registry
+from tools.kb.store import ChunkStore
+from tools.text import detect_language
+
+ProgressFn = Callable[[int, int, str], None]
+
+
+@dataclass
+class IngestReport:
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)
+    chunks_written: int = 0
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        return (
+            f"{len(self.added)} added, {len(self.updated)} updated, "
+            f"{len(self.unchanged)} unchanged, {len(self.deleted)} deleted, "
+            f"{len(self.skipped)} skipped; {self.chunks_written} chunks written "
+            f"in {self.seconds:.1f} s"
+        )
+
+
+def version_of(doc: SourceDocument) -> str:
+    return doc.content_hash[:16]
+
+
+class Ingester:
+    """Writes documents into one knowledge base; callers serialise calls (the KB's lock)."""
+
+    # Documents embedded and committed together: one registry write makes a whole
+    # batch active, so a batch is the unit of crash safety as well as of embedding.
+    batch_documents = 32
+
+    def __init__(
+        self,
+        *,
+        registry: Registry,
+        chunks: ChunkStore,
+        model: EmbeddingModel,
+        cache: EmbeddingCache,
+        chunking: ChunkingOptions,
+        collection: str,
+    ) -> None:
+        self._registry = registry
+        self._chunks = chunks
+        self._model = model
+        self._cache = cache
+        self._chunking = chunking
+        self._collection = collection
+
+    def ingest(
+        self, docs: Sequence[SourceDocument], report: IngestReport, progress: ProgressFn | None
+    ) -> None:
+        registry = self._registry.records()
+        self._finish_deletions(registry)
+        pending: list[SourceDocument] = []
+        for n, doc in enumerate(docs):
+            if progress:
+                progress(n, len(docs), doc.doc_id)
+            current = registry.get(doc.doc_id)
+            if current and current.get("version") == version_of(doc):
+                # A crash after a commit may have left the old version's chunks behind.
+                self._chunks.delete_other_versions(doc.doc_id, version_of(doc))
+                report.unchanged.append(doc.doc_id)
+                continue
+            pending.append(doc)
+            if len(pending) >= self.batch_documents:
+                self._ingest_batch(pending, registry, report)
+                pending = []
+        if pending:
+            self._ingest_batch(pending, registry, report)
+        if progress:
+            progress(len(docs), len(docs), "")
+
+    def prune(self, roots: Sequence[str], seen: set[str], report: IngestReport) -> None:
+        """Delete documents ingested from under ``roots`` whose files were not seen."""
+        for doc_id, record in self._registry.records().items():
+            source = str(record.get("source", ""))
+            if (
+                record.get("version")
+                and doc_id not in seen
+                and any(source.startswith(r) for r in roots)
+            ):
+                self.delete(doc_id)
+                report.deleted.append(doc_id)
+
+    def delete(self, doc_id: str) -> int:
+        """Remove a document; returns the number of chunks removed."""
+        record = self._registry.records().get(doc_id)
+        if not record or not record.get("version"):
+            raise InputError(
+                f"no document with doc_id {doc_id!r} in collection {self._collection!r}"
+            )
+        # Tombstone first (one write): from here on readers see no version.
+        self._registry.commit({doc_id: {**record, "version": ""}})
+        self._chunks.delete_document(doc_id)
+        self._registry.forget(doc_id)
+        return int(record.get("chunks", 0))
+
+    def _finish_deletions(self, registry: dict[str, DocRecord]) -> None:
+        """Complete deletions a crash interrupted (tombstone written, chunks still there)."""
+        for doc_id in [d for d, r in registry.items() if not r.get("version")]:
+            self._chunks.delete_document(doc_id)
+            self._registry.forget(doc_id)
+            del registry[doc_id]
+
+    def _ingest_batch(
+        self,
+        docs: Sequence[SourceDocument],
+        registry: dict[str, DocRecord],
+        report: IngestReport,
+    ) -> None:
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        ids: list[str] = []
+        bodies: list[str] = []
+        index_texts: list[str] = []
+        metadatas: list[dict[str, Any]] = []
+        commits: dict[str, DocRecord] = {}
+        for doc in docs:
+            version = version_of(doc)
+            chunks = chunk_document(doc.text, markdown=doc.is_markdown, options=self._chunking)
+            if not chunks:
+                report.skipped.append(SkippedFile(doc.source, "no text after chunking"))
+                continue
+            for c in chunks:
+                ids.append(f"{doc.doc_id}#{version}#{c.chunk_index:05d}")
+                bodies.append(c.text)
+                index_texts.append(c.index_text())
+                metadatas.append(
+                    {
+                        "doc_id": doc.doc_id,
+                        "source": doc.source,
+                        "heading": c.heading,
+                        "chunk_index": c.chunk_index,
+                        "total_chunks": c.total_chunks,
+                        "content_hash": doc.content_hash,
+                        "version": version,
+                        "ingested_at": now,
+                        "is_table": c.is_table,
+                        "lang": detect_language(c.text),
+                    }
+                )
+            commits[doc.doc_id] = {
+                "version": version,
+                "content_hash": doc.content_hash,
+                "source": doc.source,
+                "chunks": len(chunks),
+                "ingested_at": now,
+            }
+        if not commits:
+            return
+        vectors = embed_with_cache(self._model, index_texts, self._cache)
+        self._chunks.write(ids, vectors, bodies, metadatas)
+        self._registry.commit(commits)
+        for doc_id, record in commits.items():
+            previous = registry.get(doc_id)
+            if previous and previous.get("version"):
+                self._chunks.delete_other_versions(doc_id, record["version"])
+                report.updated.append(doc_id)
+            else:
+                report.added.append(doc_id)
+            registry[doc_id] = record
+            report.chunks_written += record["chunks"]

@@ -1,0 +1,93 @@
+"""The document registry: which version of each document is active.
+
+Crash safety of an update (ingest of a changed document ``d``, old version ``v1``,
+new ``v2``):
+
+1. the chunks of ``v2`` are written beside those of ``v1`` (ids carry the version);
+2. commit: one ``upsert`` to the registry sets ``d -> v2`` and a new generation;
+3. the chunks of ``d`` whose version is not ``v2`` are deleted.
+
+Readers only use chunks whose version is the registry's active one, so a crash
+before 2 leaves ``v1`` fully in force, after 2 leaves ``v2``; never a mix, never
+nothing. A deletion first commits a *tombstone* (a record with an empty version),
+then removes the chunks and the record; the next ingest finishes an interrupted one.
+The generation changes with every commit, so anything derived from the active set
+(the BM25 snapshot) can tell whether it is current.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any, TypedDict, cast
+
+from chromadb.api.models.Collection import Collection
+
+from tools.kb.store import StoreGuard
+
+GENERATION_ID = "__generation__"
+
+
+class DocRecord(TypedDict, total=False):
+    """The registry's record of one document."""
+
+    version: str  # the first 16 hex digits of the content hash; "" marks a tombstone
+    content_hash: str
+    source: str  # absolute path of the file, or the corpus name for API documents
+    chunks: int
+    ingested_at: str  # ISO 8601, UTC
+
+
+class Registry:
+    """The ``<collection>-docs`` collection, read and committed as one unit."""
+
+    def __init__(self, collection: Collection, guard: StoreGuard) -> None:
+        self.collection = collection
+        self._guard = guard
+
+    def records(self) -> dict[str, DocRecord]:
+        """Every document's record, tombstones included."""
+        got = self._guard(
+            "reading the registry", lambda: self.collection.get(include=["metadatas"])
+        )
+        return {
+            doc_id: cast(DocRecord, dict(meta or {}))
+            for doc_id, meta in zip(got["ids"], got["metadatas"] or [], strict=True)
+            if doc_id != GENERATION_ID
+        }
+
+    def generation(self) -> str:
+        got = self._guard(
+            "reading the generation",
+            lambda: self.collection.get(ids=[GENERATION_ID], include=["metadatas"]),
+        )
+        metas = got["metadatas"] or []
+        return str(metas[0].get("generation", "")) if metas and metas[0] else ""
+
+    def commit(self, records: Mapping[str, DocRecord]) -> None:
+        """Point documents at versions and change the generation, in one write."""
+        ids = [*records, GENERATION_ID]
+        metas: list[dict[str, Any]] = [
+            *(dict(r) for r in records.values()),
+            {"generation": uuid.uuid4().hex},
+        ]
+        names = ", ".join(list(records)[:3]) + ("…" if len(records) > 3 else "")
+        self._guard(
+            f"committing {names}",
+            lambda: self.collection.upsert(
+                ids=ids,
+                embeddings=[[1.0]] * len(ids),  # type: ignore[arg-type]
+                metadatas=metas,  # type: ignore[arg-type]
+            ),
+        )
+
+    def forget(self, doc_id: str) -> None:
+        """Remove a document's record (after its chunks are gone)."""
+        self._guard(
+            f"deleting registry entry of {doc_id}", lambda: self.collection.delete(ids=[doc_id])
+        )
+
+
+def active_versions(records: Mapping[str, DocRecord]) -> dict[str, str]:
+    """``doc_id -> version`` of the documents readers may see (tombstones excluded)."""
+    return {d: str(r["version"]) for d, r in records.items() if r.get("version")}

@@ -1,0 +1,213 @@
+"""Hybrid search over one snapshot: candidates from both retrievers, fused, ranked.
+
+Each retriever proposes its top ``n``; in hybrid mode every candidate of either gets
+both raw scores (cosine from the stored vector, BM25 from the snapshot), so fusion
+(``tools.kb.fusion``) normalises over one pool instead of half-blind lists.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple, cast
+
+import numpy as np
+
+from tools.kb.fusion import FusionMethod, clamp01, cosine_to_relevance, fuse
+from tools.kb.snapshot import Snapshot
+from tools.kb.store import ChunkStore
+
+SearchMode = Literal["hybrid", "bm25", "vector"]
+SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "bm25", "vector")
+VECTOR_OVERFETCH = 10  # chunks of inactive versions (a crashed ingest) are dropped
+
+
+@dataclass(frozen=True)
+class RetrievedChunk:
+    """One search result. ``relevance`` is in [0, 1], higher is better."""
+
+    chunk_id: str
+    doc_id: str
+    source: str
+    heading: str
+    text: str
+    chunk_index: int
+    total_chunks: int
+    relevance: float
+    fused_score: float
+    vector_score: float | None  # cosine similarity, None when not computed
+    bm25_score: float
+    vector_relevance: float
+    bm25_relevance: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class BM25Score(NamedTuple):
+    raw: float  # the BM25 score
+    share: float  # raw / the query's best attainable score, clamped to [0, 1]
+
+
+@dataclass(frozen=True)
+class CandidatePool:
+    """What one query's retrievers found; fusion and evidence are computed from it."""
+
+    ids: list[str]  # every candidate, vector side first
+    cosine: dict[str, float]  # chunk id -> cosine (all candidates in hybrid mode)
+    bm25: dict[str, BM25Score]  # all candidates in hybrid mode
+    vector_found: dict[str, float]  # the vector side's own top n (cosine)
+    bm25_found: dict[str, float]  # the BM25 side's own top n (raw)
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Which documents a search may return."""
+
+    doc_ids: frozenset[str] | None = None
+    sources: frozenset[str] | None = None
+    excluded: frozenset[str] = frozenset()  # evaluation: "the KB without its answer"
+
+    @classmethod
+    def of(
+        cls,
+        doc_ids: Sequence[str] | None = None,
+        sources: Sequence[str] | None = None,
+        exclude_doc_ids: Collection[str] = (),
+    ) -> Filters:
+        return cls(
+            frozenset(doc_ids) if doc_ids else None,
+            frozenset(sources) if sources else None,
+            frozenset(exclude_doc_ids),
+        )
+
+    def allows(self, meta: dict[str, Any]) -> bool:
+        return (
+            (self.doc_ids is None or meta.get("doc_id") in self.doc_ids)
+            and (self.sources is None or meta.get("source") in self.sources)
+            and meta.get("doc_id") not in self.excluded
+        )
+
+    def where(self) -> dict[str, Any] | None:
+        """The Chroma ``where`` clause of the inclusive filters (exclusion is done after)."""
+        clauses: list[dict[str, Any]] = []
+        if self.doc_ids:
+            clauses.append({"doc_id": {"$in": sorted(self.doc_ids)}})
+        if self.sources:
+            clauses.append({"source": {"$in": sorted(self.sources)}})
+        if not clauses:
+            return None
+        return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+def candidate_pool(
+    query: str,
+    query_vector: np.ndarray | None,
+    snap: Snapshot,
+    chunks: ChunkStore,
+    *,
+    mode: SearchMode,
+    filters: Filters,
+    n: int,
+) -> CandidatePool:
+    """Each retriever's top ``n``; in hybrid mode both raw scores for every candidate."""
+    cosine: dict[str, float] = {}
+    if query_vector is not None and mode in ("hybrid", "vector"):
+        cosine = _vector_candidates(query_vector, n, snap, chunks, filters)
+    bm25: dict[str, BM25Score] = {}
+    if mode in ("hybrid", "bm25"):
+        for hit in snap.bm25.search(query, n, allowed=lambda i: filters.allows(snap.metadatas[i])):
+            bm25[snap.ids[hit.index]] = BM25Score(hit.score, hit.relevance)
+    vector_found = dict(cosine)
+    bm25_found = {c: s.raw for c, s in bm25.items()}
+    ids = list(dict.fromkeys([*cosine, *bm25]))
+    if mode == "hybrid":
+        # Give every candidate both scores, so its relevance is not half-blind.
+        missing_bm25 = [c for c in ids if c not in bm25]
+        if missing_bm25:
+            scored = snap.bm25.score_indices(query, [snap.position[c] for c in missing_bm25])
+            for c in missing_bm25:
+                scored_hit = scored.get(snap.position[c])
+                bm25[c] = (
+                    BM25Score(scored_hit.score, scored_hit.relevance)
+                    if scored_hit
+                    else BM25Score(0.0, 0.0)
+                )
+        missing_vector = [c for c in ids if c not in cosine]
+        if missing_vector and query_vector is not None:
+            cosine.update(chunks.cosines(missing_vector, query_vector))
+    return CandidatePool(ids, cosine, bm25, vector_found, bm25_found)
+
+
+def _vector_candidates(
+    query_vector: np.ndarray, n: int, snap: Snapshot, chunks: ChunkStore, filters: Filters
+) -> dict[str, float]:
+    wanted = n + 4 * len(filters.excluded)
+    n_results = min(wanted + VECTOR_OVERFETCH, max(1, len(snap.ids) + VECTOR_OVERFETCH))
+    active = (
+        (cid, cos)
+        for cid, cos in chunks.nearest(query_vector, n_results, filters.where())
+        if cid in snap.position
+        and snap.metadatas[snap.position[cid]].get("doc_id") not in filters.excluded
+    )
+    return dict(itertools.islice(active, n))
+
+
+def rank(
+    pool: CandidatePool,
+    snap: Snapshot,
+    *,
+    mode: SearchMode,
+    fusion: str,
+    vector_weight: float,
+    similarity_floor: float,
+    top: int,
+) -> list[RetrievedChunk]:
+    """The ``top`` candidates by fused score, as results."""
+    vrel = {c: cosine_to_relevance(v, similarity_floor) for c, v in pool.cosine.items()}
+    if mode == "vector":
+        fused = dict(pool.cosine)
+    elif mode == "bm25":
+        fused = dict(pool.bm25_found)  # raw score: the clamped share saturates at 1.0
+    elif fusion == "weighted":
+        brel = {c: s.share for c, s in pool.bm25.items()}
+        fused = fuse(vrel, brel, method="weighted", vector_weight=vector_weight)
+    else:
+        raw = {c: s.raw for c, s in pool.bm25.items()}
+        fused = fuse(
+            pool.cosine, raw, method=cast(FusionMethod, fusion), vector_weight=vector_weight
+        )
+    order = sorted(pool.ids, key=lambda c: (-fused.get(c, 0.0), c))
+    best = max(fused.values(), default=0.0)
+
+    def relevance(cid: str) -> float:
+        """Shown to users and used by rerankers: relative to this query's best hit."""
+        if mode == "vector":
+            return vrel.get(cid, 0.0)
+        if mode == "bm25":
+            return pool.bm25[cid].share
+        return fused[cid] / best if best > 0 else 0.0
+
+    out: list[RetrievedChunk] = []
+    for cid in order[:top]:
+        i = snap.position[cid]
+        m = snap.metadatas[i]
+        bm25 = pool.bm25.get(cid, BM25Score(0.0, 0.0))
+        out.append(
+            RetrievedChunk(
+                chunk_id=cid,
+                doc_id=str(m.get("doc_id", "")),
+                source=str(m.get("source", "")),
+                heading=str(m.get("heading", "")),
+                text=snap.texts[i],
+                chunk_index=int(m.get("chunk_index", 0)),
+                total_chunks=int(m.get("total_chunks", 1)),
+                relevance=clamp01(relevance(cid)),
+                fused_score=float(fused[cid]),
+                vector_score=pool.cosine.get(cid),
+                bm25_score=bm25.raw,
+                vector_relevance=vrel.get(cid, 0.0),
+                bm25_relevance=bm25.share,
+                metadata=m,
+            )
+        )
+    return out

@@ -1,0 +1,245 @@
+"""The Chroma store: embedded by default, a ``chroma run`` server when a host is set.
+
+Two collections make one knowledge base:
+
+* ``<name>`` holds the chunks (vectors, text, metadata). Its metadata records the
+  embedding model id and dimension; opening it with another model is refused.
+* ``<name>-docs`` is the document registry: one record per ``doc_id`` naming the
+  version (content hash) that is *active*, plus a ``__generation__`` record that
+  changes whenever the active set changes. A document's registry record and the
+  generation are written by one ``upsert`` call, which Chroma applies as one
+  write; that single write is the commit point of an ingest (see
+  ``tools.kb.registry``).
+
+``ChunkStore`` is every read and write of the chunk collection; ``StoreGuard`` turns
+whatever the Chroma client raises into a ``StoreError`` that names the step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import chromadb
+import numpy as np
+from chromadb.api import ClientAPI
+from chromadb.api.models.Collection import Collection
+
+from tools.errors import ConfigError, EmbeddingMismatchError, StoreError
+from tools.kb.embeddings import spec_for_model_id
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,500}[A-Za-z0-9]$")
+REGISTRY_SUFFIX = "-docs"
+WRITE_PAGE = 1000  # chunks per upsert: bounded request bodies for a Chroma server
+READ_PAGE = 2000  # chunks per get when reading the whole collection
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class StoreLocation:
+    """Embedded at ``path``, or a server at ``host:port`` when ``host`` is set."""
+
+    path: Path
+    host: str | None = None
+    port: int = 8000
+
+    def describe(self) -> str:
+        if self.host:
+            return f"Chroma server at {self.host}:{self.port}"
+        return f"embedded Chroma at {self.path}"
+
+
+def validate_collection_name(name: str) -> str:
+    if not _NAME_RE.match(name) or len(name) + len(REGISTRY_SUFFIX) > 512:
+        raise ConfigError(
+            f"invalid collection name {name!r}: use 3-500 characters of letters, digits, "
+            "'.', '_' or '-', starting and ending with a letter or digit"
+        )
+    return name
+
+
+def open_client(location: StoreLocation) -> ClientAPI:
+    settings = chromadb.Settings(anonymized_telemetry=False)
+    if location.host:
+        try:
+            client = chromadb.HttpClient(host=location.host, port=location.port, settings=settings)
+            client.heartbeat()
+        except Exception as exc:  # chromadb raises several unrelated types here
+            raise StoreError(
+                f"cannot reach the Chroma server at {location.host}:{location.port}: "
+                f"{type(exc).__name__}"
+            ) from exc
+        return client
+    location.path.mkdir(parents=True, exist_ok=True)
+    try:
+        return chromadb.PersistentClient(path=str(location.path), settings=settings)
+    except Exception as exc:
+        raise StoreError(f"cannot open embedded Chroma at {location.path}: {exc}") from exc
+
+
+def _reopen_hint(stored_model: str) -> str:
+    # The default local model changed from USE to e5: old knowledge bases must stay openable.
+    spec = spec_for_model_id(stored_model)
+    return f"To open it as it is, set HYBRID_RAG_EMBEDDING={spec}. " if spec else ""
+
+
+def open_collections(
+    client: ClientAPI, name: str, *, model_id: str, dimension: int
+) -> tuple[Collection, Collection]:
+    """Return ``(chunks, registry)``, creating them if needed, refusing a model change."""
+    validate_collection_name(name)
+    meta: dict[str, Any] = {"embedding_model": model_id, "embedding_dimension": dimension}
+    chunks = client.get_or_create_collection(
+        name, metadata=meta, configuration={"hnsw": {"space": "cosine"}}, embedding_function=None
+    )
+    stored = chunks.metadata or {}
+    if stored.get("embedding_model") != model_id or stored.get("embedding_dimension") != dimension:
+        raise EmbeddingMismatchError(
+            f"collection {name!r} was built with embedding model "
+            f"{stored.get('embedding_model')!r} (dimension {stored.get('embedding_dimension')}); "
+            f"it cannot be opened with {model_id!r} (dimension {dimension}). "
+            + _reopen_hint(str(stored.get("embedding_model")))
+            + "Use another collection name, or delete this one and re-ingest."
+        )
+    registry = client.get_or_create_collection(
+        name + REGISTRY_SUFFIX, metadata={"role": "registry"}, embedding_function=None
+    )
+    return chunks, registry
+
+
+def drop_collections(client: ClientAPI, name: str) -> None:
+    for n in (name, name + REGISTRY_SUFFIX):
+        with contextlib.suppress(Exception):  # absent already: nothing to drop
+            client.delete_collection(n)
+
+
+@dataclass(frozen=True)
+class StoreGuard:
+    """Runs one store call; a failure becomes a ``StoreError`` naming the store and step."""
+
+    location: StoreLocation
+
+    def __call__(self, what: str, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except Exception as exc:  # chromadb raises many unrelated types (HTTP, sqlite, ...)
+            raise StoreError(
+                f"{self.location.describe()} failed during {what}: {type(exc).__name__}: {exc}"
+            ) from exc
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """One chunk as read back from the store."""
+
+    chunk_id: str
+    text: str
+    metadata: dict[str, Any]
+
+
+class ChunkStore:
+    """The chunk collection: vectors, texts and metadata keyed by chunk id.
+
+    Chunk ids are ``doc_id#version#index``; which version counts is the registry's
+    business, so every method here is version-agnostic except where it says so.
+    """
+
+    def __init__(self, collection: Collection, guard: StoreGuard) -> None:
+        self.collection = collection
+        self._guard = guard
+
+    def write(
+        self,
+        ids: Sequence[str],
+        vectors: Sequence[Sequence[float]],
+        texts: Sequence[str],
+        metadatas: Sequence[dict[str, Any]],
+    ) -> None:
+        for start in range(0, len(ids), WRITE_PAGE):
+            sl = slice(start, start + WRITE_PAGE)
+            self._guard(
+                "writing chunks",
+                lambda sl=sl: self.collection.upsert(  # type: ignore[misc]
+                    ids=list(ids[sl]),
+                    embeddings=list(vectors[sl]),
+                    documents=list(texts[sl]),
+                    metadatas=list(metadatas[sl]),  # type: ignore[arg-type]
+                ),
+            )
+
+    def delete_other_versions(self, doc_id: str, version: str) -> None:
+        """Remove the chunks of ``doc_id`` that do not belong to ``version``."""
+        self._guard(
+            f"removing old chunks of {doc_id}",
+            lambda: self.collection.delete(
+                where={"$and": [{"doc_id": doc_id}, {"version": {"$ne": version}}]}  # type: ignore[dict-item]
+            ),
+        )
+
+    def delete_document(self, doc_id: str) -> None:
+        self._guard(
+            f"deleting chunks of {doc_id}",
+            lambda: self.collection.delete(where={"doc_id": doc_id}),
+        )
+
+    def scan(self) -> Iterator[StoredChunk]:
+        """Every stored chunk (all versions), read page by page."""
+        offset = 0
+        while True:
+            page = self._guard(
+                "reading chunks",
+                lambda offset=offset: self.collection.get(  # type: ignore[misc]
+                    include=["documents", "metadatas"], limit=READ_PAGE, offset=offset
+                ),
+            )
+            for cid, text, meta in zip(
+                page["ids"], page["documents"] or [], page["metadatas"] or [], strict=True
+            ):
+                yield StoredChunk(cid, text or "", dict(meta or {}))
+            if len(page["ids"]) < READ_PAGE:
+                return
+            offset += READ_PAGE
+
+    def nearest(
+        self, vector: np.ndarray, n: int, where: dict[str, Any] | None
+    ) -> list[tuple[str, float]]:
+        """The ``n`` nearest chunks as ``(chunk id, cosine similarity)``, best first."""
+        res = self._guard(
+            "vector search",
+            lambda: self.collection.query(
+                query_embeddings=[vector.tolist()],
+                n_results=n,
+                where=where,
+                include=["distances"],
+            ),
+        )
+        # The collection is in cosine space: distance = 1 - cosine similarity.
+        return [
+            (cid, 1.0 - float(dist))
+            for cid, dist in zip(res["ids"][0], (res["distances"] or [[]])[0], strict=True)
+        ]
+
+    def cosines(self, ids: Sequence[str], vector: np.ndarray) -> dict[str, float]:
+        """Cosine similarity of ``vector`` to the stored vectors of ``ids``.
+
+        Chunks deleted meanwhile are simply absent from the result.
+        """
+        got = self._guard(
+            "reading vectors",
+            lambda: self.collection.get(ids=list(ids), include=["embeddings"]),
+        )
+        embs = got["embeddings"]
+        if embs is None or len(got["ids"]) == 0:
+            return {}
+        mat = np.asarray(embs, dtype=np.float32)
+        q = vector / (np.linalg.norm(vector) or 1.0)
+        norms = np.linalg.norm(mat, axis=1)
+        norms[norms == 0] = 1.0
+        return {cid: float(cos) for cid, cos in zip(got["ids"], (mat @ q) / norms, strict=True)}
+
+    def count(self) -> int:
+        return int(self._guard("counting chunks", self.collection.count))
