@@ -20,7 +20,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
-from graph.context import Context
+from graph.context import Context, field_bound
 from graph.rag_graph import Node, with_default_context
 from graph.state import InputState, OutputState, State
 from nodes.agent import (
@@ -36,10 +36,9 @@ from nodes.finalize import finalize
 from nodes.generate import cite
 
 # Each model turn that calls tools costs two steps (call_model, run_tools). The nodes
-# stop at max_model_calls (≤ 50, see Context); this backstop allows the largest
-# configurable loop plus prepare/cite/finalize, and ends a run that somehow loops past it.
-MAX_MODEL_CALLS_ALLOWED = 50
-RECURSION_LIMIT = 2 * MAX_MODEL_CALLS_ALLOWED + 10
+# stop at max_model_calls; this backstop allows the largest loop Context accepts plus
+# prepare/cite/finalize, and ends a run that somehow loops past it.
+RECURSION_LIMIT = 2 * int(field_bound("max_model_calls", "le")) + 10
 
 
 class AgentOutputState(OutputState, total=False):

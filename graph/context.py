@@ -185,6 +185,14 @@ class Context:
         return cls(**values)
 
 
+def field_bound(name: str, bound: Literal["ge", "le"]) -> float:
+    """A field's published lower (``ge``) or upper (``le``) bound: the one source of it."""
+    for f in fields(Context):
+        if f.name == name and bound in f.metadata:
+            return float(f.metadata[bound])
+    raise KeyError(f"Context.{name} has no {bound} bound")
+
+
 def _check_type(ctx: Context, name: str, annotation: str) -> None:
     """Check (and normalise) one field against its annotation: str, bool, int or float."""
     value = getattr(ctx, name)

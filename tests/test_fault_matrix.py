@@ -535,3 +535,67 @@ def _forget_kb(config: KBConfig) -> None:
         kb = resources._kbs.pop(config, None)
     if kb is not None:
         kb.close()
+
+
+# --- the same scenario through both graphs: the same decisions ---------------------------
+
+MARATHON = "Who won the 2026 Tokyo marathon? Latest news please."
+SERPER_MARATHON = {
+    "organic": [
+        {
+            "title": "Tokyo Marathon 2026 results",
+            "link": "https://news.example.org/tokyo-marathon-2026",
+            "snippet": "Jane Runner won the 2026 Tokyo marathon in 2:18:04, the latest news says.",
+            "position": 1,
+        }
+    ]
+}
+# (id, question, provider, replies, then: replies after the first query's attempts)
+SCENARIOS: list[tuple[str, str, str, list[Reply]]] = [
+    ("kb-answers-web-off", Q_KB := "How many days of annual leave after 6 years of service?",
+     "none", []),
+    ("kb-answers-web-down", Q_KB, "serper", [Reply({"message": "boom"}, status=500)]),
+    ("web-answers", MARATHON, "serper", [Reply(SERPER_MARATHON)]),
+    ("web-down-kb-silent", MARATHON, "serper", [Reply({"message": "boom"}, status=500)]),
+    ("web-off-kb-silent", MARATHON, "none", []),
+]  # fmt: skip
+
+
+def decisions(out: dict[str, Any]) -> dict[str, bool]:
+    """What a user sees, as the shared answer rules decide it."""
+    kinds = {c["type"] for c in out["citations"]}
+    return {
+        "cites_kb": "internal" in kinds,
+        "cites_web": "web" in kinds,
+        "says_web_unavailable": UNAVAILABLE["en"] in out["answer"],
+        "warns": bool(out["warnings"]),
+    }
+
+
+@pytest.mark.parametrize(("case", "question", "provider", "replies"), SCENARIOS,
+                         ids=[s[0] for s in SCENARIOS])  # fmt: skip
+def test_both_graphs_decide_a_scenario_alike(
+    kb_home: Path,
+    server: LocalServer,
+    models: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    case: str,
+    question: str,
+    provider: str,
+    replies: list[Reply],
+) -> None:
+    if replies:
+        server.route("/search", *replies)
+        _point_at(monkeypatch, provider, server.url)
+    state, _ = run_variant("state-offline", kb_home, provider, question, models)
+    set_default_cache(SearchCache())  # the agent must reach the provider too
+    agent, _ = run_variant("agent-offline", kb_home, provider, question, models)
+    assert decisions(state) == decisions(agent), (state["answer"], agent["answer"])
+    seen = decisions(state)
+    web_ok = case == "web-answers"
+    assert seen["cites_web"] == web_ok, state["answer"]
+    # One rule for the note: said exactly when the web was wanted and did not answer.
+    assert seen["says_web_unavailable"] == case.endswith("kb-silent"), state["answer"]
+    assert seen["cites_kb"] == case.startswith("kb-answers"), state["answer"]
+    if case == "kb-answers-web-down":  # a question the KB answers well never pays for search
+        assert not server.hits("/search")

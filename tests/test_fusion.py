@@ -10,6 +10,7 @@ import pytest
 from tools.kb.fusion import (
     FUSION_METHODS,
     RRF_K,
+    FusionMethod,
     clamp01,
     cosine_to_relevance,
     fuse,
@@ -101,11 +102,23 @@ def test_clamp01() -> None:
     assert isinstance(clamp01(1), float)
 
 
-def test_fusion_methods_are_all_accepted_by_fuse() -> None:
-    vec, bm = {"a": 0.9, "b": 0.5}, {"a": 1.0, "b": 9.0}
-    for method in FUSION_METHODS:
-        fused = fuse(vec, bm, method=method, vector_weight=0.5)
-        assert set(fused) == {"a", "b"}
+@pytest.mark.parametrize("method", FUSION_METHODS)
+def test_every_method_follows_its_weight_and_rewards_agreement(method: FusionMethod) -> None:
+    # "a" leads both retrievers, "d" trails both; "b" is the vector side's runner-up and
+    # BM25's last, "c" the reverse. (Scores in [0, 1] so "weighted" can read them too.)
+    vec = {"a": 0.9, "b": 0.8, "c": 0.3, "d": 0.1}
+    bm = {"a": 0.95, "b": 0.05, "c": 0.7, "d": 0.02}
+
+    def order(weight: float) -> list[str]:
+        fused = fuse(vec, bm, method=method, vector_weight=weight)
+        assert set(fused) == set(vec)
+        return sorted(fused, key=lambda c: -fused[c])
+
+    for weight in (0.3, 0.5, 0.7):
+        ranked = order(weight)
+        assert ranked[0] == "a" and ranked[-1] == "d", (weight, ranked)
+    assert order(1.0)[:3] == ["a", "b", "c"]  # the vector side alone
+    assert order(0.0)[:3] == ["a", "c", "b"]  # the BM25 side alone
 
 
 def test_minmax_and_zscore_normalise_over_the_pool() -> None:

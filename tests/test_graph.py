@@ -12,7 +12,6 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from graph import Context, build_graph
-from graph.rag_graph import select_sources
 from nodes import resources
 from tests.fakes import ScriptedChatModel
 from tools.errors import ConfigError, InputError
@@ -111,23 +110,14 @@ def test_rejects_bad_input_before_any_node(tmp_path: Path) -> None:
         Context.from_mapping({"nope": 1})
 
 
-def test_select_sources_fans_out_for_both() -> None:
-    assert select_sources({"route": "both"}) == ["retrieve_internal", "search_web"]
-    assert select_sources({"route": "knowledge"}) == ["retrieve_internal"]
-    assert select_sources({"route": "search"}) == ["search_web"]
-
-
-def test_graph_has_every_node_and_edge() -> None:
-    g = build_graph().get_graph()
-    assert set(g.nodes) >= {
-        "prepare", "route", "rewrite", "retrieve_internal", "search_web",
+def test_node_names_are_a_public_contract() -> None:
+    # Clients filter streams by node name (langgraph_node == "generate") and Studio shows
+    # them; renaming one breaks users, so the set is pinned here. Edges are exercised by
+    # the routing tests (knowledge / search / both / fallback / reflect loops).
+    assert set(build_graph().get_graph().nodes) - {"__start__", "__end__"} == {
+        "prepare", "route", "rewrite", "retrieve_internal", "search_web", "rerank",
         "grade", "reflect", "generate", "cite", "finalize",
     }  # fmt: skip
-    edges = {(e.source, e.target) for e in g.edges}
-    for edge in [("rewrite", "retrieve_internal"), ("rewrite", "search_web"), ("grade", "search_web"),
-                 ("grade", "reflect"), ("reflect", "retrieve_internal"), ("reflect", "search_web"),
-                 ("reflect", "generate"), ("generate", "cite")]:  # fmt: skip
-        assert edge in edges, edge
 
 
 def test_model_that_never_says_sufficient_is_bounded(
