@@ -18,13 +18,10 @@ from pydantic import Field
 
 from nodes.models import validate_model_spec
 from tools.errors import ConfigError
-from tools.kb.embeddings import validate_embedding_spec
 from tools.kb.rerank import make_reranker
 from tools.kb.store import validate_collection_name
 from tools.websearch import VALID_PROVIDERS
 from tools.websearch.text import GL_RE, HL_RE
-
-_MODEL_RE = re.compile(r"^(auto|offline|[A-Za-z0-9_.-]+:[^\s]+)$")
 
 
 # Model fields carry their kind and the nodes that use them into the JSON schema the
@@ -33,15 +30,37 @@ def _llm(*nodes: str) -> Any:
     return Field(json_schema_extra={"langgraph_type": "llm", "langgraph_nodes": list(nodes)})
 
 
-def _f(default: Any, description: str, *, ge: float | None = None, le: float | None = None) -> Any:
-    """A field with its description and bounds: the one source of both the published JSON
-    schema (``minimum``/``maximum``, so Studio's form enforces them) and the check below."""
+def _f(
+    default: Any,
+    description: str,
+    *,
+    ge: float | None = None,
+    le: float | None = None,
+    pattern: str | None = None,
+    expected: str = "",
+) -> Any:
+    """A field with its description, bounds and pattern: the one source of both the
+    published JSON schema (``minimum``/``maximum``/``pattern``, so Studio's form enforces
+    them) and the check below (``expected`` words the pattern for the error message)."""
     metadata: dict[str, Any] = {"description": description}
     if ge is not None:
         metadata["ge"] = ge
     if le is not None:
         metadata["le"] = le
+    if pattern is not None:
+        metadata["pattern"] = pattern
+        metadata["expected"] = expected
     return field(default=default, metadata=metadata)
+
+
+def _one_of(*alternatives: str) -> str:
+    return f"^(?:{'|'.join(alternatives)})$"
+
+
+_MODEL = _one_of("auto", "offline", r"[A-Za-z0-9_.-]+:\S+")
+_MODEL_EXPECTED = "'auto', 'offline' or 'provider:model'"
+_PROVIDER = "|".join(["auto", "none", *VALID_PROVIDERS])
+_PROVIDERS = rf"^ *(?:{_PROVIDER}) *(?:, *(?:{_PROVIDER}) *)*$"
 
 
 # Allowed values as a Literal: the published JSON schema lists them (an enum Studio's
@@ -58,13 +77,22 @@ class Context:
         "Answering model as 'provider:model' (e.g. 'openai:gpt-4o-mini'), 'offline' for the "
         "deterministic no-LLM mode, or 'auto': openai:gpt-4o-mini when OPENAI_API_KEY or "
         "OPENAI_BASE_URL is set, otherwise offline.",
+        pattern=_MODEL,
+        expected=_MODEL_EXPECTED,
     )
     fast_model: Annotated[str, _llm("route", "rewrite", "rerank", "grade", "reflect")] = _f(
         "auto",
         "Model for routing, rewriting, grading and reflection; same format as 'model'. "
         "'auto' follows 'model'.",
+        pattern=_MODEL,
+        expected=_MODEL_EXPECTED,
     )
-    embedding: str = _f("local", "Embedding model: 'local' (bundled, offline) or 'openai:<model>'.")
+    embedding: str = _f(
+        "local",
+        "Embedding model: 'local' (bundled, offline) or 'openai:<model>'.",
+        pattern=_one_of(r"local(?::\S+)?", r"openai:\S+"),
+        expected="'local', 'local:<name>' or 'openai:<model>'",
+    )
     collection: str = _f("knowledge", "Chroma collection holding the knowledge base.")
     data_home: str = _f("", "Data directory; empty means $HYBRID_RAG_HOME or the default.")
     chroma_host: str = _f("", "Chroma server host; empty means embedded Chroma in data_home.")
@@ -73,14 +101,27 @@ class Context:
         "auto",
         "Web search provider: a name (serper, serpapi, serpbase, scavio, tavily, brave, searxng, "
         "ddgs), 'auto' (first one configured), 'none', or a comma-separated failover list.",
+        pattern=_PROVIDERS,
+        expected=f"auto, none, one of {', '.join(VALID_PROVIDERS)}, or a comma-separated "
+        "failover list of them",
     )
     search_timeout: float = _f(10.0, "Seconds one web search request may take.", ge=0.1, le=120.0)
     search_max_attempts: int = _f(3, "Attempts per web search, retries included.", ge=1, le=10)
     search_time_budget: float = _f(
         30.0, "Seconds all attempts of one web search may take together.", ge=0.1, le=300.0
     )
-    hl: str = _f("auto", "Search interface language (e.g. 'en', 'zh-CN'); 'auto' by question.")
-    gl: str = _f("auto", "Search country (e.g. 'us', 'cn'); 'auto' by question language.")
+    hl: str = _f(
+        "auto",
+        "Search interface language (e.g. 'en', 'zh-CN'); 'auto' by question.",
+        pattern=_one_of("auto", HL_RE.pattern[1:-1]),
+        expected="'auto' or a language code like 'en' or 'zh-CN'",
+    )
+    gl: str = _f(
+        "auto",
+        "Search country (e.g. 'us', 'cn'); 'auto' by question language.",
+        pattern=_one_of("auto", GL_RE.pattern[1:-1]),
+        expected="'auto' or a two-letter country code",
+    )
     top_k_internal: int = _f(5, "Knowledge-base sources kept for the answer.", ge=1, le=20)
     top_k_web: int = _f(5, "Web sources kept for the answer.", ge=1, le=20)
     snippet_chars: int = _f(
@@ -116,6 +157,8 @@ class Context:
         "Second-stage reranker: 'auto' (lexical in offline mode, where it measurably helps; "
         "none with a model), 'none', 'lexical' (no model), 'cross-encoder:<model>' "
         "(local sentence-transformers model) or 'llm' (listwise by fast_model).",
+        pattern=_one_of("auto", "none", "lexical", "llm", r"cross-encoder(?::\S+)?"),
+        expected="auto, none, lexical, llm or cross-encoder:<model>",
     )
     rerank_top_n: int = _f(10, "Candidates kept after reranking.", ge=1, le=50)
     joint_ranking: bool = _f(
@@ -138,13 +181,15 @@ class Context:
                 _range(
                     self, f.name, f.metadata.get("ge", -math.inf), f.metadata.get("le", math.inf)
                 )
-        for name in ("model", "fast_model"):
-            value = getattr(self, name).strip()
-            if not _MODEL_RE.match(value):
+        for f in fields(self):
+            if "pattern" in f.metadata and not re.match(
+                f.metadata["pattern"], getattr(self, f.name)
+            ):
                 raise ConfigError(
-                    f"{name} must be 'auto', 'offline' or 'provider:model', got {value!r}"
+                    f"{f.name} must be {f.metadata['expected']}, got {getattr(self, f.name)!r}"
                 )
-            validate_model_spec(name, value)
+        for name in ("model", "fast_model"):
+            validate_model_spec(name, getattr(self, name))
         if self.answer_reserve_tokens >= self.context_token_budget // 2:
             raise ConfigError(
                 "answer_reserve_tokens must be less than half of context_token_budget "
@@ -156,22 +201,8 @@ class Context:
                 f"answer_language must be {', '.join(allowed[:-1])} or {allowed[-1]}, "
                 f"got {self.answer_language!r}"
             )
-        if self.hl != "auto" and not HL_RE.match(self.hl):
-            raise ConfigError(
-                f"hl must be 'auto' or a language code like 'en' or 'zh-CN', got {self.hl!r}"
-            )
-        if self.gl != "auto" and not GL_RE.match(self.gl):
-            raise ConfigError(f"gl must be 'auto' or a two-letter country code, got {self.gl!r}")
-        if self.reranker not in ("auto", "none", "lexical", "llm") and not self.reranker.startswith(
-            "cross-encoder"
-        ):
-            raise ConfigError(
-                f"reranker must be auto, none, lexical, llm or cross-encoder:<model>, got {self.reranker!r}"
-            )
         if self.reranker.startswith("cross-encoder"):
             make_reranker(self.reranker)  # fails now, naming what to install, not mid-run
-        _check_search_provider(self.search_provider)
-        validate_embedding_spec(self.embedding)
         validate_collection_name(self.collection)
 
     @classmethod
@@ -217,14 +248,3 @@ def _range(ctx: Context, name: str, low: float, high: float) -> None:
     value = getattr(ctx, name)
     if not low <= value <= high:
         raise ConfigError(f"{name} must be between {low} and {high}, got {value!r}")
-
-
-def _check_search_provider(value: str) -> None:
-    names = [p.strip() for p in value.split(",") if p.strip()]
-    allowed = {"auto", "none", *VALID_PROVIDERS}
-    unknown = [n for n in names if n not in allowed]
-    if not names or unknown:
-        raise ConfigError(
-            f"search_provider {value!r} is not valid: use auto, none, one of "
-            f"{', '.join(VALID_PROVIDERS)}, or a comma-separated failover list"
-        )

@@ -359,6 +359,36 @@ def test_context_bounds_are_published_in_the_schema_and_enforced_from_it() -> No
                 Context(**{f.name: f.metadata["le"] + 1})
 
 
+@pytest.mark.parametrize(
+    ("name", "good", "bad"),
+    [
+        ("model", ["auto", "offline", "openai:gpt-4o-mini"], ["gpt4", "openai:", "a b:c"]),
+        ("search_provider", ["auto", "none", "serper", "serper, brave"], ["google", "serper,,"]),
+        ("reranker", ["lexical", "cross-encoder", "llm"], ["bm25", "cross-encoder:"]),
+        ("hl", ["auto", "en", "zh-CN"], ["english", "zh_CN"]),
+        ("gl", ["auto", "us"], ["usa", ""]),
+        ("embedding", ["local", "local:use", "openai:text-embedding-3-small"], ["e5", "openai:"]),
+    ],
+)
+def test_context_patterns_are_published_and_enforced_from_them(
+    name: str, good: list[str], bad: list[str]
+) -> None:
+    # Studio's form checks the published pattern (ECMA regex); Context checks the same one.
+    import re
+
+    from pydantic import TypeAdapter
+
+    pattern = TypeAdapter(Context).json_schema()["properties"][name]["pattern"]
+    for value in good:
+        assert re.match(pattern, value), value
+        if name != "reranker" or value != "cross-encoder":  # would load a model
+            Context(**{name: value})
+    for value in bad:
+        assert not re.match(pattern, value), value
+        with pytest.raises(ConfigError, match=f"{name} must be"):
+            Context(**{name: value})
+
+
 def _sse_chat(*pieces: str) -> str:
     """An OpenAI chat-completions stream (server-sent events) that says ``pieces``."""
     events = [

@@ -1,0 +1,45 @@
+"""What ``langgraph.json`` serves: both graphs, each behind a check of the run's context.
+
+The LangGraph server drops context keys that its published ``context_schema`` does not
+name before the graph sees them (langgraph-api logs them at debug level), so a misspelt
+field (``confidnce_threshold``) would run silently on the default. The server calls a
+graph factory with the run's context *before* that filter; these factories check it with
+``Context.from_mapping`` (the same check the CLI and Python callers get) so the run fails
+with the field named. Introspection and state reads get the same compiled graph unchecked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from langgraph.graph.state import CompiledStateGraph
+from langgraph_sdk.runtime import ServerRuntime
+
+from graph.agent_graph import graph as agent_graph
+from graph.context import Context
+from graph.rag_graph import graph as rag_graph
+
+Compiled = CompiledStateGraph[Any, Any, Any, Any]
+
+
+def check_run_context(runtime: ServerRuntime[Context]) -> None:
+    """Raise ``ConfigError`` naming unknown or invalid fields of a run's context."""
+    execution = runtime.execution_runtime
+    if execution is None or execution.context is None:
+        return  # schemas, drawings, state reads: no run, nothing to check
+    context: Any = execution.context
+    if isinstance(context, Mapping):
+        Context.from_mapping(dict(context))
+
+
+def hybrid_rag(runtime: ServerRuntime[Context]) -> Compiled:
+    """The state graph (``graph/rag_graph.py``)."""
+    check_run_context(runtime)
+    return rag_graph
+
+
+def tool_agent(runtime: ServerRuntime[Context]) -> Compiled:
+    """The tool-calling agent (``graph/agent_graph.py``)."""
+    check_run_context(runtime)
+    return agent_graph
