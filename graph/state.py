@@ -73,3 +73,4 @@ class State(InputState, OutputState, total=False):
     sources: list[Source]
     answer_message_id: str | None
     answer_draft: str  # the model's reply as streamed (cite compares the checked text)
+    fast_mode: str  # the fast model's spec, resolved once per run by prepare (see mode)

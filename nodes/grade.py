@@ -17,7 +17,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
 from nodes.common import emit, structured_call, timed
-from nodes.models import OFFLINE, resolve_model_spec
+from nodes.models import OFFLINE, fast_model
 from prompts.internal import GRADE_SYSTEM
 from tools.answer.sources import Source
 from tools.policy.offline import text_overlap
@@ -79,7 +79,7 @@ async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     emit(runtime, "grading")
     with timed("grade", timings):
         internal_conf = internal_confidence(internal)
-        spec = resolve_model_spec(ctx.fast_model, fallback=ctx.model)
+        spec = fast_model(state, ctx)
         if spec != OFFLINE and internal and state.get("iteration", 0) == 0:
             graded = await _model_grades(spec, question, internal)
             if graded is None:

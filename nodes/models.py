@@ -15,13 +15,17 @@ import hashlib
 import importlib.util
 import os
 import threading
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 
 from tools.errors import ConfigError
+
+if TYPE_CHECKING:
+    from graph.context import Context
 
 AUTO_MODEL = "openai:gpt-4o-mini"
 OFFLINE = "offline"
@@ -55,6 +59,17 @@ def resolve_model_spec(spec: str, *, fallback: str | None = None) -> str:
             return AUTO_MODEL
         return OFFLINE
     return spec
+
+
+def answer_model(state: Mapping[str, Any], ctx: Context) -> str:
+    """The answering model's spec as ``prepare`` resolved it for this run."""
+    return str(state.get("mode") or resolve_model_spec(ctx.model))
+
+
+def fast_model(state: Mapping[str, Any], ctx: Context) -> str:
+    """The fast model's spec as ``prepare`` resolved it for this run (nodes called on
+    their own, outside a run, resolve it now)."""
+    return str(state.get("fast_mode") or resolve_model_spec(ctx.fast_model, fallback=ctx.model))
 
 
 def validate_model_spec(field: str, spec: str) -> None:

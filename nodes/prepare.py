@@ -62,6 +62,7 @@ async def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     question = validate_question(raw, ctx.max_question_chars)
     messages = state.get("messages") or []
     history = history_of(messages if add_message else messages[:-1])
+    # "auto" models are resolved once here (the environment is read once per run).
     mode = resolve_model_spec(ctx.model)
     language = answer_language(question, ctx.answer_language)
     emit(runtime, "preparing", mode=mode, language=language)
@@ -70,6 +71,7 @@ async def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "question": question,
         "history": history,
         "mode": mode,
+        "fast_mode": resolve_model_spec(ctx.fast_model, fallback=mode),
         "language": language,
     }
     if add_message:

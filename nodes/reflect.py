@@ -14,7 +14,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from nodes.common import emit, structured_call, timed
-from nodes.models import OFFLINE, resolve_model_spec
+from nodes.models import OFFLINE, fast_model
 from prompts.internal import REFLECT_SYSTEM
 from tools.policy.offline import uncovered_terms
 
@@ -61,7 +61,7 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             decision = Reflection(sufficient=True)
             note = f"iteration bound reached ({ctx.max_iterations})"
         else:
-            spec = resolve_model_spec(ctx.fast_model, fallback=ctx.model)
+            spec = fast_model(state, ctx)
             decision, note = _offline(state), "offline coverage rule"
             if spec != OFFLINE:
                 sources = "\n\n".join(str(d.get("text", ""))[:500] for d in _evidence(state)[:8])

@@ -17,7 +17,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from nodes.common import emit, structured_call, timed
-from nodes.models import OFFLINE, resolve_model_spec
+from nodes.models import OFFLINE, fast_model, resolve_model_spec
 from prompts.internal import RERANK_SYSTEM
 from tools.kb.rerank import Candidate, make_reranker, reorder
 from tools.policy.offline import text_overlap
@@ -27,12 +27,13 @@ if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.state import State
 
 
-def effective_reranker(ctx: Context) -> str:
+def effective_reranker(ctx: Context, mode: str | None = None) -> str:
     """``auto`` is ``lexical`` offline (it raised nDCG@10 on every dev set, README) and
-    ``none`` with a model, whose own grading and answer already read the passages."""
+    ``none`` with a model, whose own grading and answer already read the passages.
+    ``mode`` is the run's resolved answering model (``State.mode``), when known."""
     if ctx.reranker != "auto":
         return str(ctx.reranker)
-    return "lexical" if resolve_model_spec(ctx.model) == OFFLINE else "none"
+    return "lexical" if (mode or resolve_model_spec(ctx.model)) == OFFLINE else "none"
 
 
 class Ordering(BaseModel):
@@ -68,7 +69,7 @@ async def rerank(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     internal = list(state.get("internal_docs") or [])
     web = list(state.get("web_docs") or [])
     joint = bool(ctx.joint_ranking and internal and web)
-    name = effective_reranker(ctx)
+    name = effective_reranker(ctx, state.get("mode"))
     if name == "none" and not joint:
         return {}
     timings: dict[str, float] = {}
@@ -79,7 +80,7 @@ async def rerank(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         top_n = ctx.rerank_top_n if joint else max(ctx.rerank_top_n, len(pool))
         error: str | None = None
         if name == "llm":
-            spec = resolve_model_spec(ctx.fast_model, fallback=ctx.model)
+            spec = fast_model(state, ctx)
             if spec == OFFLINE:
                 ranked, error = pool[:top_n], "no model configured (offline)"
             else:

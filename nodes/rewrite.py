@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from nodes.common import emit, render_history, structured_call, timed
 from nodes.crosslingual import translated_queries
-from nodes.models import OFFLINE, resolve_model_spec
+from nodes.models import OFFLINE, fast_model
 from prompts.internal import REWRITE_SYSTEM
 from tools.kb.tokenizers import keywords
 from tools.policy.offline import offline_rewrites
@@ -51,7 +51,7 @@ async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         if follow_up:
             kb.insert(1, follow_up)
             web.insert(1, follow_up)
-        spec = resolve_model_spec(ctx.fast_model, fallback=ctx.model)
+        spec = fast_model(state, ctx)
         if spec != OFFLINE:
             system = REWRITE_SYSTEM.format(
                 today=datetime.now(UTC).date(), num_rewrites=ctx.num_rewrites

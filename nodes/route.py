@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from nodes.common import emit, render_history, structured_call, timed
-from nodes.models import OFFLINE, resolve_model_spec
+from nodes.models import OFFLINE, fast_model
 from nodes.resources import get_kb
 from prompts.internal import ROUTE_SYSTEM
 from tools.errors import HybridRagError
@@ -40,7 +40,7 @@ async def route(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         except HybridRagError as exc:
             probe = 0.0
             warnings.append(f"knowledge base unavailable while routing: {exc}")
-        spec = resolve_model_spec(ctx.fast_model, fallback=ctx.model)
+        spec = fast_model(state, ctx)
         if spec == OFFLINE:
             decision = offline_route(question, probe)
             result = {"route": decision.route, "route_reason": f"offline rules: {decision.reason}"}

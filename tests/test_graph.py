@@ -514,3 +514,29 @@ def test_state_graph_structured_calls_go_through_chat_openai(
     assert out["answer"] == "After 6 years: 18 days [internal-1]."
     assert out["citations"][0]["doc_id"].startswith("hr/annual-leave")
     assert not any("structured call" in w for w in out["warnings"])
+
+
+def test_auto_models_are_resolved_once_per_run_by_prepare(
+    sample_kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "auto" reads the environment; every later node uses what prepare resolved, so one
+    # run never mixes two answers to "is a model configured?".
+    import sys
+
+    import nodes.models
+    import nodes.prepare
+    import nodes.rerank
+
+    real = nodes.models.resolve_model_spec
+    callers: list[str] = []
+
+    def counting(spec: str, *, fallback: str | None = None) -> str:
+        callers.append(sys._getframe(1).f_code.co_name)
+        return real(spec, fallback=fallback)
+
+    for module in (nodes.models, nodes.prepare, nodes.rerank):
+        monkeypatch.setattr(module, "resolve_model_spec", counting)
+    out = run(build_graph(), {"question": "How many days of annual leave after 6 years?"},
+              ctx(tmp_path, model="auto", fast_model="auto", max_iterations=2))  # fmt: skip
+    assert out["mode"] == "offline" and out["answer"]
+    assert set(callers) == {"prepare", "resolve_model_spec"}, callers  # (its own fallback)
