@@ -61,11 +61,6 @@ def resolve_model_spec(spec: str, *, fallback: str | None = None) -> str:
     return spec
 
 
-def answer_model(state: Mapping[str, Any], ctx: Context) -> str:
-    """The answering model's spec as ``prepare`` resolved it for this run."""
-    return str(state.get("mode") or resolve_model_spec(ctx.model))
-
-
 def fast_model(state: Mapping[str, Any], ctx: Context) -> str:
     """The fast model's spec as ``prepare`` resolved it for this run (nodes called on
     their own, outside a run, resolve it now)."""
