@@ -41,8 +41,10 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.tool import ToolCall, tool_call
 from langchain_core.tools import BaseTool
+from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
+from nodes.approval import APPROVAL_ERRORS, tool_approval
 from nodes.common import emit, timed
 from nodes.crosslingual import translated_queries
 from nodes.generate import build_prompt, failure_sentence, refuses, web_unavailable
@@ -90,7 +92,9 @@ def registry_of(state: Mapping[str, Any]) -> SourceRegistry:
     return SourceRegistry(state.get("language", "en"), state.get("sources") or [])
 
 
-def tools_for(registry: SourceRegistry, ctx: Context) -> dict[str, BaseTool]:
+def tools_for(
+    registry: SourceRegistry, ctx: Context, state: Mapping[str, Any]
+) -> dict[str, BaseTool]:
     tools = make_tools(
         registry,
         kb_getter=lambda: get_kb(ctx),
@@ -102,6 +106,7 @@ def tools_for(registry: SourceRegistry, ctx: Context) -> dict[str, BaseTool]:
         reranker=None
         if effective_reranker(ctx) in ("none", "llm")
         else make_reranker(effective_reranker(ctx)),
+        approve=tool_approval(ctx, state),  # approve_web_search: ask before paying
     )
     return {t.name: t for t in tools}
 
@@ -126,7 +131,11 @@ async def execute_tool_call(
         return ToolMessage(text, tool_call_id=call_id, name=name, status="error"), outcome
     try:
         message = await tool.ainvoke({**call, "id": call_id, "type": "tool_call"})
+    except GraphBubbleUp:
+        raise  # a pause for web search approval (interrupt), not a failure
     except Exception as exc:  # a tool bug must not end the run; the model can go on
+        if isinstance(exc, APPROVAL_ERRORS):
+            raise  # a bad approval answer: the run fails and the question stays open
         log.warning("tool %s failed unexpectedly", name, exc_info=True)
         text = f"Error: {name} failed unexpectedly ({type(exc).__name__})."
         message = ToolMessage(text, tool_call_id=call_id, name=name, status="error")
@@ -274,7 +283,7 @@ async def call_model(state: AgentState, runtime: Runtime[Context]) -> dict[str, 
         # Tools stay bound even when the budget is spent: some providers reject a history
         # with tool calls but no tool definitions. The system prompt then says "answer now",
         # and a model that still asks for tools gets the graceful bounded answer below.
-        tools = list(tools_for(registry_of(state), ctx).values())
+        tools = list(tools_for(registry_of(state), ctx, state).values())
         reply = await model.bind_tools(tools).ainvoke(messages)
     except HybridRagError as exc:
         bounded = bounded_answer(state, ctx, "the model call failed")
@@ -321,7 +330,7 @@ async def run_tools(state: AgentState, runtime: Runtime[Context]) -> dict[str, A
     last = messages[-1] if messages else None
     requested = list(last.tool_calls) if isinstance(last, AIMessage) else []
     registry = registry_of(state)
-    tools = tools_for(registry, ctx)
+    tools = tools_for(registry, ctx, state)
     used = len(state.get("tool_calls") or [])
     replies: list[ToolMessage] = []
     done: list[tuple[ToolCall, dict[str, Any]]] = []
@@ -398,7 +407,7 @@ async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[st
         if decision.route in ("search", "both"):
             plan.append(offline_call(GOOGLE_SEARCH, web_args))
         registry = registry_of(state)
-        tools = tools_for(registry, ctx)
+        tools = tools_for(registry, ctx, state)
         messages, done = await run_turn(tools, plan[: ctx.max_tool_calls], runtime)
         strategy = {"knowledge": "vector", "search": "search", "both": "both"}[decision.route]
         internal = registry.of_kind("internal")
