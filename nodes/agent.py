@@ -16,6 +16,10 @@
   extractive exactly as in the state graph. It is labelled as such, never presented as a
   model; its calls and results are recorded in ``messages`` as the model path records them.
 
+With ``approve_web_search``, ``google_search`` asks a person before it searches (the
+shared rule of ``nodes.approval``); the pause (``interrupt``) and a malformed answer pass
+through ``execute_tool_call`` instead of becoming tool errors.
+
 Every answer leaves through ``nodes.generate.cite``, the state graph's citation check.
 Sources are labelled by one ``tools.answer.agent_tools.SourceRegistry`` per run, rebuilt from
 ``state["sources"]`` at each step, so a label never changes once the model has seen it.
