@@ -110,6 +110,13 @@ class Context:
     search_time_budget: float = _f(
         30.0, "Seconds all attempts of one web search may take together.", ge=0.1, le=300.0
     )
+    approve_web_search: bool = _f(
+        False,
+        "Ask a person before each paid web search (both graphs): the run pauses with the "
+        "queries, provider and estimated cost and continues when resumed with approve, edit "
+        "(new queries) or skip. Needs a checkpointer (server threads have one); nothing is "
+        "asked when web search is not configured.",
+    )
     hl: str = _f(
         "auto",
         "Search interface language (e.g. 'en', 'zh-CN'); 'auto' by question.",

@@ -12,8 +12,13 @@
   message, and accumulates sources, costs, warnings and ``tool_calls`` records.
 * Without a model (``offline``), a documented rule stands in: ``offline_route`` (cue
   words + KB probe) picks the tools, each is called once with the question (plus the
-  state graph's web fallback on weak KB evidence), and the answer is extractive exactly
-  as in the state graph. It is labelled as such, never presented as a model.
+  state graph's web fallback on weak KB evidence, as a second turn), and the answer is
+  extractive exactly as in the state graph. It is labelled as such, never presented as a
+  model; its calls and results are recorded in ``messages`` as the model path records them.
+
+With ``approve_web_search``, ``google_search`` asks a person before it searches (the
+shared rule of ``nodes.approval``); the pause (``interrupt``) and a malformed answer pass
+through ``execute_tool_call`` instead of becoming tool errors.
 
 Every answer leaves through ``nodes.generate.cite``, the state graph's citation check.
 Sources are labelled by one ``tools.answer.agent_tools.SourceRegistry`` per run, rebuilt from
@@ -25,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -37,10 +43,12 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.messages.tool import ToolCall
+from langchain_core.messages.tool import ToolCall, tool_call
 from langchain_core.tools import BaseTool
+from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
+from nodes.approval import APPROVAL_ERRORS, tool_approval
 from nodes.common import emit, timed
 from nodes.crosslingual import translated_queries
 from nodes.generate import build_prompt, failure_sentence, refuses, web_unavailable
@@ -88,7 +96,9 @@ def registry_of(state: Mapping[str, Any]) -> SourceRegistry:
     return SourceRegistry(state.get("language", "en"), state.get("sources") or [])
 
 
-def tools_for(registry: SourceRegistry, ctx: Context) -> dict[str, BaseTool]:
+def tools_for(
+    registry: SourceRegistry, ctx: Context, state: Mapping[str, Any]
+) -> dict[str, BaseTool]:
     tools = make_tools(
         registry,
         kb_getter=lambda: get_kb(ctx),
@@ -100,6 +110,7 @@ def tools_for(registry: SourceRegistry, ctx: Context) -> dict[str, BaseTool]:
         reranker=None
         if effective_reranker(ctx) in ("none", "llm")
         else make_reranker(effective_reranker(ctx)),
+        approve=tool_approval(ctx, state),  # approve_web_search: ask before paying
     )
     return {t.name: t for t in tools}
 
@@ -124,7 +135,11 @@ async def execute_tool_call(
         return ToolMessage(text, tool_call_id=call_id, name=name, status="error"), outcome
     try:
         message = await tool.ainvoke({**call, "id": call_id, "type": "tool_call"})
+    except GraphBubbleUp:
+        raise  # a pause for web search approval (interrupt), not a failure
     except Exception as exc:  # a tool bug must not end the run; the model can go on
+        if isinstance(exc, APPROVAL_ERRORS):
+            raise  # a bad approval answer: the run fails and the question stays open
         log.warning("tool %s failed unexpectedly", name, exc_info=True)
         text = f"Error: {name} failed unexpectedly ({type(exc).__name__})."
         message = ToolMessage(text, tool_call_id=call_id, name=name, status="error")
@@ -272,7 +287,7 @@ async def call_model(state: AgentState, runtime: Runtime[Context]) -> dict[str, 
         # Tools stay bound even when the budget is spent: some providers reject a history
         # with tool calls but no tool definitions. The system prompt then says "answer now",
         # and a model that still asks for tools gets the graceful bounded answer below.
-        tools = list(tools_for(registry_of(state), ctx).values())
+        tools = list(tools_for(registry_of(state), ctx, state).values())
         reply = await model.bind_tools(tools).ainvoke(messages)
     except HybridRagError as exc:
         bounded = bounded_answer(state, ctx, "the model call failed")
@@ -319,7 +334,7 @@ async def run_tools(state: AgentState, runtime: Runtime[Context]) -> dict[str, A
     last = messages[-1] if messages else None
     requested = list(last.tool_calls) if isinstance(last, AIMessage) else []
     registry = registry_of(state)
-    tools = tools_for(registry, ctx)
+    tools = tools_for(registry, ctx, state)
     used = len(state.get("tool_calls") or [])
     replies: list[ToolMessage] = []
     done: list[tuple[ToolCall, dict[str, Any]]] = []
@@ -348,8 +363,31 @@ async def run_tools(state: AgentState, runtime: Runtime[Context]) -> dict[str, A
     return {**update, "messages": replies, "timings": _add_ms(state, "run_tools", started)}
 
 
+async def run_turn(
+    tools: dict[str, BaseTool], calls: list[ToolCall], runtime: Runtime[Context]
+) -> tuple[list[AnyMessage], list[tuple[ToolCall, dict[str, Any]]]]:
+    """One offline tool-calling turn, recorded as the model path records it: the AI
+    message asking for ``calls``, then one tool message per call (same ``tool_call_id``)."""
+    messages: list[AnyMessage] = [AIMessage(content="", tool_calls=calls)] if calls else []
+    done: list[tuple[ToolCall, dict[str, Any]]] = []
+    for call in calls:
+        message, outcome = await execute_tool_call(tools, call, runtime)
+        messages.append(message)
+        done.append((call, outcome))
+    return messages, done
+
+
+def offline_call(name: str, args: dict[str, Any]) -> ToolCall:
+    """A tool call of the offline rule, with a unique id as a model would give it."""
+    return tool_call(name=name, args=args, id=f"call_offline_{uuid.uuid4().hex[:16]}")
+
+
 async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """No model: a fixed rule picks the tools (route by cues + KB probe) and calls them."""
+    """No model: a fixed rule picks the tools (route by cues + KB probe) and calls them.
+
+    The calls and their results go to ``messages`` exactly as on the model path (an AI
+    turn with ``tool_calls``, then the tool messages), so a chat UI shows the same trace.
+    """
     ctx = runtime.context
     question: str = state["question"]
     timings: dict[str, float] = {}
@@ -366,30 +404,27 @@ async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[st
         hl, gl = default_locale(question)
         hl = hl if ctx.hl == "auto" else ctx.hl
         gl = gl if ctx.gl == "auto" else ctx.gl
-        web_call = ToolCall(
-            name=GOOGLE_SEARCH, args={"query": question, "hl": hl, "gl": gl}, id="offline_web"
-        )
+        web_args = {"query": question, "hl": hl, "gl": gl}
         plan: list[ToolCall] = []
         if decision.route in ("knowledge", "both"):
-            plan.append(ToolCall(name=INTERNAL_SEARCH, args={"query": question}, id="offline_kb"))
+            plan.append(offline_call(INTERNAL_SEARCH, {"query": question}))
         if decision.route in ("search", "both"):
-            plan.append(web_call)
+            plan.append(offline_call(GOOGLE_SEARCH, web_args))
         registry = registry_of(state)
-        tools = tools_for(registry, ctx)
-        done: list[tuple[ToolCall, dict[str, Any]]] = []
-        for call in plan[: ctx.max_tool_calls]:
-            _, outcome = await execute_tool_call(tools, call, runtime)
-            done.append((call, outcome))
+        tools = tools_for(registry, ctx, state)
+        messages, done = await run_turn(tools, plan[: ctx.max_tool_calls], runtime)
         strategy = {"knowledge": "vector", "search": "search", "both": "both"}[decision.route]
         internal = registry.of_kind("internal")
-        # The state graph's corrective fallback: weak KB evidence → also search the web once.
+        # The state graph's corrective fallback: weak KB evidence → also search the web once
+        # (a second turn, as a model that read the weak results would take).
         if (
             decision.route == "knowledge"
             and internal_confidence(internal) < ctx.confidence_threshold
             and len(done) < ctx.max_tool_calls
         ):
-            _, outcome = await execute_tool_call(tools, web_call, runtime)
-            done.append((web_call, outcome))
+            more, fallback = await run_turn(tools, [offline_call(GOOGLE_SEARCH, web_args)], runtime)
+            messages.extend(more)
+            done.extend(fallback)
             strategy = "search_fallback"
         update = apply_outcomes(state, registry, done)
     if len(plan) > ctx.max_tool_calls:
@@ -402,6 +437,7 @@ async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[st
             warnings.append(f"cross-lingual: {report['note']}")
     return {
         **update,
+        "messages": messages,
         "crosslingual": report,
         "route": decision.route,
         "route_reason": f"offline rules: {decision.reason}",

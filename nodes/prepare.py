@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 
+from nodes.approval import require_checkpointer
 from nodes.common import emit, history_of
 from nodes.models import resolve_model_spec
 from nodes.reducers import fresh_turn
@@ -60,6 +61,7 @@ async def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         await asyncio.to_thread(warm_up)
     raw, add_message = current_question(state)
     question = validate_question(raw, ctx.max_question_chars)
+    require_checkpointer(ctx)  # a run that may pause for approval must be resumable
     messages = state.get("messages") or []
     history = history_of(messages if add_message else messages[:-1])
     # "auto" models are resolved once here (the environment is read once per run).

@@ -13,17 +13,20 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.runtime import Runtime
 
+from nodes.approval import APPROVAL_ERRORS, web_search_decision
 from nodes.common import emit, timed
 from nodes.resources import get_kb, web_settings
 from nodes.tracing import annotate_run
 from tools.answer.sources import Source, chunk_to_source, web_to_source
 from tools.errors import HybridRagError
 from tools.kb.knowledge_base import Retrieval
-from tools.websearch import WebSearchClient, WebSearchError, default_cache
+from tools.websearch import SKIPPED_BY_USER, WebSearchClient, WebSearchError, default_cache
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
     from graph.state import State
+
+RESULTS_PER_QUERY = 10  # results asked of the provider per query, before top_k_web
 
 
 def merge_sources(old: Sequence[Source], new: Sequence[Source]) -> list[Source]:
@@ -69,24 +72,35 @@ async def retrieve_internal(state: State, runtime: Runtime[Context]) -> dict[str
 
 
 async def search_web(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Search the web; with ``approve_web_search`` a person approves, edits or skips it first."""
     ctx = runtime.context
     queries = _queries(state, "web", "web_queries")
     timings: dict[str, float] = {}
     warnings: list[str] = []
     update: dict[str, Any] = {"web_searched": True}
-    emit(runtime, "searching", queries=queries)
     with timed("search_web", timings):
         try:
             settings = web_settings(ctx)
+            # 'auto' leaves hl/gl to the client, which derives them from the query language.
+            hl = None if ctx.hl == "auto" else ctx.hl
+            gl = None if ctx.gl == "auto" else ctx.gl
+            decision = web_search_decision(
+                ctx, state, settings, queries, hl=hl, gl=gl, num=RESULTS_PER_QUERY
+            )
+            if decision is not None and decision.queries:
+                queries = decision.queries
+            emit(runtime, "searching", queries=queries)
             if settings is None:
                 update["web_error"] = "web search is disabled (search_provider=none)"
                 warnings.append(update["web_error"])
+            elif decision is not None and decision.action == "skip":
+                update["web_error"] = SKIPPED_BY_USER
+                warnings.append(SKIPPED_BY_USER)
             else:
-                # 'auto' leaves hl/gl to the client, which derives them from the query language.
-                hl = None if ctx.hl == "auto" else ctx.hl
-                gl = None if ctx.gl == "auto" else ctx.gl
                 async with WebSearchClient(settings, cache=default_cache()) as client:
-                    multi = await client.search_many(queries, hl=hl, gl=gl, top_k=ctx.top_k_web)
+                    multi = await client.search_many(
+                        queries, hl=hl, gl=gl, num=RESULTS_PER_QUERY, top_k=ctx.top_k_web
+                    )
                 found = [web_to_source(r) for r in multi.results]
                 annotate_run(  # LangSmith metadata of this node's run (no-op untraced)
                     web_provider=",".join(sorted({r.provider for r in multi.responses})),
@@ -98,6 +112,8 @@ async def search_web(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 update["search_calls"] = int(state.get("search_calls") or 0) + multi.calls
                 update["web_fetched_at"] = multi.fetched_at
                 warnings.extend(multi.warnings)
+        except APPROVAL_ERRORS:
+            raise  # a bad approval answer: the run fails and the question stays open
         except (WebSearchError, HybridRagError) as exc:
             update["web_error"] = str(exc)
             warnings.append(f"web search failed: {exc}")

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,14 +53,23 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def server_env(home: Path) -> dict[str, str]:
+def server_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV}
     env.update(HYBRID_RAG_HOME=str(home), LANGSMITH_TRACING="false", PYTHONUNBUFFERED="1")
+    env.update(extra or {})
     return env
 
 
-def start_server(home: Path, log_path: Path, *, jobs: int | None = None) -> LocalServer:
-    """Start ``langgraph dev`` (cwd = the repo, config = its langgraph.json); no wait."""
+def start_server(
+    home: Path,
+    log_path: Path,
+    *,
+    jobs: int | None = None,
+    env: Mapping[str, str] | None = None,
+) -> LocalServer:
+    """Start ``langgraph dev`` (cwd = the repo, config = its langgraph.json); no wait.
+
+    ``env`` adds variables to the scrubbed environment (e.g. a local search provider)."""
     port = free_port()
     cmd = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--port", str(port)]
     cmd += ["--config", str(REPO / "langgraph.json")]
@@ -67,7 +77,7 @@ def start_server(home: Path, log_path: Path, *, jobs: int | None = None) -> Loca
         cmd += ["--n-jobs-per-worker", str(jobs)]
     log = log_path.open("wb")
     process = subprocess.Popen(
-        cmd, cwd=REPO, env=server_env(home), stdout=log, stderr=subprocess.STDOUT
+        cmd, cwd=REPO, env=server_env(home, env), stdout=log, stderr=subprocess.STDOUT
     )
     log.close()  # the child holds its own descriptor
     return LocalServer(f"http://127.0.0.1:{port}", process, log_path, home)

@@ -352,6 +352,93 @@ def test_offline_kb_question_matches_the_state_graph(kb_home: Path) -> None:
     assert set(state) - {"iteration", "reasoning", "route_reason"} <= set(out)
 
 
+def trace(messages: list[Any]) -> list[tuple[str, tuple[str, ...]]]:
+    """A turn's messages as a chat UI draws them: type, and the tools each AI turn asks for
+    (or the tool that answered). Checks that every tool message answers the AI turn before
+    it, in order, by ``tool_call_id`` and name."""
+    out: list[tuple[str, tuple[str, ...]]] = []
+    pending: list[dict[str, Any]] = []
+    for m in messages:
+        if isinstance(m, ToolMessage):
+            expected = pending.pop(0)
+            assert (m.tool_call_id, m.name) == (expected["id"], expected["name"])
+            assert str(m.content).strip()
+            out.append(("tool", (str(m.name),)))
+        elif isinstance(m, AIMessage):
+            assert not pending, f"tool calls left unanswered: {pending}"
+            pending = list(m.tool_calls)
+            out.append(("ai", tuple(c["name"] for c in m.tool_calls)))
+        else:
+            out.append((m.type, ()))
+    assert not pending
+    return out
+
+
+@pytest.mark.parametrize(
+    ("question", "options", "script", "expected"),
+    [
+        (
+            Q,
+            {},
+            [ask(call("internal_search", query=Q)), "18 days [internal-1]."],
+            [("human", ()), ("ai", ("internal_search",)), ("tool", ("internal_search",)),
+             ("ai", ())],
+        ),
+        (  # weak KB evidence: a second turn searches the web (disabled here)
+            "What is our policy on sabbatical leave for managers?",
+            {"confidence_threshold": 0.99},
+            [ask(call("internal_search", query="sabbatical leave")),
+             ask(call("google_search", query="sabbatical leave", hl="en", gl="us")),
+             "Nothing on sabbaticals."],
+            [("human", ()), ("ai", ("internal_search",)), ("tool", ("internal_search",)),
+             ("ai", ("google_search",)), ("tool", ("google_search",)), ("ai", ())],
+        ),
+        (  # both sources in one turn
+            "What is the latest news on our annual leave policy, 5 to 10 years of service?",
+            {},
+            [ask(call("internal_search", query="annual leave"),
+                 call("google_search", query="annual leave news", hl="en", gl="us")),
+             "15 days [internal-1]."],
+            [("human", ()), ("ai", ("internal_search", "google_search")),
+             ("tool", ("internal_search",)), ("tool", ("google_search",)), ("ai", ())],
+        ),
+    ],
+)  # fmt: skip
+def test_offline_agent_records_tool_calls_like_the_model_path(
+    kb_home: Path,
+    model: ToolScriptedChatModel,
+    question: str,
+    options: dict[str, Any],
+    script: list[Any],
+    expected: list[tuple[str, tuple[str, ...]]],
+) -> None:
+    offline = run({"question": question}, ctx(kb_home, **options))
+    assert offline["mode"] == "offline"
+    assert trace(offline["messages"]) == expected
+    assert offline["messages"][-1].content == offline["answer"]
+    # The AI turns' tool calls are the recorded tool_calls, with the question as query.
+    asked = [c for m in offline["messages"] if isinstance(m, AIMessage) for c in m.tool_calls]
+    assert [(c["name"], c["args"]) for c in asked] == [
+        (r["name"], r["args"]) for r in offline["tool_calls"]
+    ]
+    assert all(c["args"]["query"] == question for c in asked)
+    model.script = list(script)
+    scripted = run({"question": question}, ctx(kb_home, model="custom:agent", **options))
+    assert trace(scripted["messages"]) == expected  # the same trace either way
+
+
+def test_offline_tool_call_ids_are_unique_across_turns(kb_home: Path) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    graph = build_agent_graph(checkpointer=InMemorySaver())
+    config: RunnableConfig = {"configurable": {"thread_id": "ids"}}
+    for question in (Q, "And the carry-over of unused days?"):
+        out = asyncio.run(graph.ainvoke({"question": question}, config, context=ctx(kb_home)))
+    ids = [m.tool_call_id for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert len(ids) == 2 and len(set(ids)) == 2
+    assert [m.type for m in out["messages"]] == ["human", "ai", "tool", "ai"] * 2
+
+
 def test_offline_chinese_and_time_sensitive_questions(kb_home: Path) -> None:
     zh = run({"question": "满3年不满5年的员工有多少天年假？"}, ctx(kb_home))
     assert "[内部-1]" in zh["answer"] and "15天" in zh["answer"] and "离线" in zh["answer"]

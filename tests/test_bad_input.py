@@ -328,6 +328,7 @@ WRONG_TYPED_STRINGS = [
     ("answer_language", ["en"]),
     ("joint_ranking", "yes"),
     ("crosslingual", "false"),
+    ("approve_web_search", "true"),
 ]
 
 

@@ -23,6 +23,9 @@ from tests.langgraph_server import (
     stop_server,
     wait_until_ready,
 )
+from tests.local_provider import LocalServer as ProviderServer
+from tests.local_provider import Reply
+from tests.test_graph_web import SERPER_BODY
 
 KB_QUESTION = "How many days of annual leave after 6 years of service?"
 FOLLOW_UP = "And how many unused days can be carried over to next year?"
@@ -206,3 +209,85 @@ async def test_first_run_on_an_empty_home_answers_in_both_languages(
             assert isinstance(out, dict) and "__error__" not in out, (graph_id, out)
             assert out["answer"], (graph_id, question)
     assert "Blocking call" not in empty_server.log_tail()
+
+
+WEB_QUESTION = "What is the latest stable Python release today?"
+
+
+@pytest.fixture(scope="module")
+def search_provider() -> Iterator[ProviderServer]:
+    """A local Serper-shaped provider the server's web searches go to."""
+    with ProviderServer() as provider:
+        provider.route("/search", Reply(SERPER_BODY))
+        yield provider
+
+
+@pytest.fixture(scope="module")
+def web_server(
+    tmp_path_factory: pytest.TempPathFactory, search_provider: ProviderServer
+) -> Iterator[LocalServer]:
+    """A server whose web search is configured (and so costs money): the local provider."""
+    base = tmp_path_factory.mktemp("web-server")
+    home = base / "home"
+    home.mkdir()
+    env = {"SERPER_API_KEY": "test-key", "SERPER_BASE_URL": search_provider.url}
+    srv = start_server(home, base / "langgraph-dev.log", env=env)
+    try:
+        wait_until_ready(srv)
+        yield srv
+    finally:
+        stop_server(srv)
+
+
+async def test_web_search_approval_pauses_the_thread_until_resumed(
+    web_server: LocalServer, search_provider: ProviderServer
+) -> None:
+    client = sdk(web_server.url)
+    context = {"approve_web_search": True, "max_iterations": 0}
+
+    def searched() -> list[str]:
+        return [r.body["q"] for r in search_provider.hits("/search")]
+
+    thread = (await client.threads.create())["thread_id"]
+    await client.runs.wait(thread, "hybrid_rag", input={"question": WEB_QUESTION}, context=context)
+    state = await client.threads.get_state(thread)
+    assert state["next"] == ["search_web"]
+    request = state["interrupts"][0]["value"]
+    assert request["type"] == "web_search_approval" and request["provider"] == "serper"
+    assert request["queries"][0] == WEB_QUESTION
+    assert request["estimated_cost_usd"] == pytest.approx(0.001 * len(request["queries"]))
+    assert searched() == []  # nothing spent while waiting
+    # A bad answer fails that run with the problem named; the thread keeps waiting.
+    bad = await client.runs.wait(
+        thread, "hybrid_rag", command={"resume": {"action": "edit", "queries": []}},
+        context=context, raise_error=False,
+    )  # fmt: skip
+    assert bad["__error__"]["error"] == "InvalidDecisionError"
+    assert "edit needs 1 to 5 queries, got 0" in bad["__error__"]["message"]
+    assert (await client.threads.get_state(thread))["next"] == ["search_web"]
+    out = await client.runs.wait(
+        thread, "hybrid_rag",
+        command={"resume": {"action": "edit", "queries": ["python 3.14 release"]}},
+        context=context,
+    )  # fmt: skip
+    assert isinstance(out, dict) and "__error__" not in out, out
+    assert searched() == ["python 3.14 release"]
+    assert "[web-1]" in out["answer"] and out["citations"][0]["type"] == "web"
+    assert (await client.threads.get_state(thread))["next"] == []
+
+    if agent_graph_available():  # the agent asks inside google_search, same contract
+        thread = (await client.threads.create())["thread_id"]
+        await client.runs.wait(
+            thread, "tool_agent", input={"question": WEB_QUESTION}, context=context
+        )
+        state = await client.threads.get_state(thread)
+        assert state["interrupts"][0]["value"]["queries"] == [WEB_QUESTION]
+        out = await client.runs.wait(
+            thread, "tool_agent", command={"resume": "skip"}, context=context
+        )
+        assert (
+            "Live web results were unavailable: web search was skipped by the user."
+            in (out["answer"])
+        )
+        assert [m["type"] for m in out["messages"]] == ["human", "ai", "tool", "ai"]
+        assert searched() == ["python 3.14 release"]  # nothing more

@@ -9,7 +9,9 @@ the labels the citation check later resolves (``tools.answer.citations``).
 
 Tools never raise: a disabled or unconfigured web search, a provider outage, an
 empty knowledge base, a store error or bad arguments come back to the model as
-one clear sentence, so it can try something else or answer from what it has.
+one clear sentence, so it can try something else or answer from what it has. (The
+one exception is the optional ``approve`` hook, which may pause the run before a web
+search to ask a person; see ``nodes.approval``.)
 Each tool uses ``response_format="content_and_artifact"``: the model sees the
 compact text, the caller gets a :class:`ToolOutcome`-shaped dict (sources found,
 search cost and upstream calls, warnings) as the ``ToolMessage.artifact``.
@@ -21,7 +23,7 @@ import asyncio
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field, ValidationError
@@ -33,8 +35,12 @@ from tools.errors import HybridRagError, InputError
 from tools.kb.knowledge_base import KnowledgeBase
 from tools.kb.rerank import Reranker, rerank_chunks
 from tools.websearch import (
+    SKIPPED_BY_USER,
+    MultiSearchResponse,
     SearchCache,
+    SearchResponse,
     WebSearchClient,
+    WebSearchDecision,
     WebSearchError,
     WebSearchNotConfiguredError,
     WebSearchSettings,
@@ -61,6 +67,16 @@ GOOGLE_DESCRIPTION = (
 
 KBGetter = Callable[[], KnowledgeBase]
 WebSettingsGetter = Callable[[], WebSearchSettings | None]
+
+
+class WebApproval(Protocol):
+    """Asked before ``google_search`` spends anything: a person's decision on searching
+    ``queries`` with ``settings``, or ``None`` when no approval is needed (it may pause
+    the run until the decision comes; see ``nodes.approval``)."""
+
+    def __call__(
+        self, settings: WebSearchSettings, queries: list[str], *, hl: str, gl: str, num: int
+    ) -> WebSearchDecision | None: ...
 
 
 class SourceRegistry:
@@ -188,6 +204,7 @@ def make_tools(
     snippet_chars: int = 280,
     cache: SearchCache | None = None,
     reranker: Reranker | None = None,
+    approve: WebApproval | None = None,
 ) -> list[BaseTool]:
     """``[internal_search, google_search]`` bound to one run's registry and resources.
 
@@ -195,6 +212,8 @@ def make_tools(
     so building the tools only to describe them to a model opens nothing.
     ``web_settings_getter`` returns ``None`` when web search is disabled. Web search
     uses ``cache`` or the process-wide :func:`~tools.websearch.default_cache`.
+    ``approve``, when given, is asked before each web search: the decision may run it
+    as planned, with other queries, or not at all (:data:`SKIPPED_BY_USER`).
     """
 
     async def internal_search(query: str) -> tuple[str, dict[str, Any]]:
@@ -254,9 +273,27 @@ def make_tools(
                 "user that live web results were unavailable.",
                 error=reason,
             )
+        queries = [query]
+        decision = approve(settings, queries, hl=hl, gl=gl, num=top_k_web) if approve else None
+        if decision is not None and decision.action == "skip":
+            return _fail(
+                f"google_search was not run: {SKIPPED_BY_USER}. Answer from internal_search "
+                "results and tell the user that web search was skipped.",
+                error=SKIPPED_BY_USER,
+            )
+        edited = ""
+        if decision is not None and decision.queries:
+            queries = decision.queries
+            edited = f"The user edited this web search to: {', '.join(map(repr, queries))}.\n"
         try:
             async with WebSearchClient(settings, cache=cache or default_cache()) as client:
-                resp = await client.search(query, hl=hl, gl=gl, num=top_k_web)
+                resp: SearchResponse | MultiSearchResponse
+                if len(queries) == 1:
+                    resp = await client.search(queries[0], hl=hl, gl=gl, num=top_k_web)
+                else:
+                    resp = await client.search_many(
+                        queries, hl=hl, gl=gl, num=top_k_web, top_k=top_k_web
+                    )
         except WebSearchNotConfiguredError as exc:
             return _fail(
                 f"google_search is not available: {exc}. Use internal_search and tell the user "
@@ -280,9 +317,10 @@ def make_tools(
             warnings=list(resp.warnings),
             web_fetched_at=resp.fetched_at,
         )
+        searched = " | ".join(queries)
         if not found:
-            return f"No web results for {query!r}.", outcome.to_dict()
-        return render_web(found, query, snippet_chars), outcome.to_dict()
+            return f"{edited}No web results for {searched!r}.", outcome.to_dict()
+        return edited + render_web(found, searched, snippet_chars), outcome.to_dict()
 
     return [
         StructuredTool.from_function(

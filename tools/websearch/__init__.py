@@ -10,6 +10,12 @@ Typical use::
 Nothing here reads the environment or touches the network at import time.
 """
 
+from .approval import (
+    MAX_EDITED_QUERIES,
+    SKIPPED_BY_USER,
+    WebSearchDecision,
+    approval_request,
+)
 from .cache import CacheStats, SearchCache, cache_key, default_cache, set_default_cache
 from .client import WebSearchClient, parse_retry_after, search_sync
 from .dates import parse_date, parse_datetime
@@ -33,7 +39,9 @@ from .urls import normalize_url
 
 __all__ = [
     "AUTO_ORDER",
+    "MAX_EDITED_QUERIES",
     "PROVIDERS",
+    "SKIPPED_BY_USER",
     "VALID_PROVIDERS",
     "CacheStats",
     "MultiSearchResponse",
@@ -46,6 +54,7 @@ __all__ = [
     "WebResult",
     "WebSearchAuthError",
     "WebSearchClient",
+    "WebSearchDecision",
     "WebSearchDependencyError",
     "WebSearchError",
     "WebSearchFailoverError",
@@ -55,6 +64,7 @@ __all__ = [
     "WebSearchRateLimitError",
     "WebSearchSettings",
     "WebSearchTimeoutError",
+    "approval_request",
     "build_params",
     "cache_key",
     "clean_snippet",
