@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELL_LANGS = frozenset({"bash", "sh", "shell", "console"})
 PYTHON_LANGS = frozenset({"python", "py"})
-BLOCK_TIMEOUT_S = 180.0  # one block; the slowest (ingesting examples/kb cold) takes ~20 s
+BLOCK_TIMEOUT_S = 180.0  # per block; the slowest, README's "Using it" (a cold ingest), ~45 s
 TRACEBACK = "Traceback (most recent call last)"
 
 _FENCE_OPEN = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
@@ -323,6 +323,21 @@ def sandbox_env(home: Path, data_home: Path) -> dict[str, str]:
         PYTHONDONTWRITEBYTECODE="1",
     )
     return env
+
+
+def test_the_sandbox_has_no_keys_and_its_own_homes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SERPER_API_KEY", "SEARXNG_BASE_URL",
+                 "LANGSMITH_API_KEY", "LANGSMITH_TRACING", "CHROMA_HOST", "HYBRID_RAG_EMBEDDING",
+                 "WEBSEARCH_PROVIDER", "DATABASE_URI", "XDG_DATA_HOME"):  # fmt: skip
+        monkeypatch.setenv(name, "set-by-the-developer")
+    env = sandbox_env(tmp_path / "home", tmp_path / "data")
+    assert not {k for k, v in env.items() if v == "set-by-the-developer"}
+    assert env["HOME"] == str(tmp_path / "home")
+    assert env["HYBRID_RAG_HOME"] == str(tmp_path / "data")
+    assert env["LANGSMITH_TRACING"] == "false"
+    assert env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
 
 
 class DocSandbox:
