@@ -13,9 +13,10 @@ Convention for fenced blocks in README.md and docs/*.md:
   the block's output (stdout + stderr).
 
 The runnable blocks of one document run in document order, sharing one sandbox: the cwd is
-a scratch directory whose entries link to the repository's (so ``examples/kb`` and
-``.venv/bin/hybrid-rag`` resolve while ``reliability.png`` or ``.langgraph_api/`` land in
-the scratch directory), ``HOME`` and ``HYBRID_RAG_HOME`` are empty temp directories, ``PATH``
+a scratch directory with a copy of ``examples/`` and links to the repository's other entries
+(so ``examples/kb`` and ``.venv/bin/hybrid-rag`` resolve while ``reliability.png`` or
+``.langgraph_api/`` land in the scratch directory; nothing is written into the checkout
+through ``examples/``), ``HOME`` and ``HYBRID_RAG_HOME`` are empty temp directories, ``PATH``
 starts with the venv's ``bin``, and no model, search, tracing or Chroma variable is set.
 Shell blocks run with ``bash -euo pipefail``, Python blocks as scripts with the venv's
 python; each must exit 0 within the timeout and print no traceback. Selecting one block
@@ -32,6 +33,7 @@ import ast
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -59,7 +61,9 @@ _SCRUBBED = re.compile(
     r"|(_API_KEY|_TOKEN|_SECRET|_URI)$"
     r"|^(DATABASE_URI|REDIS_URI|PYTHONPATH|VIRTUAL_ENV)$"
 )
-# Repository entries the sandbox does not link: VCS, caches, local data and secrets.
+# The sample data is copied (a snippet may add a file to examples/kb); the rest is linked,
+# except VCS, caches, local data and secrets.
+_COPIED = frozenset({"examples"})
 _NOT_LINKED = frozenset(
     {".git", ".venv", ".env", ".hybrid-rag", ".langgraph_api", ".mypy_cache", ".pytest_cache",
      ".ruff_cache", "__pycache__"}
@@ -349,7 +353,9 @@ class DocSandbox:
         for folder in (self.cwd, self.home, self.data_home, self.scripts):
             folder.mkdir(parents=True)
         for entry in ROOT.iterdir():
-            if entry.name not in _NOT_LINKED:
+            if entry.name in _COPIED:
+                shutil.copytree(entry, self.cwd / entry.name)
+            elif entry.name not in _NOT_LINKED:
                 (self.cwd / entry.name).symlink_to(entry)
         (self.cwd / ".venv").symlink_to(sys.prefix)  # the venv running the tests
         self.env = sandbox_env(self.home, self.data_home)
