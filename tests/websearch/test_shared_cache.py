@@ -262,3 +262,28 @@ def test_redis_url_is_checked_and_its_password_never_shown(
     response = asyncio.run(search(cache_from_env(), provider, "refused"))
     notes = [w for w in response.warnings if "shared search cache" in w]
     assert notes and all("s3cret-pw" not in n and "user" not in n for n in notes), notes
+
+
+def test_a_graph_run_with_redis_gone_answers_and_says_so(
+    provider: LocalServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graph import Context, build_graph
+    from tools.websearch import set_default_cache
+
+    provider.route("/search", Reply(ORGANIC))
+    monkeypatch.setenv("SERPER_API_KEY", "k-123")
+    monkeypatch.setenv("SERPER_BASE_URL", provider.url)
+    server = RedisServer(tmp_path / "redis").start()
+    set_default_cache(process_cache(server.url))
+    server.kill()  # Redis dies before the run reaches its web search
+    try:
+        out = asyncio.run(
+            build_graph().ainvoke(
+                {"question": "What is the latest Python release? Latest news today."},
+                context=Context(data_home=str(tmp_path / "home"), search_provider="serper"),
+            )
+        )
+    finally:
+        set_default_cache(None)
+    assert out["answer"] and out["search_calls"] >= 1
+    assert any("shared search cache" in w for w in out["warnings"]), out["warnings"]
