@@ -11,13 +11,16 @@ can plug their own model object in with :func:`register_chat_model` and name it
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import importlib.util
 import os
 import threading
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import httpx
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
     from graph.context import Context
 
 AUTO_MODEL = "openai:gpt-4o-mini"
+CHAT_TIMEOUT_S = 120.0  # one chat request, connect to last byte
 OFFLINE = "offline"
 # Internal calls (router, rewriter, grader, reflection, translation) carry LangGraph's
 # "nostream" tag so they stay out of the "messages" stream: only the answer streams.
@@ -36,7 +40,25 @@ NOSTREAM = RunnableConfig(tags=[TAG_NOSTREAM])
 
 _lock = threading.Lock()
 _custom: dict[str, BaseChatModel] = {}
-_built: dict[tuple[str, str, str], BaseChatModel] = {}
+
+
+class _NoLoop:
+    """Stands for "no running event loop" as a weak-referenceable cache key."""
+
+
+_NO_LOOP = _NoLoop()
+# Per event loop: a client's pooled keep-alive connections belong to the loop that opened
+# them, so a model built under one asyncio.run() fails ("Event loop is closed") in the next.
+_built: weakref.WeakKeyDictionary[Any, dict[tuple[str, str, str], BaseChatModel]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _loop() -> Any:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return _NO_LOOP
 
 
 def register_chat_model(name: str, model: BaseChatModel) -> None:
@@ -95,13 +117,18 @@ def load_chat_model(spec: str) -> BaseChatModel:
     # Everything that changes the client is part of the key: a new base URL or key in
     # the environment must not be served the client built for the old one.
     key = (spec, os.environ.get("OPENAI_BASE_URL", ""), _fingerprint("OPENAI_API_KEY"))
+    loop = _loop()
     with _lock:
-        if key in _built:
-            return _built[key]
+        built = _built.setdefault(loop, {})
+        if key in built:
+            return built[key]
     from langchain.chat_models import init_chat_model
 
     kwargs: dict[str, Any] = {"temperature": 0}
     if provider == "openai":
+        # An httpx.Timeout (unhashable) makes langchain-openai build this model its own
+        # async HTTP client instead of sharing a process-wide one across event loops.
+        kwargs["timeout"] = httpx.Timeout(CHAT_TIMEOUT_S)
         if os.environ.get("OPENAI_BASE_URL"):
             kwargs["base_url"] = os.environ["OPENAI_BASE_URL"]
         if not os.environ.get("OPENAI_API_KEY"):
@@ -111,7 +138,7 @@ def load_chat_model(spec: str) -> BaseChatModel:
     except Exception as exc:  # missing integration or key: a configuration problem
         raise ConfigError(f"cannot build model {spec!r}: {type(exc).__name__}: {exc}") from exc
     with _lock:
-        _built[key] = model
+        built[key] = model
     return model
 
 

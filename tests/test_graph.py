@@ -574,3 +574,25 @@ def test_weak_evidence_buys_a_reflection_call_strong_evidence_does_not(
         names = [name for name, _ in scripted.calls]
         assert len(names) == calls, names
         assert ("Reflection" in names) == (calls == 4) and out["answer"]
+
+
+def test_a_model_works_across_event_loops_on_a_keep_alive_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Regression: the second asyncio.run() of a Python caller failed with "Event loop is
+    # closed": the cached model (and langchain-openai's shared async HTTP client) kept
+    # keep-alive connections of the first, closed loop. Found by bench/bench_calls.py.
+    from langchain_core.messages import HumanMessage
+
+    from nodes.models import load_chat_model
+    from tests.agent_fakes import LocalLLMServer
+
+    with LocalLLMServer([{"content": "pong"}]) as server:  # HTTP/1.1, keep-alive
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.base_url}/v1")
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+        async def once() -> str:
+            reply = await load_chat_model("openai:loop-probe").ainvoke([HumanMessage("ping")])
+            return str(reply.content)
+
+        assert [asyncio.run(once()) for _ in range(3)] == ["pong"] * 3

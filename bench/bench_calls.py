@@ -1,0 +1,236 @@
+"""Model calls, tokens and latency per question, per node, for both graphs.
+
+Both graphs run over the sample knowledge base (``examples/kb``, hash embeddings: no model
+download) against a local OpenAI-compatible server on 127.0.0.1 that plays a competent
+model: it answers the state graph's structured steps by schema (the plan routes to the
+knowledge base and rewrites, every passage is graded "correct", the evidence is
+sufficient), makes the agent call ``internal_search`` once, and streams answers that
+cite ``[internal-1]``. Every reply starts after ``--model-latency`` seconds; streamed
+answers then arrive in pieces ``--token-gap`` seconds apart, like a hosted model.
+
+Reported per question: chat requests, prompt and completion tokens (the server's
+``usage``: characters / 4, the same rule for both graphs), end-to-end latency, the time
+to the first progress event (``custom`` stream) and to the first answer token
+(``messages`` stream), and the p50 time and call count of every node.
+
+    .venv/bin/python bench/bench_calls.py [--questions 12] [--model-latency 0.3] [--token-gap 0.02]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from graph import Context, build_agent_graph, build_graph  # noqa: E402
+from nodes import resources  # noqa: E402
+from tests.fakes import hash_model  # noqa: E402
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase  # noqa: E402
+
+SAMPLE_KB = REPO / "examples" / "kb"
+QUESTIONS = REPO / "examples" / "questions.jsonl"
+SCHEMA_NODE = {"Plan": "route", "PassageGrades": "grade", "Reflection": "reflect"}
+ANSWER = "According to the knowledge base, the answer is given in the cited policy [internal-1]."
+
+
+def tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+class ModelServer:
+    """OpenAI chat-completions on loopback, answering what each request asks for."""
+
+    def __init__(self, latency: float, gap: float) -> None:
+        self.latency, self.gap = latency, gap
+        self.calls: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                owner.reply(self, json.loads(self.rfile.read(length) or b"{}"))
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def reply(self, handler: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+        messages = body.get("messages") or []
+        prompt = "".join(str(m.get("content") or "") for m in messages)
+        schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("name")
+        message: dict[str, Any] = {"role": "assistant", "content": ""}
+        kind = schema or "answer"
+        if schema == "Plan":
+            question = str(messages[-1].get("content") or "")
+            message["content"] = json.dumps(
+                {"route": "knowledge", "reason": "an internal question",
+                 "kb_queries": [question], "web_queries": [question], "translations": []}
+            )  # fmt: skip
+        elif schema == "PassageGrades":
+            n = str(messages[-1].get("content") or "").count("\nPassage ")
+            message["content"] = json.dumps({"grades": ["correct"] * max(1, n)})
+        elif schema == "Reflection":
+            message["content"] = json.dumps({"sufficient": True})
+        elif body.get("tools") and not any(m.get("role") == "tool" for m in messages):
+            kind = "tool_call"
+            question = next(
+                (str(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), ""
+            )
+            message["tool_calls"] = [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "internal_search", "arguments": json.dumps({"query": question})}}
+            ]  # fmt: skip
+        else:
+            message["content"] = ANSWER
+        completion = tokens(message["content"] + json.dumps(message.get("tool_calls", "")))
+        with self._lock:
+            self.calls.append({"kind": kind, "prompt": tokens(prompt), "completion": completion})
+        time.sleep(self.latency)
+        if body.get("stream"):
+            self._stream(handler, message)
+            return
+        payload = json.dumps(
+            {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+             "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+             "usage": {"prompt_tokens": tokens(prompt), "completion_tokens": completion,
+                       "total_tokens": tokens(prompt) + completion}}
+        ).encode()  # fmt: skip
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(payload)))
+        handler.end_headers()
+        handler.wfile.write(payload)
+
+    def _stream(self, handler: BaseHTTPRequestHandler, message: dict[str, Any]) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+
+        def send(data: str) -> None:
+            raw = f"data: {data}\n\n".encode()
+            handler.wfile.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
+            handler.wfile.flush()
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+            return json.dumps({"id": "c", "object": "chat.completion.chunk", "created": 0,
+                               "model": "m", "choices": [{"index": 0, "delta": delta,
+                                                          "finish_reason": finish}]})  # fmt: skip
+
+        send(chunk({"role": "assistant", "content": ""}))
+        for i, call in enumerate(message.get("tool_calls") or []):
+            send(chunk({"tool_calls": [{"index": i, **call}]}))
+        text = str(message.get("content") or "")
+        # Answers arrive word by word; structured JSON in one piece (it is not shown).
+        for piece in text.split(" ") if text == ANSWER else [text] if text else []:
+            send(chunk({"content": piece + (" " if text == ANSWER else "")}))
+            time.sleep(self.gap)
+        send(chunk({}, "tool_calls" if message.get("tool_calls") else "stop"))
+        send("[DONE]")
+        handler.wfile.write(b"0\r\n\r\n")
+        handler.wfile.flush()
+
+
+async def one_run(graph: Any, question: str, ctx: Context) -> dict[str, Any]:
+    started = time.perf_counter()
+    first_event = first_token = None
+    final: dict[str, Any] = {}
+    async for mode, chunk in graph.astream(
+        {"question": question}, context=ctx, stream_mode=["custom", "messages", "values"]
+    ):
+        now = time.perf_counter() - started
+        if mode == "custom" and first_event is None:
+            first_event = now
+        elif mode == "messages" and first_token is None:
+            message, meta = chunk
+            if meta.get("langgraph_node") in ("generate", "call_model") and message.content:
+                first_token = now
+        elif mode == "values":
+            final = chunk
+    return {"total": time.perf_counter() - started, "first_event": first_event,
+            "first_token": first_token, "out": final}  # fmt: skip
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))] if ordered else 0.0
+
+
+def main() -> None:
+    # langchain's streamed structured output trips a pydantic serializer warning; noise here.
+    warnings.filterwarnings("ignore", message="Pydantic serializer warnings")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--questions", type=int, default=12)
+    parser.add_argument("--model-latency", type=float, default=0.3)
+    parser.add_argument("--token-gap", type=float, default=0.02)
+    args = parser.parse_args()
+    rows = [json.loads(line) for line in QUESTIONS.read_text(encoding="utf-8").splitlines()]
+    questions = [r["question"] for r in rows if r.get("kind") == "kb"][: args.questions]
+    server = ModelServer(args.model_latency, args.token_gap)
+    os.environ["OPENAI_BASE_URL"] = server.url
+    os.environ.setdefault("OPENAI_API_KEY", "bench-local")
+    with tempfile.TemporaryDirectory() as tmp:
+        kb = KnowledgeBase(KBConfig(home=Path(tmp)), embedding_model=hash_model())
+        kb.ingest([SAMPLE_KB])
+        resources.register_kb(kb)
+        ctx = Context(data_home=tmp, model="openai:bench", search_provider="none")
+        print(
+            f"{len(questions)} knowledge-base questions (examples/questions.jsonl), sample KB, "
+            f"model latency {args.model_latency * 1000:.0f} ms per call, streamed answers"
+        )
+        for name, builder in (("state graph", build_graph), ("agent", build_agent_graph)):
+            graph = builder()
+            asyncio.run(one_run(graph, questions[0], ctx))  # warm-up
+            server.calls.clear()
+            runs = [asyncio.run(one_run(graph, q, ctx)) for q in questions]
+            n = len(runs)
+            kinds = Counter(c["kind"] for c in server.calls)
+            print(f"\n{name}: {len(server.calls) / n:.2f} model calls per question "
+                  f"({', '.join(f'{k} {v / n:.2f}' for k, v in sorted(kinds.items()))}), "
+                  f"prompt tokens {sum(c['prompt'] for c in server.calls) / n:.0f}, "
+                  f"completion tokens {sum(c['completion'] for c in server.calls) / n:.0f}")  # fmt: skip
+            for label, key in (("end to end", "total"), ("first progress event", "first_event"),
+                               ("first answer token", "first_token")):  # fmt: skip
+                values = [r[key] * 1000 for r in runs if r[key] is not None]
+                print(
+                    f"  {label:<22} p50 {pct(values, 50):7.0f} ms   p95 {pct(values, 95):7.0f} ms"
+                )
+            node_ms: dict[str, list[float]] = {}
+            for r in runs:
+                for node, ms in (r["out"].get("timings") or {}).items():
+                    if isinstance(ms, (int, float)):
+                        node_ms.setdefault(node, []).append(float(ms))
+            print("  | node | p50 ms | model calls / question |")
+            print("  |---|---|---|")
+            per_node = Counter(SCHEMA_NODE.get(c["kind"], "answer") for c in server.calls)
+            for node, values in sorted(node_ms.items(), key=lambda kv: -statistics.median(kv[1])):
+                calls = per_node.get(node, 0)
+                if node in ("generate", "call_model"):
+                    calls = per_node.get("answer", 0)
+                print(f"  | {node} | {statistics.median(values):.1f} | {calls / n:.2f} |")
+        resources.close_all()
+
+
+if __name__ == "__main__":
+    main()
