@@ -57,7 +57,7 @@ async def retrieve_internal(state: State, runtime: Runtime[Context]) -> dict[str
             kb = get_kb(ctx)
 
             def run() -> list[Retrieval]:
-                return [kb.retrieve(q, ctx.top_k_internal * 2) for q in queries]
+                return kb.retrieve_many(queries, ctx.top_k_internal * 2)
 
             searches = await asyncio.to_thread(run)  # Chroma and BM25 are blocking work
             found = [chunk_to_source(h, r.answerability) for r in searches for h in r.hits]

@@ -20,6 +20,7 @@ class HashEmbeddings(Embeddings):
         self.dim = dim
         self.calls = 0
         self.texts_embedded = 0
+        self.query_calls = 0  # embed_query + embed_queries calls (one per batch)
         self._tok = make_tokenizer("bigram")
 
     def _vector(self, text: str) -> list[float]:
@@ -39,7 +40,12 @@ class HashEmbeddings(Embeddings):
         return [self._vector(t) for t in texts]
 
     def embed_query(self, text: str) -> list[float]:
+        self.query_calls += 1
         return self._vector(text)
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        self.query_calls += 1
+        return [self._vector(t) for t in texts]
 
 
 def hash_model(dim: int = 256, model_id: str | None = None) -> EmbeddingModel:

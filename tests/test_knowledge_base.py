@@ -218,3 +218,18 @@ def test_kb_built_with_the_former_default_names_the_setting_that_opens_it(
         kb.ingest([kb_dir])
     with pytest.raises(EmbeddingMismatchError, match="HYBRID_RAG_EMBEDDING=local:use"):
         KnowledgeBase(KBConfig(home=home), embedding_model=hash_model(64, "model-b"))
+
+
+def test_a_steps_queries_are_embedded_in_one_batch_and_never_twice(
+    kb: KnowledgeBase, kb_dir: Path
+) -> None:
+    kb.ingest([kb_dir])
+    emb = kb.model.embeddings
+    before = emb.query_calls  # type: ignore[attr-defined]
+    queries = ["annual leave days", "expense hotel limit", "annual leave days", "laptop"]
+    many = kb.retrieve_many(queries, 3)
+    assert emb.query_calls == before + 1  # type: ignore[attr-defined]  # one batch, 3 distinct
+    assert [[h.chunk_id for h in r.hits] for r in many] == [
+        [h.chunk_id for h in kb.retrieve(q, 3).hits] for q in queries
+    ]
+    assert emb.query_calls == before + 1  # type: ignore[attr-defined]  # cached since

@@ -77,6 +77,13 @@ def test_deterministic(emb: LocalEmbeddings) -> None:
     np.testing.assert_allclose(emb.embed_query("same"), emb.embed_query("same"), atol=1e-6)
 
 
+def test_a_batch_of_queries_equals_the_queries_one_by_one(emb: LocalEmbeddings) -> None:
+    queries = ["annual leave days", "年假有多少天", "hotel limit"]
+    batch = np.asarray(emb.embed_queries(queries))
+    single = np.asarray([emb.embed_query(q) for q in queries])
+    assert batch.shape == single.shape and np.allclose(batch, single, atol=1e-5)
+
+
 def test_thread_safe(emb: LocalEmbeddings) -> None:
     texts = [f"passage number {i} about topic {i % 3}" for i in range(6)]
     expected = np.asarray(emb.embed_documents(texts))

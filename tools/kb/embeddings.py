@@ -56,6 +56,13 @@ class EmbeddingModel:
     def embed_query(self, text: str) -> list[float]:
         return self.embeddings.embed_query(text)
 
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        """Several queries in one batch when the model can (the bundled ones can)."""
+        batch = getattr(self.embeddings, "embed_queries", None)
+        if callable(batch):
+            return list(batch(list(texts)))
+        return [self.embeddings.embed_query(t) for t in texts]
+
 
 def validate_embedding_spec(spec: str) -> None:
     """The spec's form only (nothing is loaded): 'local', 'local:<name>', 'openai:<model>'."""

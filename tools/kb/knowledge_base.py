@@ -305,6 +305,23 @@ class KnowledgeBase:
         )
         return Retrieval(hits[:k], evidence, self.answerability_model.probability(evidence))
 
+    def retrieve_many(
+        self, queries: Sequence[str], k: int = 5, *, mode: SearchMode = "hybrid"
+    ) -> list[Retrieval]:
+        """``retrieve`` for each query; the queries not embedded yet are embedded in one
+        batch first (a step's rewrites cost one model call, not one each)."""
+        if mode in ("hybrid", "vector"):
+            with self._lock:
+                missing = [
+                    q for q in dict.fromkeys(queries) if q.strip() and q not in self._query_vectors
+                ]
+            if missing:
+                vectors = self.model.embed_queries(missing)
+                with self._lock:
+                    for q, v in zip(missing, vectors, strict=True):
+                        self._query_vectors[q] = np.asarray(v, dtype=np.float32)
+        return [self.retrieve(q, k, mode=mode) for q in queries]
+
     def candidate_pool(
         self,
         query: str,

@@ -136,6 +136,10 @@ class LocalEmbeddings(Embeddings):
     def embed_query(self, text: str) -> list[float]:
         return self._encode([text], is_query=True)[0]
 
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        """Queries in batches: one engine call for a step's rewrites, not one each."""
+        return self._encode(texts, is_query=True)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model_id={self.model_id!r})"
 
