@@ -42,7 +42,7 @@ from graph import Context, build_agent_graph, build_graph  # noqa: E402
 from nodes import resources  # noqa: E402
 from nodes.models import register_chat_model  # noqa: E402
 from tests.agent_fakes import LocalLLMServer, ToolScriptedChatModel, ask, call, serper_rows  # noqa: E402
-from tests.fakes import ScriptedChatModel, hash_model  # noqa: E402
+from tests.fakes import ScriptedChatModel, grade_every, hash_model  # noqa: E402
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase  # noqa: E402
 from tools.websearch import SearchCache, default_cache, default_locale, set_default_cache  # noqa: E402
 
@@ -82,9 +82,15 @@ class SlowToolScripted(ToolScriptedChatModel):
 def script_state_graph(model: SlowScripted, q: dict[str, Any]) -> None:
     web = q["kind"] == "web"
     model.structured = {
-        "RouteDecisionModel": [{"route": "search" if web else "knowledge", "reason": "scripted"}],
-        "Rewrites": [{"kb_queries": [q["question"]], "web_queries": [q["question"]]}],
-        "DocumentGrade": [{"grade": "correct"}],
+        "Plan": [
+            {
+                "route": "search" if web else "knowledge",
+                "reason": "scripted",
+                "kb_queries": [q["question"]],
+                "web_queries": [q["question"]],
+            }
+        ],
+        "PassageGrades": [grade_every("correct")],
         "Reflection": [{"sufficient": True}],
     }
     label = "[web-1]" if web else "[internal-1]"

@@ -13,6 +13,7 @@ from cli.common import ProgressBar, kb_environment, print_json
 from tools.errors import ConfigError
 from tools.evaluation.run_stats import load_runs, report
 from tools.settings import data_home, run_stats_path
+from tools.websearch import SharedCacheUnavailable, shared_from_env
 
 DEMO_QUESTIONS = (
     "How many days of annual leave does an employee with 6 years of service get?",
@@ -190,12 +191,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_stats(args: argparse.Namespace) -> int:
     runs = load_runs(run_stats_path(data_home(args.home)))
     summary = report(runs)
+    summary["shared_search_cache"] = shared_cache_stats()
     if args.json:
         print_json(summary)
         return 0
     for key, value in summary.items():
-        if key != "advice":
+        if key != "advice" and value is not None:
             print(f"{key:<20} {value}")
     if summary["advice"]:
         print(f"advice: {summary['advice']}")
     return 0
+
+
+def shared_cache_stats() -> dict[str, Any] | None:
+    """Hits, joined flights, misses and saved cost of every process sharing the Redis
+    search cache (``HYBRID_RAG_REDIS_URL``), or None without one."""
+    shared = shared_from_env()
+    if shared is None:
+        return None
+
+    async def read() -> dict[str, Any]:
+        try:
+            return {**await shared.stats(), "at": shared.settings.where}
+        except SharedCacheUnavailable:
+            return {"error": f"unreachable at {shared.settings.where}"}
+        finally:
+            await shared.aclose()
+
+    return asyncio.run(read())

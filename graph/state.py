@@ -74,3 +74,6 @@ class State(InputState, OutputState, total=False):
     answer_message_id: str | None
     answer_draft: str  # the model's reply as streamed (cite compares the checked text)
     fast_mode: str  # the fast model's spec, resolved once per run by prepare (see mode)
+    planned: dict[
+        str, list[str]
+    ]  # the router's queries ({'kb': [...], 'web': [...]}), with a model

@@ -28,10 +28,8 @@ log = logging.getLogger("hybrid_rag.nodes")
 LANGUAGE_NAMES = {"zh": "Simplified Chinese", "en": "English"}
 
 
-async def translated_queries(
-    ctx: Context, question: str, spec: str
-) -> tuple[list[str], dict[str, Any]]:
-    """Extra KB queries in the KB's other languages, and a report for the output."""
+async def other_languages(ctx: Context, question: str) -> tuple[list[str], dict[str, Any]]:
+    """The KB's languages other than the question's (``zh``/``en``), and the report."""
     try:
         mix = await asyncio.to_thread(lambda: get_kb(ctx).languages())
     except HybridRagError:
@@ -40,8 +38,34 @@ async def translated_queries(
     others = sorted(
         lang for lang, n in mix.items() if n > 0 and lang != source and lang in LANGUAGE_NAMES
     )
-    report: dict[str, Any] = {"question_language": source, "kb_languages": mix, "translated": []}
-    if not others:
+    return others, {"question_language": source, "kb_languages": mix, "translated": []}
+
+
+def language_names(languages: list[str]) -> str:
+    return ", ".join(LANGUAGE_NAMES[lang] for lang in languages)
+
+
+def planned_translations(
+    question: str, languages: list[str], translations: list[str], report: dict[str, Any]
+) -> tuple[list[str], dict[str, Any]]:
+    """The planner's translations (one per language, in order) as extra KB queries."""
+    report = {**report, "translated": []}
+    queries: list[str] = []
+    for lang, text in zip(languages, translations, strict=False):
+        text = text.strip()
+        if text and text != question:
+            queries.append(text)
+            report["translated"].append({"language": lang, "query": text})
+    return queries, report
+
+
+async def translated_queries(
+    ctx: Context, question: str, spec: str
+) -> tuple[list[str], dict[str, Any]]:
+    """Extra KB queries in the KB's other languages (one model call per language, used
+    when the planner did not translate), and a report for the output."""
+    others, report = await other_languages(ctx, question)
+    if not report or not others:
         return [], report
     if spec == OFFLINE:
         report["note"] = (

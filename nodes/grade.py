@@ -5,7 +5,8 @@ Knowledge-base confidence is the calibrated answerability of the retrieval
 so ``confidence_threshold`` 0.3 means 30 %); for web results, which carry no
 score, it is the share of question keywords their title and snippet contain. With a
 model, the top internal results are also graded correct / ambiguous / incorrect
-(as in Corrective RAG): incorrect ones are dropped and the grades set confidence.
+(as in Corrective RAG) in one listwise call: incorrect ones are dropped and the grades set
+confidence.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.runtime import Runtime
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from nodes.common import emit, structured_call, timed
 from nodes.models import OFFLINE, fast_model
 from prompts.internal import GRADE_SYSTEM
+from tools.answer.context_builder import neutralise
 from tools.answer.sources import Source
 from tools.policy.offline import text_overlap
 
@@ -30,8 +32,14 @@ TOP_N = 3
 KEEP_ON_FALLBACK = 2
 
 
-class DocumentGrade(BaseModel):
-    grade: Literal["correct", "ambiguous", "incorrect"]
+Grade = Literal["correct", "ambiguous", "incorrect"]
+POINTS: dict[str, float] = {"correct": 1.0, "ambiguous": 0.5, "incorrect": 0.0}
+
+
+class PassageGrades(BaseModel):
+    """One grade per passage, in the order the passages were given."""
+
+    grades: list[Grade] = Field(description="one grade per passage, in order")
 
 
 def internal_confidence(docs: Sequence[Mapping[str, Any]]) -> float:
@@ -50,22 +58,23 @@ def web_confidence(question: str, docs: Sequence[Mapping[str, Any]]) -> float:
 async def _model_grades(
     spec: str, question: str, docs: Sequence[Source]
 ) -> tuple[list[Source], float] | None:
-    kept: list[Source] = []
-    points = 0.0
-    for doc in docs[:TOP_N]:
-        out, _ = await structured_call(
-            spec,
-            DocumentGrade,
-            GRADE_SYSTEM,
-            f"Question: {question}\n\nPassage:\n{doc.get('text', '')}",
-        )
-        if out is None:
-            return None  # one unusable grade: fall back to scores for all
-        if out.grade != "incorrect":
-            kept.append({**doc, "grade": out.grade})
-        points += {"correct": 1.0, "ambiguous": 0.5, "incorrect": 0.0}[out.grade]
-    n = min(TOP_N, len(docs))
-    return [*kept, *docs[TOP_N:]], points / n if n else 0.0
+    """Grade the top passages in one call; None when the output is unusable."""
+    top = list(docs[:TOP_N])
+    if not top:
+        return None
+    passages = "\n\n".join(
+        f"Passage {i}:\n{neutralise(str(doc.get('text', '')))}" for i, doc in enumerate(top, 1)
+    )
+    out, _ = await structured_call(
+        spec, PassageGrades, GRADE_SYSTEM, f"Question: {question}\n\n{passages}"
+    )
+    if out is None or len(out.grades) != len(top):
+        return None  # unusable grades: fall back to scores for all
+    kept: list[Source] = [
+        {**doc, "grade": g} for doc, g in zip(top, out.grades, strict=True) if g != "incorrect"
+    ]
+    points = sum(POINTS[g] for g in out.grades)
+    return [*kept, *docs[TOP_N:]], points / len(top)
 
 
 async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

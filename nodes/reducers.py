@@ -37,6 +37,7 @@ def fresh_turn() -> dict[str, Any]:
         "search_calls": 0,
         "warnings": Overwrite([]),
         "timings": Overwrite({}),
+        "planned": {},
         "kb_queries": [],
         "web_queries": [],
         "internal_docs": [],

@@ -3,6 +3,9 @@
 Bounded by ``max_iterations``: the counter is a plain integer in state that this
 node overwrites with ``iteration + 1`` each time it asks for another round, and
 the router below sends the run to ``generate`` once it reaches the bound.
+
+With a model, reflection costs a call only when the evidence is weak: ``confidence``
+(the calibrated answerability, or the model's grades) below :data:`REFLECT_BELOW`.
 """
 
 from __future__ import annotations
@@ -21,6 +24,11 @@ from tools.policy.offline import uncovered_terms
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
     from graph.state import State
+
+
+# "More likely not answered than answered": the calibrated probability's own midpoint,
+# not a tuned value. At or above it the evidence is strong and no call is spent.
+REFLECT_BELOW = 0.5
 
 
 class Reflection(BaseModel):
@@ -57,11 +65,15 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     warnings: list[str] = []
     emit(runtime, "reflecting", iteration=iteration)
     with timed("reflect", timings):
+        spec = fast_model(state, ctx)
+        confidence = float(state.get("confidence") or 0.0)
         if iteration >= ctx.max_iterations:
             decision = Reflection(sufficient=True)
             note = f"iteration bound reached ({ctx.max_iterations})"
+        elif spec != OFFLINE and confidence >= REFLECT_BELOW:
+            decision = Reflection(sufficient=True)
+            note = f"strong evidence (confidence {confidence:.2f} >= {REFLECT_BELOW}): no call"
         else:
-            spec = fast_model(state, ctx)
             decision, note = _offline(state), "offline coverage rule"
             if spec != OFFLINE:
                 sources = "\n\n".join(str(d.get("text", ""))[:500] for d in _evidence(state)[:8])

@@ -1,28 +1,24 @@
-"""``rewrite``: the original question first, then KB queries and web queries."""
+"""``rewrite``: the original question first, then KB queries and web queries.
+
+With a model the queries come from the router's plan (one call for both); without one,
+or when the plan was unusable, from the offline keyword rules.
+"""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, Field
 
-from nodes.common import emit, render_history, structured_call, timed
-from nodes.crosslingual import translated_queries
+from nodes.common import emit, timed
+from nodes.crosslingual import other_languages, planned_translations, translated_queries
 from nodes.models import OFFLINE, fast_model
-from prompts.internal import REWRITE_SYSTEM
 from tools.kb.tokenizers import keywords
 from tools.policy.offline import offline_rewrites
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
     from graph.state import State
-
-
-class Rewrites(BaseModel):
-    kb_queries: list[str] = Field(description="knowledge-base retrieval queries")
-    web_queries: list[str] = Field(description="2-3 web search-engine queries")
 
 
 def _clean(queries: list[str], first: str, limit: int) -> list[str]:
@@ -52,25 +48,23 @@ async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             kb.insert(1, follow_up)
             web.insert(1, follow_up)
         spec = fast_model(state, ctx)
-        if spec != OFFLINE:
-            system = REWRITE_SYSTEM.format(
-                today=datetime.now(UTC).date(), num_rewrites=ctx.num_rewrites
-            )
-            user = (
-                f"History:\n{render_history(history)}\n\nQuestion: {question}"
-                if history
-                else question
-            )
-            out, error = await structured_call(spec, Rewrites, system, user)
-            if out is None:
-                warnings.append(f"rewrite output unusable ({error}); used keyword rules")
-            else:
-                kb, web = out.kb_queries, out.web_queries
+        planned = state.get("planned") or {}
+        if spec != OFFLINE and planned:
+            kb, web = list(planned.get("kb") or []), list(planned.get("web") or [])
         kb_queries = _clean(kb, question, ctx.num_rewrites + 1)
         web_queries = _clean(web, question, 3)
         report: dict[str, Any] = {}
-        if ctx.crosslingual:
+        if ctx.crosslingual and spec != OFFLINE and planned:
+            _, base = await other_languages(ctx, question)
+            extra, report = planned_translations(
+                question, list(planned.get("languages") or []),
+                list(planned.get("translations") or []), base,
+            )  # fmt: skip
+        elif ctx.crosslingual:
             extra, report = await translated_queries(ctx, question, spec)
+        else:
+            extra = []
+        if ctx.crosslingual:
             # Translations come right after the original, so the query limit never drops them.
             kb_queries = _clean(
                 [*extra, *kb_queries[1:]], question, ctx.num_rewrites + 1 + len(extra)

@@ -1,4 +1,9 @@
-"""``route``: knowledge | search | both, with a reason."""
+"""``route``: knowledge | search | both, with a reason — and, with a model, the queries.
+
+One structured call plans both (the route and the rewrites): ``rewrite`` then uses the
+planned queries without a second call, so a knowledge-base question costs three model
+calls in all (plan, one listwise grade, the answer; see ARCHITECTURE.md, "Model calls").
+"""
 
 from __future__ import annotations
 
@@ -10,9 +15,10 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from nodes.common import emit, render_history, structured_call, timed
+from nodes.crosslingual import language_names, other_languages
 from nodes.models import OFFLINE, fast_model
 from nodes.resources import get_kb
-from prompts.internal import ROUTE_SYSTEM
+from prompts.internal import PLAN_SYSTEM, PLAN_TRANSLATE
 from tools.errors import HybridRagError
 from tools.policy.offline import offline_route
 
@@ -21,11 +27,16 @@ if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.state import State
 
 
-class RouteDecisionModel(BaseModel):
-    """Which sources to consult."""
+class Plan(BaseModel):
+    """Which sources to consult, and the queries to ask them."""
 
     route: Literal["knowledge", "search", "both"] = Field(description="the sources to use")
     reason: str = Field(description="one sentence")
+    kb_queries: list[str] = Field(default_factory=list, description="knowledge-base queries")
+    web_queries: list[str] = Field(default_factory=list, description="2-3 web search queries")
+    translations: list[str] = Field(
+        default_factory=list, description="the question in each other KB language, when asked"
+    )
 
 
 async def route(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -41,6 +52,7 @@ async def route(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             probe = 0.0
             warnings.append(f"knowledge base unavailable while routing: {exc}")
         spec = fast_model(state, ctx)
+        result: dict[str, Any]
         if spec == OFFLINE:
             decision = offline_route(question, probe)
             result = {"route": decision.route, "route_reason": f"offline rules: {decision.reason}"}
@@ -52,12 +64,31 @@ async def route(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                     f"Conversation so far:\n{render_history(state['history'])}\n\nQuestion: {question}"
                 )
             )
-            system = ROUTE_SYSTEM.format(today=datetime.now(UTC).date(), kb_probe=probe)
-            out, error = await structured_call(spec, RouteDecisionModel, system, user)
+            # The KB's other languages: the plan translates too, so no extra call is spent.
+            languages, _ = await other_languages(ctx, question) if ctx.crosslingual else ([], {})
+            translate = (
+                PLAN_TRANSLATE.format(languages=language_names(languages)) if languages else ""
+            )
+            system = PLAN_SYSTEM.format(
+                today=datetime.now(UTC).date(),
+                kb_probe=probe,
+                num_rewrites=ctx.num_rewrites,
+                translate=translate,
+            )
+            out, error = await structured_call(spec, Plan, system, user)
             if out is None:
-                warnings.append(f"router output unusable ({error}); routed to both sources")
-                result = {"route": "both", "route_reason": f"router failure ({error}) → both"}
+                warnings.append(f"planner output unusable ({error}); routed to both sources")
+                result = {"route": "both", "route_reason": f"planner failure ({error}) → both"}
             else:
-                result = {"route": out.route, "route_reason": out.reason}
+                result = {
+                    "route": out.route,
+                    "route_reason": out.reason,
+                    "planned": {
+                        "kb": out.kb_queries,
+                        "web": out.web_queries,
+                        "languages": languages,
+                        "translations": out.translations,
+                    },
+                }
     emit(runtime, "routed", route=result["route"], reason=result["route_reason"])
     return {**result, "warnings": warnings, "timings": timings}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -67,8 +68,9 @@ from pydantic import Field  # noqa: E402
 class ScriptedChatModel(BaseChatModel):
     """Answers from a script: structured outputs per schema name, and an answer function.
 
-    ``structured["RouteDecisionModel"] = [obj_or_dict, ...]`` is consumed in order (the
-    last item repeats); the item ``"unparseable"`` raises as a broken model output would.
+    ``structured["Plan"] = [obj_or_dict, ...]`` is consumed in order (the last item
+    repeats); the item ``"unparseable"`` raises as a broken model output would, and a
+    callable item is called with the messages (see :func:`grade_every`).
     ``answer(messages) -> str`` produces the free-text answer. Every call is recorded.
     """
 
@@ -101,6 +103,8 @@ class ScriptedChatModel(BaseChatModel):
             if not script:
                 raise ValueError(f"no script for {name}")
             item = script.pop(0) if len(script) > 1 else script[0]
+            if callable(item):
+                item = item(messages)
             if hasattr(item, "model_dump"):
                 item = item.model_dump()
             text = "not json" if item == "unparseable" else json.dumps(item)
@@ -114,6 +118,17 @@ class ScriptedChatModel(BaseChatModel):
             return schema.model_validate(data)
 
         return RunnableLambda(pick) | _EchoChatModel() | RunnableLambda(parse)
+
+
+def passages_in(messages: Any) -> int:
+    """How many passages a listwise grading prompt carries ("Passage 1:", "Passage 2:" …)."""
+    last = messages[-1] if isinstance(messages, list) else messages.to_messages()[-1]
+    return len(re.findall(r"^Passage \d+:", str(last.content), flags=re.M))
+
+
+def grade_every(grade: str) -> Callable[[Any], dict[str, Any]]:
+    """A ``PassageGrades`` script item: ``grade`` for every passage the prompt carries."""
+    return lambda messages: {"grades": [grade] * passages_in(messages)}
 
 
 class _EchoChatModel(BaseChatModel):

@@ -40,7 +40,7 @@ from graph import Context, build_agent_graph, build_graph
 from nodes import resources
 from nodes.models import register_chat_model, unregister_chat_model
 from tests.agent_fakes import ToolScriptedChatModel, ask, call
-from tests.fakes import ScriptedChatModel, hash_model
+from tests.fakes import ScriptedChatModel, grade_every, hash_model
 from tests.local_provider import LocalServer, Recorded, Reply, closed_port
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.websearch import SearchCache, WebSearchSettings, set_default_cache
@@ -155,9 +155,15 @@ def models() -> Iterator[dict[str, Any]]:
 
 def _script_state(model: ScriptedChatModel, question: str, language: str) -> None:
     model.structured = {
-        "RouteDecisionModel": [{"route": "both", "reason": "internal and fresh facts"}],
-        "Rewrites": [{"kb_queries": [question], "web_queries": [question]}],
-        "DocumentGrade": [{"grade": "correct"}],
+        "Plan": [
+            {
+                "route": "both",
+                "reason": "internal and fresh facts",
+                "kb_queries": [question],
+                "web_queries": [question],
+            }
+        ],
+        "PassageGrades": [grade_every("correct")],
         "Reflection": [{"sufficient": True}],
     }
     answer = (

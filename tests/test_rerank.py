@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from graph import Context, build_graph
-from tests.fakes import ScriptedChatModel
+from tests.fakes import ScriptedChatModel, grade_every
 from tools.errors import ConfigError
 from tools.kb.knowledge_base import KnowledgeBase
 from tools.kb.rerank import (
@@ -97,18 +97,20 @@ def test_offline_mode_says_no_translation_was_done(
 def test_translated_query_is_fused_with_a_scripted_model(
     sample_kb: KnowledgeBase, tmp_path: Path, scripted: ScriptedChatModel
 ) -> None:
+    # The KB also holds Chinese: the planner is asked for the translation in the same call.
+    def plan(messages: Any) -> dict[str, Any]:
+        assert "Simplified Chinese" in str(messages[0].content)
+        return {"route": "knowledge", "reason": "policy", "kb_queries": ["NR-500 max payload"],
+                "web_queries": ["NR-500"], "translations": ["NR-500 最大负载是多少？"]}  # fmt: skip
+
     scripted.structured = {
-        "RouteDecisionModel": [{"route": "knowledge", "reason": "policy"}],
-        "Rewrites": [{"kb_queries": ["NR-500 max payload"], "web_queries": ["NR-500"]}],
-        "DocumentGrade": [{"grade": "correct"}],
+        "Plan": [plan],
+        "PassageGrades": [grade_every("correct")],
         "Reflection": [{"sufficient": True}],
     }
 
     def answer(messages: list[Any]) -> str:
-        text = str(messages[-1].content)
-        if "Translate" in str(messages[0].content):
-            return "NR-500 最大负载是多少？"
-        assert "<source" in text
+        assert "<source" in str(messages[-1].content)
         return "It lifts 1500 kg " + "".join(f"[internal-{i}]" for i in range(1, 6))
 
     scripted.answer = answer
@@ -117,6 +119,7 @@ def test_translated_query_is_fused_with_a_scripted_model(
         {"language": "zh", "query": "NR-500 最大负载是多少？"}
     ]
     assert any(c["doc_id"] == "product/nr500-manual-zh.md" for c in out["citations"])
+    assert [name for name, _ in scripted.calls] == ["Plan", "PassageGrades", "answer"]
 
 
 def test_lexical_reranker_runs_in_the_graph(sample_kb: KnowledgeBase, tmp_path: Path) -> None:
@@ -155,10 +158,9 @@ def test_llm_reranker_falls_back_on_unparseable_output(
     sample_kb: KnowledgeBase, tmp_path: Path, scripted: ScriptedChatModel
 ) -> None:
     scripted.structured = {
-        "RouteDecisionModel": [{"route": "knowledge", "reason": "policy"}],
-        "Rewrites": ["unparseable"],
+        "Plan": [{"route": "knowledge", "reason": "policy"}],
         "Ordering": ["unparseable"],
-        "DocumentGrade": [{"grade": "correct"}],
+        "PassageGrades": [grade_every("correct")],
         "Reflection": [{"sufficient": True}],
     }
     scripted.answer = lambda m: "Answer [internal-1]."

@@ -23,7 +23,7 @@ from graph import Context, build_agent_graph, build_graph
 from nodes import resources
 from nodes.models import register_chat_model, unregister_chat_model
 from tests.agent_fakes import ToolScriptedChatModel, ask, call
-from tests.fakes import ScriptedChatModel, hash_model
+from tests.fakes import ScriptedChatModel, grade_every, hash_model
 from tests.local_provider import LocalServer, Reply
 from tools.answer.citations import validate_citations
 from tools.answer.context_builder import build_context
@@ -111,9 +111,15 @@ def web(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalServer]:
 def state_model() -> Iterator[ScriptedChatModel]:
     model = ScriptedChatModel(
         structured={
-            "RouteDecisionModel": [{"route": "both", "reason": "policy and news"}],
-            "Rewrites": [{"kb_queries": ["hotel limit per night"], "web_queries": [QUESTION]}],
-            "DocumentGrade": [{"grade": "correct"}],
+            "Plan": [
+                {
+                    "route": "both",
+                    "reason": "policy and news",
+                    "kb_queries": ["hotel limit per night"],
+                    "web_queries": [QUESTION],
+                }
+            ],
+            "PassageGrades": [grade_every("correct")],
             "Reflection": [{"sufficient": True}],
         },
         answer=lambda messages: (

@@ -16,7 +16,14 @@ from .approval import (
     WebSearchDecision,
     approval_request,
 )
-from .cache import CacheStats, SearchCache, cache_key, default_cache, set_default_cache
+from .cache import (
+    CacheStats,
+    SearchCache,
+    cache_key,
+    default_cache,
+    set_default_cache,
+    shared_from_env,
+)
 from .client import WebSearchClient, parse_retry_after, search_sync
 from .dates import parse_date, parse_datetime
 from .errors import (
@@ -33,6 +40,7 @@ from .errors import (
 )
 from .providers import AUTO_ORDER, PROVIDERS, VALID_PROVIDERS, ProviderInfo
 from .settings import WebSearchSettings
+from .shared_cache import RedisSharedCache, SharedCacheUnavailable
 from .text import build_params, clean_snippet, default_locale
 from .types import MultiSearchResponse, ResultKind, SearchParams, SearchResponse, WebResult
 from .urls import normalize_url
@@ -46,10 +54,12 @@ __all__ = [
     "CacheStats",
     "MultiSearchResponse",
     "ProviderInfo",
+    "RedisSharedCache",
     "ResultKind",
     "SearchCache",
     "SearchParams",
     "SearchResponse",
+    "SharedCacheUnavailable",
     "UnknownProviderError",
     "WebResult",
     "WebSearchAuthError",
@@ -76,4 +86,5 @@ __all__ = [
     "parse_retry_after",
     "search_sync",
     "set_default_cache",
+    "shared_from_env",
 ]

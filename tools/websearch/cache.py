@@ -11,6 +11,8 @@
 * Failures and partial responses are never stored.
 * Stale-if-error: every stored response is also kept in a bounded LRU "stale"
   store; when the provider fails, an expired copy can be served, marked stale.
+* Shared layer (optional, ``HYBRID_RAG_REDIS_URL``): a miss here asks Redis before the
+  provider, so processes share hits and single-flight (``tools.websearch.shared_cache``).
 
 One :func:`default_cache` instance per process lets the graph and the agent tool
 share hits; tests and callers can inject their own :class:`SearchCache`.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import os
 import threading
@@ -33,6 +36,7 @@ from cachetools import LRUCache, TLRUCache
 
 from tools.errors import ConfigError
 
+from .shared_cache import RedisSharedCache, SharedCacheSettings
 from .text import normalize_query
 from .types import SearchParams, SearchResponse
 
@@ -49,6 +53,9 @@ class CacheStats:
     stale_served: int
     cost_saved: float
     size: int
+    shared_hits: int = 0  # answered by another process through the shared layer
+    shared_coalesced: int = 0  # joined another process's in-flight search
+    shared_unavailable: int = 0  # searches made while the shared layer was down
 
     @property
     def hit_rate(self) -> float:
@@ -86,6 +93,7 @@ class SearchCache:
         stale_if_error: bool = False,
         stale_maxsize: int = 1000,
         stale_max_age: float = 86400.0,
+        shared: RedisSharedCache | None = None,
     ) -> None:
         if maxsize < 1 or ttl <= 0 or news_ttl <= 0:
             raise ValueError("cache maxsize, ttl and news_ttl must be positive")
@@ -102,7 +110,9 @@ class SearchCache:
         self._inflight: dict[str, asyncio.Future[SearchResponse]] = {}
         self._hits = self._misses = self._coalesced = 0
         self._upstream = self._stale_served = 0
+        self._shared_hits = self._shared_coalesced = self._shared_unavailable = 0
         self._cost_saved = 0.0
+        self.shared = shared
 
     # -- plain operations ------------------------------------------------
     def ttl_for(self, response: SearchResponse) -> float:
@@ -159,6 +169,9 @@ class SearchCache:
                 stale_served=self._stale_served,
                 cost_saved=round(self._cost_saved, 6),
                 size=len(self._store),
+                shared_hits=self._shared_hits,
+                shared_coalesced=self._shared_coalesced,
+                shared_unavailable=self._shared_unavailable,
             )
 
     # -- cache + single-flight ------------------------------------------
@@ -193,7 +206,7 @@ class SearchCache:
                     self._misses += 1
             assert future is not None
             if leader:
-                return await self._lead(key, future, fetch), "miss"
+                return await self._lead(key, future, self._shared_fetch(key, fetch, price))
             try:
                 shared = await asyncio.shield(future)
             except asyncio.CancelledError:
@@ -207,14 +220,50 @@ class SearchCache:
             joined = dataclasses.replace(shared, cache_hit=True, coalesced=True, calls=0, cost=0.0)
             return joined, "coalesced"
 
+    def _shared_fetch(
+        self, key: str, fetch: Callable[[], Awaitable[SearchResponse]], price: float
+    ) -> Callable[[], Awaitable[tuple[SearchResponse, Outcome]]]:
+        """The leader's fetch: through the shared layer when there is one."""
+
+        async def plain() -> tuple[SearchResponse, Outcome]:
+            return await fetch(), "miss"
+
+        shared = self.shared
+        if shared is None:
+            return plain
+
+        async def through_shared() -> tuple[SearchResponse, Outcome]:
+            response, outcome, warning = await shared.get_or_fetch(
+                key, fetch, ttl_for=self.ttl_for, cacheable=self.cacheable, price=price
+            )
+            with self._lock:
+                if outcome in ("hit", "coalesced"):
+                    self._cost_saved += price
+                    if outcome == "hit":
+                        self._shared_hits += 1
+                    else:
+                        self._shared_coalesced += 1
+                elif outcome == "unavailable":
+                    self._shared_unavailable += 1
+            if outcome in ("hit", "coalesced"):
+                response = dataclasses.replace(
+                    response, calls=0, cost=0.0, cache_hit=True, coalesced=outcome == "coalesced"
+                )
+                return response, outcome
+            if warning:
+                response = dataclasses.replace(response, warnings=(*response.warnings, warning))
+            return response, "miss"
+
+        return through_shared
+
     async def _lead(
         self,
         key: str,
         future: asyncio.Future[SearchResponse],
-        fetch: Callable[[], Awaitable[SearchResponse]],
-    ) -> SearchResponse:
+        fetch: Callable[[], Awaitable[tuple[SearchResponse, Outcome]]],
+    ) -> tuple[SearchResponse, Outcome]:
         try:
-            response = await fetch()
+            response, outcome = await fetch()
         except asyncio.CancelledError:
             future.cancel()
             raise
@@ -225,7 +274,7 @@ class SearchCache:
         else:
             self.put(key, response)
             future.set_result(response)
-            return response
+            return response, outcome
         finally:
             with self._lock:
                 if self._inflight.get(key) is future:
@@ -249,14 +298,36 @@ def _env_number(name: str, default: float, low: float, high: float) -> float:
     return value
 
 
+def shared_from_env() -> RedisSharedCache | None:
+    """The Redis layer when ``HYBRID_RAG_REDIS_URL`` is set (``WEBSEARCH_REDIS_TIMEOUT``,
+    0.5 s per operation; ``WEBSEARCH_REDIS_LOCK_TTL``, 5 s)."""
+    url = os.environ.get("HYBRID_RAG_REDIS_URL", "").strip()
+    if not url:
+        return None
+    if importlib.util.find_spec("redis") is None:
+        raise ConfigError(
+            "HYBRID_RAG_REDIS_URL is set but redis-py is not installed: "
+            "pip install 'hybrid-rag[redis]'"
+        )
+    return RedisSharedCache(
+        SharedCacheSettings(
+            url,
+            op_timeout=_env_number("WEBSEARCH_REDIS_TIMEOUT", 0.5, 0.01, 30.0),
+            lock_ttl=_env_number("WEBSEARCH_REDIS_LOCK_TTL", 5.0, 0.1, 600.0),
+        )
+    )
+
+
 def cache_from_env() -> SearchCache:
     """A cache sized by ``WEBSEARCH_CACHE_SIZE`` (5000), ``WEBSEARCH_CACHE_TTL`` (600 s),
-    ``WEBSEARCH_CACHE_NEWS_TTL`` (120 s) and ``WEBSEARCH_STALE_IF_ERROR`` (0/1)."""
+    ``WEBSEARCH_CACHE_NEWS_TTL`` (120 s) and ``WEBSEARCH_STALE_IF_ERROR`` (0/1), shared
+    through Redis when ``HYBRID_RAG_REDIS_URL`` is set."""
     return SearchCache(
         maxsize=int(_env_number("WEBSEARCH_CACHE_SIZE", 5000, 1, 10_000_000)),
         ttl=_env_number("WEBSEARCH_CACHE_TTL", 600.0, 0.0, 86_400.0 * 30),
         news_ttl=_env_number("WEBSEARCH_CACHE_NEWS_TTL", 120.0, 0.0, 86_400.0 * 30),
         stale_if_error=bool(_env_number("WEBSEARCH_STALE_IF_ERROR", 0, 0, 1)),
+        shared=shared_from_env(),
     )
 
 
