@@ -214,7 +214,7 @@ async def test_a_server_that_never_answers_times_out_with_its_name(silent_server
     assert time.monotonic() - started < 10
 
 
-def test_bad_urls_are_config_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_urls_are_config_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from graph.postgres_checkpoints import parse_postgres_url
 
     with pytest.raises(ConfigError, match=r"'abc'.*db\.example") as info:
@@ -234,6 +234,8 @@ def test_bad_urls_are_config_errors(monkeypatch: pytest.MonkeyPatch) -> None:
         checkpoint_location()
     monkeypatch.setenv("HYBRID_RAG_CHECKPOINT_URL", "postgresql://u@db.example/threads")
     assert checkpoint_location() == "postgresql://u@db.example/threads"
+    monkeypatch.setenv("HYBRID_RAG_CHECKPOINT_URL", str(tmp_path / "threads.sqlite"))
+    assert checkpoint_location() == tmp_path / "threads.sqlite"  # a file: SQLite
     monkeypatch.setenv("HYBRID_RAG_CHECKPOINT_URL", "")
     assert checkpoint_location() == Path(os.environ["HYBRID_RAG_HOME"]) / "checkpoints.sqlite"
 
