@@ -7,7 +7,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from cli.common import ProgressBar, kb_environment, print_json
 from tools.errors import ConfigError
@@ -39,6 +39,12 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="use the tool-calling agent graph (tool_agent) instead of the state graph",
     )
+    ask.add_argument(
+        "--thread",
+        metavar="ID",
+        help="continue (or start) the conversation ID, kept in $HYBRID_RAG_CHECKPOINT_URL "
+        "(postgresql://...) or else checkpoints.sqlite in the data home",
+    )
     ask.set_defaults(func=cmd_ask)
 
     demo = subparsers.add_parser("demo", help="ingest the sample KB and answer sample questions")
@@ -69,24 +75,40 @@ def parse_context(pairs: list[str], home: str | None) -> dict[str, Any]:
 
 
 def run_question(
-    question: str, context: dict[str, Any], *, quiet: bool, agent: bool = False
+    question: str,
+    context: dict[str, Any],
+    *,
+    quiet: bool,
+    agent: bool = False,
+    thread: str | None = None,
 ) -> dict[str, Any]:
-    """Run one question through the state graph, or the tool-calling agent with ``agent``."""
+    """Run one question through the state graph, or the tool-calling agent with ``agent``.
+
+    With ``thread`` the run continues that conversation from the checkpoint store
+    (``graph.persistence``: ``$HYBRID_RAG_CHECKPOINT_URL`` or SQLite in the data home)."""
     from graph import Context, build_agent_graph, build_graph
+    from graph.persistence import checkpoint_location, open_graph, run_config
 
     ctx = Context.from_mapping(context)
-    compiled = build_agent_graph() if agent else build_graph()
+    name: Literal["hybrid_rag", "tool_agent"] = "tool_agent" if agent else "hybrid_rag"
 
-    async def go() -> dict[str, Any]:
+    async def stream(compiled: Any, config: Any) -> dict[str, Any]:
         final: dict[str, Any] = {}
         async for mode, chunk in compiled.astream(
-            {"question": question}, context=ctx, stream_mode=["custom", "values"]
+            {"question": question}, config, context=ctx, stream_mode=["custom", "values"]
         ):
             if mode == "custom" and not quiet:
                 print(_progress_line(cast(dict[str, Any], chunk)), file=sys.stderr)
             elif mode == "values":
                 final = cast(dict[str, Any], chunk)
         return final
+
+    async def go() -> dict[str, Any]:
+        if thread is None:
+            return await stream(build_agent_graph() if agent else build_graph(), None)
+        where = checkpoint_location(home=ctx.data_home or None)
+        async with open_graph(where, graph=name) as compiled:
+            return await stream(compiled, run_config(thread, graph=name))
 
     return asyncio.run(go())
 
@@ -127,14 +149,23 @@ def _jsonable(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
+    thread = getattr(args, "thread", None)
+    if thread is not None and not thread.strip():
+        raise ConfigError("--thread needs a non-empty conversation ID")
     context = parse_context(args.set, args.home)
     result = run_question(
-        args.question, context, quiet=args.quiet or args.json, agent=getattr(args, "agent", False)
+        args.question,
+        context,
+        quiet=args.quiet or args.json,
+        agent=getattr(args, "agent", False),
+        thread=thread,
     )
     if args.json:
         print_json(_jsonable(result))
     else:
         print_answer(result)
+        if thread is not None:
+            print(f"thread={thread} messages={len(result.get('messages') or [])}")
     return 0
 
 

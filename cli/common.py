@@ -9,29 +9,22 @@ import sys
 import time
 from typing import Any
 
-from tools.errors import ConfigError
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
+from tools.settings import chroma_server_env
 
 
 def kb_environment() -> dict[str, Any]:
     """The knowledge-base settings the environment gives every command (Context field
     names): ``CHROMA_HOST``, ``CHROMA_PORT``, ``HYBRID_RAG_EMBEDDING``; read when called."""
     values: dict[str, Any] = {}
-    for var, name in (
-        ("CHROMA_HOST", "chroma_host"),
-        ("CHROMA_PORT", "chroma_port"),
-        ("HYBRID_RAG_EMBEDDING", "embedding"),
-    ):
-        raw = os.environ.get(var, "").strip()
-        if not raw:
-            continue
-        if name == "chroma_port":
-            try:
-                values[name] = int(raw)
-            except ValueError as exc:
-                raise ConfigError(f"${var} must be a number, got {raw!r}") from exc
-        else:
-            values[name] = raw
+    host, port = chroma_server_env()
+    if host:
+        values["chroma_host"] = host
+    if port is not None:
+        values["chroma_port"] = port
+    embedding = os.environ.get("HYBRID_RAG_EMBEDDING", "").strip()
+    if embedding:
+        values["embedding"] = embedding
     return values
 
 

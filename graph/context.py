@@ -95,7 +95,11 @@ class Context:
     )
     collection: str = _f("knowledge", "Chroma collection holding the knowledge base.")
     data_home: str = _f("", "Data directory; empty means $HYBRID_RAG_HOME or the default.")
-    chroma_host: str = _f("", "Chroma server host; empty means embedded Chroma in data_home.")
+    chroma_host: str = _f(
+        "",
+        "Chroma server host; empty means the server's $CHROMA_HOST (and $CHROMA_PORT), "
+        "else embedded Chroma in data_home.",
+    )
     chroma_port: int = _f(8000, "Chroma server port (with chroma_host).", ge=1, le=65535)
     search_provider: str = _f(
         "auto",

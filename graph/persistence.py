@@ -1,8 +1,7 @@
-"""Either graph with a persistent SQLite checkpointer, for the Python API.
+"""Either graph with a persistent checkpointer, for the Python API.
 
 The LangGraph server supplies its own checkpointer (``graph.rag_graph.graph`` is compiled
-without one). In-process applications get conversation memory that survives a restart
-from ``langgraph-checkpoint-sqlite``::
+without one). In-process applications get conversation memory that survives a restart::
 
     async with open_graph() as graph:                      # async: ainvoke / astream
         config = run_config("user-42")
@@ -11,17 +10,25 @@ from ``langgraph-checkpoint-sqlite``::
     with open_sync_graph() as graph:                       # sync: invoke / stream
         out = graph.invoke({"question": "..."}, run_config("user-42"))
 
-The nodes are ``async`` only, so LangGraph's own sync ``invoke`` cannot run them; the
-sync variant drives the async graph (and its ``AsyncSqliteSaver``) on one private event
-loop thread and exposes blocking ``invoke`` / ``stream`` / ``get_state``.
+Where the threads live (the ``checkpoints`` argument, else ``$HYBRID_RAG_CHECKPOINT_URL``):
 
-The checkpoint file defaults to ``<data home>/checkpoints.sqlite`` ($HYBRID_RAG_HOME).
+* a ``postgresql://user:pass@host:5432/dbname`` URL: one Postgres database that several
+  processes share (``langgraph-checkpoint-postgres``, the ``postgres`` extra; see
+  ``graph/postgres_checkpoints.py`` for time-limited connects and restarts);
+* otherwise a SQLite file (``langgraph-checkpoint-sqlite``), by default
+  ``<data home>/checkpoints.sqlite`` ($HYBRID_RAG_HOME): the embedded default.
+
+The nodes are ``async`` only, so LangGraph's own sync ``invoke`` cannot run them; the
+sync variant drives the async graph (and its async checkpointer) on one private event
+loop thread and exposes blocking ``invoke`` / ``stream`` / ``get_state``.
 Every run config carries an explicit ``recursion_limit`` (the graph's backstop).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -29,16 +36,20 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
 from graph import agent_graph, rag_graph
+from tools.errors import ConfigError
 from tools.settings import data_home
 
 GraphName = Literal["hybrid_rag", "tool_agent"]
 CHECKPOINT_FILE = "checkpoints.sqlite"
+CHECKPOINT_URL_ENV = "HYBRID_RAG_CHECKPOINT_URL"
 T = TypeVar("T")
+_POSTGRES_URL = re.compile(r"^postgres(?:ql)?://", re.IGNORECASE)
+_ANY_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 _BUILDERS: dict[str, Callable[..., CompiledStateGraph[Any, Any, Any, Any]]] = {
     "hybrid_rag": rag_graph.build_graph,
@@ -57,6 +68,31 @@ def checkpoint_path(path: str | Path | None = None, *, home: str | Path | None =
         target.parent.mkdir(parents=True, exist_ok=True)
         return target
     return data_home(home) / CHECKPOINT_FILE
+
+
+def checkpoint_location(
+    checkpoints: str | Path | None = None, *, home: str | Path | None = None
+) -> str | Path:
+    """Where the threads live: a Postgres URL (``str``) or the SQLite file (``Path``).
+
+    ``checkpoints`` if given, else ``$HYBRID_RAG_CHECKPOINT_URL``, else
+    ``checkpoints.sqlite`` in the data home (``home``, else $HYBRID_RAG_HOME or the
+    default). A URL of another scheme is a ``ConfigError``.
+    """
+    source = "the checkpoints argument"
+    if checkpoints is None or checkpoints == "":
+        checkpoints = os.environ.get("HYBRID_RAG_CHECKPOINT_URL", "").strip() or None
+        source = f"${CHECKPOINT_URL_ENV}"
+    if isinstance(checkpoints, str):
+        if _POSTGRES_URL.match(checkpoints.strip()):
+            return checkpoints.strip()
+        scheme = _ANY_URL.match(checkpoints.strip())
+        if scheme:
+            raise ConfigError(
+                f"{source} has the unsupported scheme {scheme.group(1)!r}: use "
+                "postgresql://user:password@host:5432/dbname, or a SQLite file path"
+            )
+    return checkpoint_path(checkpoints, home=home)
 
 
 def run_config(
@@ -89,31 +125,64 @@ def build_with_checkpointer(
 
 
 @asynccontextmanager
+async def open_checkpointer(
+    checkpoints: str | Path | None = None,
+) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    """The async checkpointer for ``checkpoints`` (see :func:`checkpoint_location`)."""
+    location = await asyncio.to_thread(checkpoint_location, checkpoints)
+    if isinstance(location, str):
+        try:  # the optional extra, imported only when a Postgres URL is used
+            from graph.postgres_checkpoints import open_postgres_saver
+        except ImportError as exc:
+            raise ConfigError(
+                "Postgres checkpoints need the postgres extra: "
+                f"pip install 'hybrid-rag[postgres]' ({exc.name} is missing)"
+            ) from exc
+        async with open_postgres_saver(location) as saver:
+            yield saver
+        return
+    try:
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    except ImportError as exc:
+        raise ConfigError(
+            "SQLite checkpoints need langgraph-checkpoint-sqlite: "
+            "pip install langgraph-checkpoint-sqlite (or 'hybrid-rag[dev]')"
+        ) from exc
+    async with AsyncSqliteSaver.from_conn_string(str(location)) as sqlite_saver:
+        yield sqlite_saver
+
+
+@asynccontextmanager
 async def open_graph(
-    path: str | Path | None = None, *, graph: GraphName = "hybrid_rag"
+    checkpoints: str | Path | None = None, *, graph: GraphName = "hybrid_rag"
 ) -> AsyncIterator[CompiledStateGraph[Any, Any, Any, Any]]:
-    """The graph compiled with an ``AsyncSqliteSaver`` on ``path`` (closed on exit)."""
-    target = await asyncio.to_thread(checkpoint_path, path)
-    async with AsyncSqliteSaver.from_conn_string(str(target)) as saver:
+    """The graph compiled with a persistent checkpointer (closed on exit).
+
+    ``checkpoints``: a ``postgresql://`` URL or a SQLite file; default
+    ``$HYBRID_RAG_CHECKPOINT_URL``, else ``<data home>/checkpoints.sqlite``.
+    """
+    async with open_checkpointer(checkpoints) as saver:
         yield build_with_checkpointer(graph, saver)
 
 
 class SyncGraph:
     """Blocking ``invoke`` / ``stream`` / ``get_state`` over the async persistent graph.
 
-    One daemon thread runs an event loop that owns the SQLite connection; calls from
-    any thread are submitted to it. Use :func:`open_sync_graph` to create and close one.
+    One daemon thread runs an event loop that owns the checkpointer's connections; calls
+    from any thread are submitted to it. Use :func:`open_sync_graph` to create and close one.
     """
 
-    def __init__(self, path: str | Path | None = None, *, graph: GraphName = "hybrid_rag") -> None:
-        self.path = checkpoint_path(path)
+    def __init__(
+        self, checkpoints: str | Path | None = None, *, graph: GraphName = "hybrid_rag"
+    ) -> None:
+        self.location = checkpoint_location(checkpoints)
         self.name = graph
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="hybrid-rag-graph", daemon=True
         )
         self._thread.start()
-        self._saver_cm = AsyncSqliteSaver.from_conn_string(str(self.path))
+        self._saver_cm = open_checkpointer(self.location)
         try:
             saver = self._call(self._saver_cm.__aenter__())
         except BaseException:
@@ -168,10 +237,10 @@ class SyncGraph:
 
 @contextmanager
 def open_sync_graph(
-    path: str | Path | None = None, *, graph: GraphName = "hybrid_rag"
+    checkpoints: str | Path | None = None, *, graph: GraphName = "hybrid_rag"
 ) -> Iterator[SyncGraph]:
-    """A :class:`SyncGraph` on the SQLite file ``path`` (closed on exit)."""
-    sync_graph = SyncGraph(path, graph=graph)
+    """A :class:`SyncGraph` on ``checkpoints``, as :func:`open_graph` (closed on exit)."""
+    sync_graph = SyncGraph(checkpoints, graph=graph)
     try:
         yield sync_graph
     finally:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
+from tools.settings import chroma_server_env
 from tools.websearch import WebSearchSettings
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
@@ -23,12 +24,20 @@ _kbs: dict[KBConfig, KnowledgeBase] = {}
 
 
 def kb_config(ctx: Context) -> KBConfig:
+    """The context's knowledge base. With no ``chroma_host`` in the context, the process's
+    ``$CHROMA_HOST`` / ``$CHROMA_PORT`` name the Chroma server (how a replica of the
+    LangGraph server is pointed at the shared one), else Chroma is embedded."""
+    host, port = ctx.chroma_host or None, ctx.chroma_port
+    if host is None:
+        env_host, env_port = chroma_server_env()
+        if env_host:
+            host, port = env_host, env_port or port
     return KBConfig(
         home=Path(ctx.data_home) if ctx.data_home else None,
         collection=ctx.collection,
         embedding=ctx.embedding,
-        chroma_host=ctx.chroma_host or None,
-        chroma_port=ctx.chroma_port,
+        chroma_host=host,
+        chroma_port=port,
     )
 
 

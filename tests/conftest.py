@@ -9,6 +9,7 @@ import pytest
 from nodes import resources
 from nodes.models import register_chat_model, unregister_chat_model
 from tests.fakes import ScriptedChatModel, hash_model
+from tests.servers import chroma_server, postgres_server  # noqa: F401  (shared fixtures)
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
 REPO = Path(__file__).resolve().parent.parent
@@ -17,8 +18,10 @@ SAMPLE_KB = REPO / "examples" / "kb"
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test touches the user's data directory."""
+    """No test touches the user's data directory, checkpoint database or Chroma server."""
     monkeypatch.setenv("HYBRID_RAG_HOME", str(tmp_path / "home"))
+    for name in ("HYBRID_RAG_CHECKPOINT_URL", "CHROMA_HOST", "CHROMA_PORT"):
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture

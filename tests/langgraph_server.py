@@ -71,7 +71,8 @@ def start_server(
 
     ``env`` adds variables to the scrubbed environment (e.g. a local search provider)."""
     port = free_port()
-    cmd = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--port", str(port)]
+    cmd = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1"]
+    cmd += ["--port", str(port)]
     cmd += ["--config", str(REPO / "langgraph.json")]
     if jobs:
         cmd += ["--n-jobs-per-worker", str(jobs)]

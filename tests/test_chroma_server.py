@@ -1,99 +1,22 @@
 """The knowledge base against a real ``chroma run`` server on 127.0.0.1.
 
-The server is started by the fixture below (output to a log file, not a pipe) and
-stopped in its teardown. Skipped when the ``chroma`` executable is not installed.
+The server is started by the ``chroma_server`` fixture (tests/servers.py: output to a log
+file, stopped in its teardown). Skipped when the ``chroma`` executable is not installed.
 """
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.fakes import hash_model
+from tests.servers import ChromaServer, free_port
 from tools.errors import InputError, StoreError
 from tools.kb.knowledge_base import SEARCH_MODES, KBConfig, KnowledgeBase
 
 HOST = "127.0.0.1"
-STARTUP_DEADLINE_S = 60.0
-
-
-def _chroma_executable() -> str | None:
-    beside = Path(sys.executable).parent / "chroma"
-    if beside.is_file():
-        return str(beside)
-    return shutil.which("chroma")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass(frozen=True)
-class ChromaServer:
-    host: str
-    port: int
-    log: Path
-
-
-def _wait_for_heartbeat(proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
-    deadline = time.monotonic() + STARTUP_DEADLINE_S
-    url = f"http://{HOST}:{port}/api/v2/heartbeat"
-    with httpx.Client(timeout=2.0, trust_env=False) as client:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(
-                    f"chroma run exited with {proc.returncode}:\n"
-                    + log.read_text(errors="replace")[-3000:]
-                )
-            try:
-                if client.get(url).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-    raise TimeoutError(
-        f"chroma run did not answer {url} within {STARTUP_DEADLINE_S:.0f} s:\n"
-        + log.read_text(errors="replace")[-3000:]
-    )
-
-
-@pytest.fixture(scope="module")
-def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaServer]:
-    exe = _chroma_executable()
-    if exe is None:
-        pytest.skip("the chroma executable is not installed")
-    base = tmp_path_factory.mktemp("chroma-server")
-    log = base / "server.log"
-    port = _free_port()
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [exe, "run", "--path", str(base / "data"), "--host", HOST, "--port", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=base,
-        )
-    try:
-        _wait_for_heartbeat(proc, port, log)
-        yield ChromaServer(HOST, port, log)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
 
 
 def _server_kb(home: Path, server: ChromaServer, collection: str) -> KnowledgeBase:
@@ -180,7 +103,7 @@ def test_knowledge_base_on_chroma_server(
 
 
 def test_unreachable_server_raises_store_error_naming_host_and_port(tmp_path: Path) -> None:
-    port = _free_port()  # nothing listens here
+    port = free_port()  # nothing listens here
     started = time.monotonic()
     with pytest.raises(StoreError) as info:
         KnowledgeBase(

@@ -25,3 +25,8 @@ class StoreError(HybridRagError):
 
 class EmbeddingMismatchError(StoreError):
     """A collection was built with one embedding model and opened with another."""
+
+
+class CheckpointError(HybridRagError):
+    """The checkpoint database (conversation threads) cannot be reached or refused an
+    operation; the message names its host, never its password."""

@@ -2,14 +2,17 @@
 
 Everything stored (vector store, embedding cache, run statistics) lives under one
 directory: ``$HYBRID_RAG_HOME`` when set, else ``~/.local/share/hybrid-rag``
-(``$XDG_DATA_HOME/hybrid-rag`` when that is set). The environment is read when a
-function is called, never at import time.
+(``$XDG_DATA_HOME/hybrid-rag`` when that is set) — unless ``$CHROMA_HOST`` names a
+Chroma server, which then holds the chunks and the registry. The environment is read when
+a function is called, never at import time.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from tools.errors import ConfigError
 
 ENV_HOME = "HYBRID_RAG_HOME"
 
@@ -26,6 +29,24 @@ def data_home(override: str | os.PathLike[str] | None = None) -> Path:
     home = home.expanduser()
     home.mkdir(parents=True, exist_ok=True)
     return home
+
+
+def chroma_server_env() -> tuple[str | None, int | None]:
+    """``($CHROMA_HOST, $CHROMA_PORT)``, each ``None`` when unset or empty.
+
+    The CLI and the graph servers (replicas) read the Chroma server's location here when
+    nothing more specific (an option, the run's context) names one."""
+    host = os.environ.get("CHROMA_HOST", "").strip() or None
+    raw = os.environ.get("CHROMA_PORT", "").strip()
+    if not raw:
+        return host, None
+    try:
+        port = int(raw)
+    except ValueError as exc:
+        raise ConfigError(f"$CHROMA_PORT must be a number, got {raw!r}") from exc
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"$CHROMA_PORT must be between 1 and 65535, got {port}")
+    return host, port
 
 
 def chroma_path(home: Path) -> Path:
