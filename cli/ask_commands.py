@@ -103,7 +103,8 @@ def print_answer(result: dict[str, Any]) -> None:
     if citations:
         print("\nSources:")
         for c in citations:
-            where = c.get("url") or f"{c.get('doc_id')} § {c.get('heading') or ''}"
+            place = f"{c.get('doc_id')} {c['location']}" if c.get("location") else c.get("doc_id")
+            where = c.get("url") or f"{place} § {c.get('heading') or ''}"
             date = c.get("published_at") or ""
             print(f"  {c.get('label')} {c.get('title') or ''} — {where} {date}".rstrip())
     print(
