@@ -48,6 +48,9 @@ def load_docx(data: bytes, limits: LoadLimits) -> Extraction:
     except PackageNotFoundError as exc:
         raise LoadError("not a Word document (no word/document.xml part)") from exc
     except (KeyError, ValueError) as exc:
+        kind = re.search(r"content type is '([^']+)'", str(exc))
+        if kind:  # an .xlsx or .pptx renamed to .docx
+            raise LoadError(f"not a Word document (its content type is {kind.group(1)})") from exc
         raise LoadError(f"not a readable Word .docx document ({exc})") from exc
     has_title = any(
         isinstance(b, Paragraph) and _style_name(b) in _TITLE_STYLES and b.text.strip()
