@@ -11,6 +11,7 @@ to Unicode through its standard CMap.
 from __future__ import annotations
 
 import re
+import zipfile
 from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
@@ -94,7 +95,8 @@ def write_pdf(
         encrypt = pdfencrypt.StandardEncryption(
             user_password or "", owner_password or "owner-secret"
         )
-    Doc(str(path), pagesize=A4, encrypt=encrypt).build(story)
+    # invariant: no creation time or random document id, so the same input gives the same bytes
+    Doc(str(path), pagesize=A4, encrypt=encrypt, invariant=True).build(story)
     return path
 
 
@@ -137,7 +139,18 @@ def write_docx(path: Path, blocks: Sequence[Block], *, title: str | None = None)
         else:
             raise ValueError(f"unknown block kind {kind!r}")
     document.save(str(path))
+    _fix_zip_times(path)
     return path
+
+
+def _fix_zip_times(path: Path) -> None:
+    """Rewrite a ZIP container with one fixed timestamp: the same content, the same bytes."""
+    with zipfile.ZipFile(path) as src:
+        parts = [(info.filename, src.read(info.filename)) for info in src.infolist()]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as dst:
+        for name, data in parts:
+            dst.writestr(zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0)), data,
+                         compress_type=zipfile.ZIP_DEFLATED)  # fmt: skip
 
 
 def write_xlsx(path: Path, sheets: Mapping[str, Sequence[Sequence[Any]]]) -> Path:
