@@ -28,6 +28,7 @@ from tests.docgen import (
     write_xlsx,
 )
 from tests.fakes import hash_model
+from tools.answer.agent_tools import render_internal
 from tools.answer.citations import assign_labels, citation_record
 from tools.answer.context_builder import render_source
 from tools.answer.sources import chunk_to_source
@@ -552,6 +553,7 @@ def test_sources_and_citations_carry_the_location(hash_kb: KnowledgeBase, tmp_pa
         "doc_id": "handbook.pdf", "page": 3, "page_end": 3, "location": "p. 3"
     }  # fmt: skip
     assert 'location="第 3 页"' in render_source(zh[0], 200)
+    assert "[internal-1] Lifting equipment (handbook.pdf, p. 3) — " in render_internal(en, "q", 80)
     assert "location=" not in render_source({**en[0], "location": ""}, 200)
 
 

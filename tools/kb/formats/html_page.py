@@ -55,7 +55,7 @@ def load_html(data: bytes, limits: LoadLimits) -> Extraction:
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(data, "html.parser")
-    title_tag = soup.find("title")
+    title_tag = (soup.head or soup).find("title")  # not an <svg>'s title in the body
     title = " ".join(title_tag.get_text(" ").split()) if title_tag else ""
     root = _main_content(soup)
     out = _Writer(limits.max_columns)
