@@ -16,7 +16,7 @@ fresh data home and embedding cache:
 
 Usage::
 
-    OMP_NUM_THREADS=2 .venv/bin/python bench/bench_formats.py            # ~6 minutes
+    OMP_NUM_THREADS=2 .venv/bin/python bench/bench_formats.py            # ~7 minutes
     .venv/bin/python bench/bench_formats.py --skip-embedding             # seconds
     .venv/bin/python bench/bench_formats.py --corpus /tmp/corpus --keep  # reuse a corpus
 """
