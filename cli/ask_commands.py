@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from cli.common import ProgressBar, kb_environment, print_json
+from tools.answer.sources import describe_location
 from tools.errors import ConfigError
 from tools.evaluation.run_stats import load_runs, report
 from tools.settings import data_home, run_stats_path
@@ -18,6 +19,9 @@ from tools.websearch import SharedCacheUnavailable, shared_from_env
 DEMO_QUESTIONS = (
     "How many days of annual leave does an employee with 6 years of service get?",
     "出差住宿费在一线城市的报销标准是多少？",
+    # answered from a PDF (cited with its page) and from a Word table
+    "Where is the fire assembly point of the Suzhou warehouse?",
+    "太湖厅会议室可以容纳多少人？",
     "What is the latest stable Python release today?",
 )
 
@@ -126,7 +130,8 @@ def print_answer(result: dict[str, Any]) -> None:
     if citations:
         print("\nSources:")
         for c in citations:
-            where = c.get("url") or f"{c.get('doc_id')} § {c.get('heading') or ''}"
+            place = f"{c.get('doc_id')} {c['location']}" if c.get("location") else c.get("doc_id")
+            where = c.get("url") or f"{place} § {c.get('heading') or ''}"
             date = c.get("published_at") or ""
             print(f"  {c.get('label')} {c.get('title') or ''} — {where} {date}".rstrip())
     print(
@@ -180,7 +185,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(report_.summary())
         print("\n== Hybrid search: 'annual leave carry-over'")
         for r in kb.search("annual leave carry-over", 3):
-            print(f"  {r.relevance:.3f}  {r.doc_id} § {r.heading}")
+            where = describe_location(r.metadata)
+            print(f"  {r.relevance:.3f}  {r.doc_id}{' ' + where if where else ''} § {r.heading}")
     for question in DEMO_QUESTIONS:
         print(f"\n== Question: {question}")
         result = run_question(question, {"data_home": str(home)}, quiet=False)

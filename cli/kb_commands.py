@@ -6,14 +6,34 @@ import argparse
 from typing import Any
 
 from cli.common import ProgressBar, add_kb_options, open_kb, print_json
+from tools.answer.sources import describe_location, location_fields
 from tools.errors import ConfigError
+from tools.kb.formats import LoadLimits
 from tools.kb.knowledge_base import SEARCH_MODES
+from tools.kb.loaders import SUPPORTED_SUFFIXES
 from tools.kb.rerank import make_reranker, rerank_chunks
 
 
 def register(subparsers: Any) -> None:
     ingest = subparsers.add_parser("ingest", help="add or update documents in the knowledge base")
-    ingest.add_argument("paths", nargs="+", help="files or directories (.md, .markdown, .txt)")
+    ingest.add_argument(
+        "paths",
+        nargs="+",
+        help=f"files or directories ({', '.join(sorted(SUPPORTED_SUFFIXES))})",
+    )
+    ingest.add_argument(
+        "--max-file-mb",
+        type=float,
+        default=None,
+        help="skip files larger than this (default: $HYBRID_RAG_MAX_FILE_MB or 100)",
+    )
+    ingest.add_argument(
+        "--max-sheet-rows",
+        type=int,
+        default=None,
+        help="rows indexed per spreadsheet sheet or CSV file "
+        "(default: $HYBRID_RAG_MAX_SHEET_ROWS or 10000)",
+    )
     ingest.add_argument(
         "--no-prune",
         action="store_true",
@@ -46,8 +66,11 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
+    limits = LoadLimits.from_env(max_file_mb=args.max_file_mb, max_sheet_rows=args.max_sheet_rows)
     with open_kb(args) as kb:
-        report = kb.ingest(args.paths, prune=not args.no_prune, progress=ProgressBar("ingest"))
+        report = kb.ingest(
+            args.paths, prune=not args.no_prune, progress=ProgressBar("ingest"), limits=limits
+        )
     if args.json:
         print_json(
             {
@@ -56,6 +79,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 "unchanged": report.unchanged,
                 "deleted": report.deleted,
                 "skipped": [{"source": s.source, "reason": s.reason} for s in report.skipped],
+                "notes": [{"source": n.source, "note": n.note} for n in report.notes],
                 "chunks_written": report.chunks_written,
                 "seconds": round(report.seconds, 3),
             }
@@ -71,6 +95,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             print(f"  {label:<8} {doc_id}")
     for skipped in report.skipped:
         print(f"  skipped  {skipped.source}: {skipped.reason}")
+    for note in report.notes:
+        print(f"  note     {note.source}: {note.note}")
     return 0
 
 
@@ -95,6 +121,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                     "vector_relevance": round(r.vector_relevance, 4),
                     "bm25_score": round(r.bm25_score, 4),
                     "bm25_relevance": round(r.bm25_relevance, 4),
+                    **location_fields(r.metadata),
                     "text": r.text,
                 }
                 for i, r in enumerate(results, start=1)
@@ -105,8 +132,10 @@ def cmd_search(args: argparse.Namespace) -> int:
         print("no results (is the knowledge base empty? run 'hybrid-rag ingest PATH')")
     for i, r in enumerate(results, start=1):
         vec = "-" if r.vector_score is None else f"{r.vector_score:.3f}"
+        where = describe_location(r.metadata)
         print(
-            f"{i}. {r.doc_id} § {r.heading or '(top)'}  relevance={r.relevance:.3f} "
+            f"{i}. {r.doc_id}{' ' + where if where else ''} § {r.heading or '(top)'}  "
+            f"relevance={r.relevance:.3f} "
             f"fused={r.fused_score:.4f} vector={vec} (rel {r.vector_relevance:.3f}) "
             f"bm25={r.bm25_score:.3f} (rel {r.bm25_relevance:.3f})"
         )

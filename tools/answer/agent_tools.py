@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field, ValidationError
 
-from tools.answer.citations import SourceKind, label
+from tools.answer.citations import SourceKind, labelled
 from tools.answer.context_builder import cut_snippet
 from tools.answer.sources import chunk_to_source, web_to_source
 from tools.errors import HybridRagError, InputError
@@ -114,9 +114,9 @@ class SourceRegistry:
             return known
         self._counters[kind] += 1
         number = self._counters[kind]
-        labelled = {**src, "number": number, "label": label(kind, number, self.language)}
-        self._by_key[key] = labelled
-        return labelled
+        entry = labelled(src, kind, number, self.language)
+        self._by_key[key] = entry
+        return entry
 
     @property
     def sources(self) -> list[dict[str, Any]]:
@@ -157,7 +157,10 @@ def render_internal(sources: list[dict[str, Any]], query: str, snippet_chars: in
     lines = [f"Knowledge-base results for {query!r}:"]
     for s in sources:
         title = s.get("heading") or s.get("title") or s.get("doc_id") or ""
-        lines.append(f"{s['label']} {title} — {_one_line(str(s.get('text') or ''), snippet_chars)}")
+        where = f" ({s.get('doc_id')}, {s['location']})" if s.get("location") else ""
+        lines.append(
+            f"{s['label']} {title}{where} — {_one_line(str(s.get('text') or ''), snippet_chars)}"
+        )
     return "\n".join(lines)
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tools.answer.sources import describe_location
 from tools.websearch.text import cut
 
 SourceKind = Literal["internal", "web"]
@@ -34,6 +35,18 @@ def label(kind: SourceKind, number: int, language: str) -> str:
     return f"[{words[kind]}-{number}]"
 
 
+def labelled(
+    src: Mapping[str, Any], kind: SourceKind, number: int, language: str
+) -> dict[str, Any]:
+    """A copy of ``src`` with its ``number``, ``label`` and (for a chunk with a page or
+    sheet) ``location`` in the answer's language."""
+    out = {**src, "number": number, "label": label(kind, number, language)}
+    where = describe_location(src, language)
+    if where:
+        out["location"] = where
+    return out
+
+
 def assign_labels(sources: list[dict[str, Any]], language: str) -> list[dict[str, Any]]:
     """Return copies of ``sources`` with ``label`` and ``number`` set, per kind from 1."""
     counters: dict[str, int] = {"internal": 0, "web": 0}
@@ -41,9 +54,7 @@ def assign_labels(sources: list[dict[str, Any]], language: str) -> list[dict[str
     for src in sources:
         kind: SourceKind = "web" if src.get("kind") == "web" else "internal"
         counters[kind] += 1
-        out.append(
-            {**src, "number": counters[kind], "label": label(kind, counters[kind], language)}
-        )
+        out.append(labelled(src, kind, counters[kind], language))
     return out
 
 
@@ -115,7 +126,8 @@ CITATION_SNIPPET_CHARS = 240
 
 def citation_record(src: Mapping[str, Any]) -> dict[str, Any]:
     """What a reader (or a chat UI) needs to show and check a citation: title, the quoted
-    passage's opening, and where it lives (URL and fetch time, or file and heading)."""
+    passage's opening, and where it lives (URL and fetch time, or file, heading and, for
+    PDF pages and spreadsheet sheets, ``page``/``page_end``/``sheet``/``location``)."""
     rec: dict[str, Any] = {
         "label": src.get("label"),
         "type": src.get("kind"),
@@ -137,4 +149,5 @@ def citation_record(src: Mapping[str, Any]) -> dict[str, Any]:
             path=src.get("source"),
             ingested_at=src.get("ingested_at"),
         )
+        rec.update({k: src[k] for k in ("page", "page_end", "sheet", "location") if k in src})
     return rec

@@ -43,6 +43,8 @@ def render_source(src: dict[str, Any], snippet_chars: int) -> str:
             attrs.append(f'published="{_attr(src["published_at"])}"')
     else:
         attrs.append(f'doc_id="{_attr(src.get("doc_id") or "")}"')
+        if src.get("location"):  # "p. 3" / "第 3 页" / "sheet Prices": cite-able places
+            attrs.append(f'location="{_attr(src["location"])}"')
     body = neutralise(cut_snippet(str(src.get("text") or ""), snippet_chars))
     return f"<source {' '.join(attrs)}>\n{body}\n</source>"
 

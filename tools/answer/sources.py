@@ -5,6 +5,7 @@ Plain dicts (not objects) so checkpoints, the server and traces serialise them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from typing_extensions import TypedDict
@@ -35,6 +36,11 @@ class Source(TypedDict, total=False):
     bm25_score: float
     ingested_at: Any
     lang: Any
+    # where in the file (PDF pages, spreadsheet sheet), only when known
+    page: int
+    page_end: int
+    sheet: str
+    location: str  # "p. 3", "pp. 3–4", "sheet Prices" (Chinese: "第 3 页", "工作表 Prices")
     # web results
     url: str
     published_at: str | None
@@ -44,9 +50,33 @@ class Source(TypedDict, total=False):
     fetched_at: Any
 
 
+def describe_location(where: Mapping[str, Any], language: str = "en") -> str:
+    """The page (range) or sheet of a chunk for people: ``p. 3``, ``pp. 3–4``,
+    ``sheet Prices``; in Chinese ``第 3 页``, ``第 3–4 页``, ``工作表 Prices``; "" if unknown."""
+    zh = language == "zh"
+    page, end, sheet = where.get("page"), where.get("page_end"), where.get("sheet")
+    if isinstance(page, int) and not isinstance(page, bool):
+        last = end if isinstance(end, int) and not isinstance(end, bool) and end > page else None
+        if zh:
+            return f"第 {page}–{last} 页" if last else f"第 {page} 页"
+        return f"pp. {page}–{last}" if last else f"p. {page}"
+    if isinstance(sheet, str) and sheet:
+        return f"工作表 {sheet}" if zh else f"sheet {sheet}"
+    return ""
+
+
+def location_fields(metadata: Mapping[str, Any], language: str = "en") -> dict[str, Any]:
+    """``page``/``page_end``/``sheet`` and their ``location`` text, only those known."""
+    out: dict[str, Any] = {k: metadata[k] for k in ("page", "page_end", "sheet") if k in metadata}
+    where = describe_location(metadata, language)
+    if where:
+        out["location"] = where
+    return out
+
+
 def chunk_to_source(hit: RetrievedChunk, answerability: float = 0.0) -> Source:
     """``answerability``: the calibrated probability of the search that found the chunk."""
-    return {
+    source: Source = {
         "id": hit.chunk_id,
         "kind": "internal",
         "title": hit.heading.split(" > ")[0] if hit.heading else hit.doc_id,
@@ -62,6 +92,16 @@ def chunk_to_source(hit: RetrievedChunk, answerability: float = 0.0) -> Source:
         "ingested_at": hit.metadata.get("ingested_at"),
         "lang": hit.metadata.get("lang"),
     }
+    meta = hit.metadata
+    if isinstance(meta.get("page"), int):
+        source["page"] = int(meta["page"])
+        source["page_end"] = int(meta.get("page_end", meta["page"]))
+    if isinstance(meta.get("sheet"), str):
+        source["sheet"] = str(meta["sheet"])
+    where = describe_location(meta)
+    if where:
+        source["location"] = where
+    return source
 
 
 def web_to_source(result: WebResult) -> Source:

@@ -1,6 +1,8 @@
 """The knowledge base: what is known, how it is stored and how it is found.
 
-Owns loading and chunking documents, tokenising (jieba, light stemming), the BM25 index,
+Owns loading documents (plain text and Markdown in ``loaders``; PDF, Word, HTML, Excel
+and CSV through ``formats``, each as Markdown with page and sheet markers) and chunking
+them, tokenising (jieba, light stemming), the BM25 index,
 embedding models (bundled offline ones and OpenAI-compatible ones) and their cache, the
 Chroma store and its registry commit protocol, hybrid retrieval with per-query score
 fusion, the calibrated answerability of what was retrieved, and second-stage reranking.

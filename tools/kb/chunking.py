@@ -16,10 +16,18 @@ Order of operations, each step keeping what the previous one guaranteed:
 
 Sizes are estimated tokens (:func:`tools.text.estimate_tokens`). Empty chunks are
 never produced.
+
+Locations: a line that is only a location marker (``<!-- page: 3 -->``,
+``<!-- sheet: "Prices" -->``, written by :func:`location_marker`) is not text: it ends
+the current block and sets the page or sheet of what follows. The format loaders
+(``tools.kb.formats``) emit one per PDF page and spreadsheet sheet; every chunk records
+the pages its blocks came from (``page``..``page_end``) and its sheet. Loaders escape
+marker-like lines inside extracted text, so a document cannot forge a location.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -29,6 +37,31 @@ from tools.text import CJK_RE, estimate_tokens, split_sentences
 _HEADING_RE = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _FENCE_RE = re.compile(r"^\s*(```|~~~)")
 _TABLE_SEPARATOR_RE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+LOCATION_MARKER_RE = re.compile(r"^<!--\s*(page|sheet):\s*(.*?)\s*-->\s*$")
+
+
+def location_marker(*, page: int | None = None, sheet: str | None = None) -> str:
+    """The marker line that sets the page (1-based) or sheet of the text after it."""
+    if page is not None:
+        return f"<!-- page: {int(page)} -->"
+    if sheet is None:
+        raise ValueError("location_marker needs a page or a sheet")
+    # A JSON string, with ">" escaped so a name like "a-->b" cannot end the comment.
+    name = json.dumps(sheet, ensure_ascii=False).replace(">", "\\u003e")
+    return f"<!-- sheet: {name} -->"
+
+
+def _parse_marker(match: re.Match[str]) -> tuple[str, int | str] | None:
+    kind, raw = match.group(1), match.group(2)
+    try:
+        value = int(raw) if kind == "page" else json.loads(raw)
+    except ValueError:
+        return None
+    if kind == "page" and isinstance(value, int) and value >= 1:
+        return kind, value
+    if kind == "sheet" and isinstance(value, str):
+        return kind, value
+    return None
 
 
 @dataclass(frozen=True)
@@ -57,20 +90,54 @@ class Chunk:
     chunk_index: int
     total_chunks: int
     is_table: bool = False
+    page: int | None = None  # first page (1-based) of a PDF chunk
+    page_end: int | None = None  # last page (== page on one page)
+    sheet: str | None = None  # spreadsheet sheet
 
     @property
     def heading(self) -> str:
         return " > ".join(self.heading_path)
+
+    def location(self) -> dict[str, int | str]:
+        """``page``/``page_end``/``sheet``, only those known (store metadata takes no None)."""
+        out: dict[str, int | str] = {}
+        if self.page is not None:
+            out["page"] = self.page
+            out["page_end"] = self.page_end if self.page_end is not None else self.page
+        if self.sheet is not None:
+            out["sheet"] = self.sheet
+        return out
 
     def index_text(self) -> str:
         """Text that is embedded and BM25-indexed: heading path, then body."""
         return f"{self.heading}\n{self.text}" if self.heading_path else self.text
 
 
+@dataclass(frozen=True)
+class _Where:
+    """Pages ``first..last`` and sheet of a block or chunk (all None: no location)."""
+
+    first: int | None = None
+    last: int | None = None
+    sheet: str | None = None
+
+    def __or__(self, other: _Where) -> _Where:
+        pages = [p for p in (self.first, self.last, other.first, other.last) if p is not None]
+        return _Where(
+            min(pages) if pages else None,
+            max(pages) if pages else None,
+            self.sheet if self.sheet is not None else other.sheet,
+        )
+
+
+_NOWHERE = _Where()
+
+
 @dataclass
 class _Block:
     text: str
     kind: str  # "prose" | "table" | "code"
+    where: _Where = _NOWHERE
 
 
 @dataclass
@@ -84,15 +151,25 @@ def chunk_document(
 ) -> list[Chunk]:
     """Chunk one document; returns chunks numbered ``0..total_chunks-1``."""
     opts = options or ChunkingOptions()
-    pieces: list[tuple[str, tuple[str, ...], bool]] = []
+    pieces: list[tuple[str, tuple[str, ...], bool, _Where]] = []
     for section in _sections(text, markdown=markdown):
         pieces.extend(
-            (body, section.path, is_table) for body, is_table in _chunk_section(section, opts)
+            (body, section.path, is_table, where)
+            for body, is_table, where in _chunk_section(section, opts)
         )
     total = len(pieces)
     return [
-        Chunk(text=body, heading_path=path, chunk_index=i, total_chunks=total, is_table=is_table)
-        for i, (body, path, is_table) in enumerate(pieces)
+        Chunk(
+            text=body,
+            heading_path=path,
+            chunk_index=i,
+            total_chunks=total,
+            is_table=is_table,
+            page=where.first,
+            page_end=where.last,
+            sheet=where.sheet,
+        )
+        for i, (body, path, is_table, where) in enumerate(pieces)
     ]
 
 
@@ -102,12 +179,13 @@ def _sections(text: str, *, markdown: bool) -> list[_Section]:
     current: list[str] = []
     kind = "prose"
     in_fence = False
+    where = _NOWHERE
 
     def flush() -> None:
         nonlocal current, kind
         body = "\n".join(current).strip("\n")
         if body.strip():
-            sections[-1].blocks.append(_Block(body, kind))
+            sections[-1].blocks.append(_Block(body, kind, where))
         current, kind = [], "prose"
 
     for line in text.split("\n"):
@@ -122,6 +200,16 @@ def _sections(text: str, *, markdown: bool) -> list[_Section]:
             continue
         if in_fence:
             current.append(line)
+            continue
+        marker = LOCATION_MARKER_RE.match(line) if markdown else None
+        location = _parse_marker(marker) if marker else None
+        if location:
+            flush()
+            what, value = location
+            if what == "page":
+                where = _Where(int(value), int(value), where.sheet)
+            else:
+                where = _Where(where.first, where.last, str(value))
             continue
         heading = _HEADING_RE.match(line) if markdown else None
         if heading:
@@ -142,39 +230,43 @@ def _sections(text: str, *, markdown: bool) -> list[_Section]:
     return [s for s in sections if s.blocks]
 
 
-def _chunk_section(section: _Section, opts: ChunkingOptions) -> list[tuple[str, bool]]:
-    """Split oversized blocks, merge small ones, add overlap; returns (text, is_table)."""
-    units: list[tuple[str, str]] = []  # (text, kind)
+def _chunk_section(section: _Section, opts: ChunkingOptions) -> list[tuple[str, bool, _Where]]:
+    """Split oversized blocks, merge small ones, add overlap; returns (text, is_table,
+    where), ``where`` spanning the locations of the blocks merged into the chunk."""
+    units: list[tuple[str, str, _Where]] = []  # (text, kind, where)
     for block in section.blocks:
         if estimate_tokens(block.text) <= opts.max_tokens:
-            units.append((block.text, block.kind))
+            parts = [block.text]
         elif block.kind == "table":
-            units.extend((part, "table") for part in _split_table(block.text, opts.max_tokens))
+            parts = _split_table(block.text, opts.max_tokens)
         elif block.kind == "code":
-            units.extend((part, "code") for part in _split_lines(block.text, opts.max_tokens))
+            parts = _split_lines(block.text, opts.max_tokens)
         else:
-            units.extend((part, "prose") for part in _split_prose(block.text, opts))
+            parts = _split_prose(block.text, opts)
+        units.extend((part, block.kind, block.where) for part in parts)
 
-    merged: list[tuple[str, bool, bool]] = []  # (text, has_table, ends_with_prose)
+    merged: list[tuple[str, bool, bool, _Where]] = []  # (text, table, ends_with_prose, where)
     buf: list[str] = []
     buf_tokens = 0
     buf_table = False
+    buf_where = _NOWHERE
     last_kind = "prose"
-    for text, kind in units:
+    for text, kind, where in units:
         tokens = estimate_tokens(text)
         if buf and buf_tokens + tokens > opts.target_tokens:
-            merged.append(("\n\n".join(buf), buf_table, last_kind == "prose"))
+            merged.append(("\n\n".join(buf), buf_table, last_kind == "prose", buf_where))
             buf, buf_tokens, buf_table = [], 0, False
+        buf_where = where if not buf else buf_where | where
         buf.append(text)
         buf_tokens += tokens
         buf_table = buf_table or kind == "table"
         last_kind = kind
     if buf:
-        merged.append(("\n\n".join(buf), buf_table, last_kind == "prose"))
+        merged.append(("\n\n".join(buf), buf_table, last_kind == "prose", buf_where))
 
-    out: list[tuple[str, bool]] = []
+    out: list[tuple[str, bool, _Where]] = []
     previous_tail = ""
-    for text, has_table, ends_with_prose in merged:
+    for text, has_table, ends_with_prose, where in merged:
         starts_with_prose = not text.lstrip().startswith(("|", "```", "~~~"))
         body = text
         if previous_tail and starts_with_prose:
@@ -182,7 +274,7 @@ def _chunk_section(section: _Section, opts: ChunkingOptions) -> list[tuple[str, 
             # Overlap is a courtesy: never let it push a chunk over the hard limit.
             if estimate_tokens(candidate) <= opts.max_tokens:
                 body = candidate
-        out.append((body, has_table))
+        out.append((body, has_table, where))
         previous_tail = _tail(text, opts.overlap_tokens) if ends_with_prose else ""
     return out
 

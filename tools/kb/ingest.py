@@ -8,20 +8,29 @@ after an interruption embeds only what it had not reached.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from tools.errors import InputError
 from tools.kb.chunking import ChunkingOptions, chunk_document
 from tools.kb.embeddings import EmbeddingCache, EmbeddingModel, embed_with_cache
-from tools.kb.loaders import SkippedFile, SourceDocument
+from tools.kb.loaders import FileBytes, FileRef, SkippedFile, SourceDocument, read_file
 from tools.kb.registry import DocRecord, Registry
 from tools.kb.store import ChunkStore
 from tools.text import detect_language
 
 ProgressFn = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True)
+class FileNote:
+    """Something a reader of the answers should know about an indexed file."""
+
+    source: str
+    note: str
 
 
 @dataclass
@@ -31,20 +40,33 @@ class IngestReport:
     unchanged: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     skipped: list[SkippedFile] = field(default_factory=list)
+    notes: list[FileNote] = field(default_factory=list)  # indexed, but partly (rows cut...)
     chunks_written: int = 0
     seconds: float = 0.0
 
     def summary(self) -> str:
+        notes = f", {len(self.notes)} notes" if self.notes else ""
         return (
             f"{len(self.added)} added, {len(self.updated)} updated, "
             f"{len(self.unchanged)} unchanged, {len(self.deleted)} deleted, "
-            f"{len(self.skipped)} skipped; {self.chunks_written} chunks written "
+            f"{len(self.skipped)} skipped{notes}; {self.chunks_written} chunks written "
             f"in {self.seconds:.1f} s"
         )
 
 
-def version_of(doc: SourceDocument) -> str:
-    return doc.content_hash[:16]
+class Versioned(Protocol):
+    @property
+    def content_hash(self) -> str: ...
+    @property
+    def extraction(self) -> str: ...
+
+
+def version_of(doc: Versioned) -> str:
+    """The content hash; for documents, of the bytes together with the extraction tag
+    (loader revision and bounds), so a better loader re-extracts unchanged files."""
+    if not doc.extraction:
+        return doc.content_hash[:16]
+    return hashlib.sha256(f"{doc.content_hash}:{doc.extraction}".encode()).hexdigest()[:16]
 
 
 class Ingester:
@@ -72,21 +94,43 @@ class Ingester:
         self._collection = collection
 
     def ingest(
-        self, docs: Sequence[SourceDocument], report: IngestReport, progress: ProgressFn | None
-    ) -> None:
+        self,
+        docs: Sequence[SourceDocument | FileRef],
+        report: IngestReport,
+        progress: ProgressFn | None,
+    ) -> set[str]:
+        """Ingest documents, or files read one at a time (a document file is parsed only
+        when its version changed). Returns the doc_ids present afterwards (indexed or
+        unchanged): a file that could not be read is skipped with its reason."""
         registry = self._registry.records()
         self._finish_deletions(registry)
         pending: list[SourceDocument] = []
-        for n, doc in enumerate(docs):
+        present: set[str] = set()
+        for n, item in enumerate(docs):
             if progress:
-                progress(n, len(docs), doc.doc_id)
+                progress(n, len(docs), item.doc_id)
+            doc: SourceDocument | FileBytes | SkippedFile = (
+                read_file(item.path, item.doc_id, item.limits)
+                if isinstance(item, FileRef)
+                else item
+            )
+            if isinstance(doc, SkippedFile):
+                report.skipped.append(doc)
+                continue
             current = registry.get(doc.doc_id)
             if current and current.get("version") == version_of(doc):
                 # A crash after a commit may have left the old version's chunks behind.
                 self._chunks.delete_other_versions(doc.doc_id, version_of(doc))
                 report.unchanged.append(doc.doc_id)
+                present.add(doc.doc_id)
                 continue
-            pending.append(doc)
+            loaded = doc.load() if isinstance(doc, FileBytes) else doc
+            if isinstance(loaded, SkippedFile):
+                report.skipped.append(loaded)
+                continue
+            report.notes.extend(FileNote(loaded.source, note) for note in loaded.notes)
+            present.add(loaded.doc_id)
+            pending.append(loaded)
             if len(pending) >= self.batch_documents:
                 self._ingest_batch(pending, registry, report)
                 pending = []
@@ -94,6 +138,7 @@ class Ingester:
             self._ingest_batch(pending, registry, report)
         if progress:
             progress(len(docs), len(docs), "")
+        return present
 
     def prune(self, roots: Sequence[str], seen: set[str], report: IngestReport) -> None:
         """Delete documents ingested from under ``roots`` whose files were not seen."""
@@ -161,6 +206,7 @@ class Ingester:
                         "ingested_at": now,
                         "is_table": c.is_table,
                         "lang": detect_language(c.text),
+                        **c.location(),  # page, page_end, sheet: only those known
                     }
                 )
             commits[doc.doc_id] = {

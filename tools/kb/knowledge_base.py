@@ -40,9 +40,10 @@ from tools.kb.embeddings import (
     EmbeddingModel,
     make_embedding_model,
 )
+from tools.kb.formats import LoadLimits
 from tools.kb.fusion import FUSION_METHODS
 from tools.kb.ingest import Ingester, IngestReport, ProgressFn
-from tools.kb.loaders import SkippedFile, SourceDocument, discover, load_file
+from tools.kb.loaders import FileRef, SourceDocument, discover
 from tools.kb.registry import Registry
 from tools.kb.search import (
     SEARCH_MODES,
@@ -194,28 +195,26 @@ class KnowledgeBase:
         *,
         prune: bool = True,
         progress: ProgressFn | None = None,
+        limits: LoadLimits | None = None,
     ) -> IngestReport:
         """Add new documents, replace changed ones, skip unchanged ones.
 
         With ``prune``, documents previously ingested from a named directory whose
-        files are gone are deleted.
+        files are gone (or can no longer be read) are deleted. ``limits`` bound what one
+        file may cost (default ``LoadLimits.from_env()``); a file beyond them, or one
+        that cannot be read, is skipped with the reason and the rest go on.
         """
         started = time.perf_counter()
         report = IngestReport()
+        limits = limits or LoadLimits.from_env()
         path_list = [Path(p) for p in paths]
-        files = list(discover(path_list))  # raises InputError for a missing path first
-        docs: list[SourceDocument] = []
-        for file, doc_id in files:
-            loaded = load_file(file, doc_id)
-            if isinstance(loaded, SkippedFile):
-                report.skipped.append(loaded)
-            else:
-                docs.append(loaded)
+        # discover raises InputError for a missing path before anything is written.
+        files = [FileRef(file, doc_id, limits) for file, doc_id in discover(path_list)]
         with self._lock:
-            self.ingester.ingest(docs, report, progress)
+            present = self.ingester.ingest(files, report, progress)
             if prune:
                 roots = [str(p.resolve()) + os.sep for p in path_list if p.is_dir()]
-                self.ingester.prune(roots, {d.doc_id for d in docs}, report)
+                self.ingester.prune(roots, present, report)
         report.seconds = time.perf_counter() - started
         return report
 

@@ -1,10 +1,19 @@
 """Find and read knowledge-base files.
 
-Supported: ``.md``, ``.markdown`` (Markdown) and ``.txt`` (plain text). Text is
-decoded as UTF-8 (a BOM is dropped); if that fails, as GB18030 (the superset of
-GBK/GB2312 that most non-UTF-8 Chinese files use); if both fail the file is
-skipped with the reason. Binary files (a NUL byte in the first 8 KiB), empty
-files and unsupported suffixes are skipped with the reason, never half-read.
+Plain text: ``.md``, ``.markdown`` (Markdown) and ``.txt``. Text is decoded as UTF-8
+(a BOM is dropped); if that fails, as GB18030 (the superset of GBK/GB2312 that most
+non-UTF-8 Chinese files use); if both fail the file is skipped with the reason. Binary
+files (a NUL byte in the first 8 KiB), empty files and unsupported suffixes are skipped
+with the reason, never half-read. Their content hash is over the decoded text.
+
+Documents: ``.pdf``, ``.docx``, ``.html``/``.htm``/``.xhtml``, ``.xlsx``/``.xlsm``,
+``.csv``/``.tsv`` are turned into Markdown by ``tools.kb.formats``; their content hash is
+over the file's bytes, and their version also names the loader revision and bounds.
+
+Every file must be at most ``LoadLimits.max_file_mb`` (``$HYBRID_RAG_MAX_FILE_MB``,
+default 100 MB). Reading is two steps so an unchanged document is never parsed:
+:func:`read_file` reads and hashes the bytes; :meth:`FileBytes.load` extracts the text.
+:func:`load_file` does both.
 """
 
 from __future__ import annotations
@@ -12,32 +21,76 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools.errors import InputError
+from tools.kb.formats import FORMATS, LEGACY, LoadError, LoadLimits, extract, extraction_tag
+from tools.kb.formats.common import FALLBACK_ENCODING, MB, decode_text
 
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
 TEXT_SUFFIXES = frozenset({".txt"})
-SUPPORTED_SUFFIXES = MARKDOWN_SUFFIXES | TEXT_SUFFIXES
-FALLBACK_ENCODING = "gb18030"
+DOCUMENT_SUFFIXES = frozenset(FORMATS)
+SUPPORTED_SUFFIXES = MARKDOWN_SUFFIXES | TEXT_SUFFIXES | DOCUMENT_SUFFIXES
 
 
 @dataclass(frozen=True)
 class SourceDocument:
-    """One readable file of the knowledge base."""
+    """One readable document of the knowledge base (its text is Markdown or plain)."""
 
     doc_id: str
     source: str
     text: str
     content_hash: str
     is_markdown: bool
+    notes: tuple[str, ...] = ()  # what extraction left out (rows past the bound, ...)
+    extraction: str = ""  # loader revision and bounds (documents only; see formats)
 
 
 @dataclass(frozen=True)
 class SkippedFile:
     source: str
     reason: str
+
+
+@dataclass(frozen=True)
+class FileRef:
+    """A file to ingest, not yet read."""
+
+    path: Path
+    doc_id: str
+    limits: LoadLimits = field(default_factory=LoadLimits.from_env)
+
+
+@dataclass(frozen=True)
+class FileBytes:
+    """A document file read and hashed, its text not yet extracted."""
+
+    doc_id: str
+    source: str
+    data: bytes
+    content_hash: str
+    extraction: str
+    fmt: str
+    limits: LoadLimits
+
+    def load(self) -> SourceDocument | SkippedFile:
+        """Extract the Markdown text, or say why the file cannot be used."""
+        try:
+            result = extract(self.fmt, self.data, self.limits)
+        except LoadError as exc:
+            return SkippedFile(self.source, str(exc))
+        if not result.text.strip():
+            return SkippedFile(self.source, "no text in the document")
+        return SourceDocument(
+            doc_id=self.doc_id,
+            source=self.source,
+            text=result.text,
+            content_hash=self.content_hash,
+            is_markdown=True,
+            notes=tuple(result.notes),
+            extraction=self.extraction,
+        )
 
 
 def content_hash(text: str) -> str:
@@ -65,19 +118,44 @@ def discover(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[Path, st
             yield file, rel.as_posix()
 
 
-def load_file(path: Path, doc_id: str) -> SourceDocument | SkippedFile:
-    """Read one file, or say why it cannot be used."""
+def read_file(
+    path: Path, doc_id: str, limits: LoadLimits | None = None
+) -> SourceDocument | FileBytes | SkippedFile:
+    """Read one file: a text file is loaded at once, a document is read and hashed.
+    ``limits`` default to ``LoadLimits.from_env()``."""
+    limits = limits or LoadLimits.from_env()
     source = str(path.resolve())
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED_SUFFIXES:
-        return SkippedFile(source, f"unsupported file type '{suffix or path.name}'")
+        reason = LEGACY.get(suffix) or f"unsupported file type '{suffix or path.name}'"
+        return SkippedFile(source, reason)
     try:
+        size = path.stat().st_size
+        if size > limits.max_file_bytes:
+            return SkippedFile(
+                source,
+                f"file is {_megabytes(size)} MB, over the {limits.max_file_mb:g} MB limit "
+                "(max_file_mb, $HYBRID_RAG_MAX_FILE_MB)",
+            )
         raw = path.read_bytes()
     except OSError as exc:
         return SkippedFile(source, f"cannot read: {exc.strerror or exc}")
+    if not raw.strip():
+        return SkippedFile(source, "empty file")
+    if suffix in DOCUMENT_SUFFIXES:
+        fmt = FORMATS[suffix]
+        return FileBytes(
+            doc_id=doc_id,
+            source=source,
+            data=raw,
+            content_hash=hashlib.sha256(raw).hexdigest(),
+            extraction=extraction_tag(fmt, limits),
+            fmt=fmt,
+            limits=limits,
+        )
     if b"\x00" in raw[:8192]:
         return SkippedFile(source, "binary file (contains NUL bytes)")
-    text = _decode(raw)
+    text = decode_text(raw)
     if text is None:
         return SkippedFile(source, f"not valid UTF-8 or {FALLBACK_ENCODING} text")
     text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -92,10 +170,14 @@ def load_file(path: Path, doc_id: str) -> SourceDocument | SkippedFile:
     )
 
 
-def _decode(raw: bytes) -> str | None:
-    for encoding in ("utf-8-sig", FALLBACK_ENCODING):
-        try:
-            return raw.decode(encoding)
-        except UnicodeDecodeError:
-            continue
-    return None
+def _megabytes(size: int) -> str:
+    mb = size / MB
+    return f"{mb:,.1f}" if mb >= 1 else f"{mb:.2g}"
+
+
+def load_file(
+    path: Path, doc_id: str, limits: LoadLimits | None = None
+) -> SourceDocument | SkippedFile:
+    """Read one file, or say why it cannot be used."""
+    read = read_file(path, doc_id, limits)
+    return read.load() if isinstance(read, FileBytes) else read
