@@ -26,12 +26,15 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 
 from tools.errors import ConfigError
+from tools.settings import model_timeout
 
 if TYPE_CHECKING:
     from graph.context import Context
 
 AUTO_MODEL = "openai:gpt-4o-mini"
-CHAT_TIMEOUT_S = 120.0  # one chat request, connect to last byte
+# A hung endpoint costs at most (1 + MAX_RETRIES) x HYBRID_RAG_MODEL_TIMEOUT per call; every
+# model step falls back to its offline rule, so a run still answers (with a warning).
+MAX_RETRIES = 1
 OFFLINE = "offline"
 # Internal calls (router, rewriter, grader, reflection, translation) carry LangGraph's
 # "nostream" tag so they stay out of the "messages" stream: only the answer streams.
@@ -49,7 +52,7 @@ class _NoLoop:
 _NO_LOOP = _NoLoop()
 # Per event loop: a client's pooled keep-alive connections belong to the loop that opened
 # them, so a model built under one asyncio.run() fails ("Event loop is closed") in the next.
-_built: weakref.WeakKeyDictionary[Any, dict[tuple[str, str, str], BaseChatModel]] = (
+_built: weakref.WeakKeyDictionary[Any, dict[tuple[str, str, str, str], BaseChatModel]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -116,7 +119,12 @@ def load_chat_model(spec: str) -> BaseChatModel:
             return _custom[name]
     # Everything that changes the client is part of the key: a new base URL or key in
     # the environment must not be served the client built for the old one.
-    key = (spec, os.environ.get("OPENAI_BASE_URL", ""), _fingerprint("OPENAI_API_KEY"))
+    key = (
+        spec,
+        os.environ.get("OPENAI_BASE_URL", ""),
+        _fingerprint("OPENAI_API_KEY"),
+        str(model_timeout()),
+    )
     loop = _loop()
     with _lock:
         built = _built.setdefault(loop, {})
@@ -124,11 +132,15 @@ def load_chat_model(spec: str) -> BaseChatModel:
             return built[key]
     from langchain.chat_models import init_chat_model
 
-    kwargs: dict[str, Any] = {"temperature": 0}
+    kwargs: dict[str, Any] = {
+        "temperature": 0,
+        "max_retries": MAX_RETRIES,
+        "timeout": model_timeout(),
+    }
     if provider == "openai":
         # An httpx.Timeout (unhashable) makes langchain-openai build this model its own
         # async HTTP client instead of sharing a process-wide one across event loops.
-        kwargs["timeout"] = httpx.Timeout(CHAT_TIMEOUT_S)
+        kwargs["timeout"] = httpx.Timeout(model_timeout())
         if os.environ.get("OPENAI_BASE_URL"):
             kwargs["base_url"] = os.environ["OPENAI_BASE_URL"]
         if not os.environ.get("OPENAI_API_KEY"):

@@ -27,6 +27,10 @@ class EmbeddingMismatchError(StoreError):
     """A collection was built with one embedding model and opened with another."""
 
 
+class EmbeddingError(HybridRagError):
+    """A remote embedding endpoint failed or did not answer in time."""
+
+
 class CheckpointError(HybridRagError):
     """The checkpoint database (conversation threads) cannot be reached or refused an
     operation; the message names its host, never its password."""

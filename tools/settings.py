@@ -67,3 +67,27 @@ def bm25_cache_dir(home: Path) -> Path:
 def run_stats_path(home: Path) -> Path:
     """JSON-lines file of per-run statistics."""
     return home / "runs.jsonl"
+
+
+def seconds_env(name: str, default: float, low: float = 0.1, high: float = 3600.0) -> float:
+    """A time limit in seconds from ``$name`` (``default`` when unset), checked."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise ConfigError(f"${name} must be a number of seconds, got {raw!r}") from exc
+    if not low <= value <= high:
+        raise ConfigError(f"${name} must be between {low:g} and {high:g} seconds, got {raw}")
+    return value
+
+
+def model_timeout() -> float:
+    """Seconds one chat-model or embedding request may take (``$HYBRID_RAG_MODEL_TIMEOUT``)."""
+    return seconds_env("HYBRID_RAG_MODEL_TIMEOUT", 60.0)
+
+
+def store_timeout() -> float:
+    """Seconds one Chroma-server request may take (``$HYBRID_RAG_STORE_TIMEOUT``)."""
+    return seconds_env("HYBRID_RAG_STORE_TIMEOUT", 30.0)

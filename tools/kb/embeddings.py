@@ -19,20 +19,24 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from tools.errors import ConfigError
+from tools.errors import ConfigError, EmbeddingError
+from tools.settings import model_timeout
 
 DEFAULT_EMBEDDING = "local"
 # Typical cosine similarity of unrelated texts for OpenAI's text-embedding-3
 # family; used as the relevance floor for remote models unless overridden.
 REMOTE_SIMILARITY_FLOOR = 0.1
+
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -51,17 +55,29 @@ class EmbeddingModel:
         return self._dimension
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        return self.embeddings.embed_documents(list(texts))
+        return self._guarded(lambda: self.embeddings.embed_documents(list(texts)))
 
     def embed_query(self, text: str) -> list[float]:
-        return self.embeddings.embed_query(text)
+        return self._guarded(lambda: self.embeddings.embed_query(text))
 
     def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
         """Several queries in one batch when the model can (the bundled ones can)."""
         batch = getattr(self.embeddings, "embed_queries", None)
         if callable(batch):
-            return list(batch(list(texts)))
-        return [self.embeddings.embed_query(t) for t in texts]
+            return self._guarded(lambda: list(batch(list(texts))))
+        return self._guarded(lambda: [self.embeddings.embed_query(t) for t in texts])
+
+    def _guarded(self, call: Callable[[], T]) -> T:
+        if not self.model_id.startswith("openai:"):
+            return call()  # bundled models: their errors are programming errors
+        try:
+            return call()
+        except Exception as exc:  # openai raises timeouts, connection and API errors alike
+            where = getattr(self.embeddings, "openai_api_base", None) or "api.openai.com"
+            raise EmbeddingError(
+                f"embedding endpoint {where} ({self.model_id}) failed: {type(exc).__name__}"
+                f"{' after ' + format(model_timeout(), 'g') + ' s' if 'Timeout' in type(exc).__name__ else ''}"
+            ) from exc
 
 
 def validate_embedding_spec(spec: str) -> None:
@@ -118,7 +134,9 @@ def make_embedding_model(
     if provider == "openai" and sep and model:
         from langchain_openai import OpenAIEmbeddings
 
-        kwargs: dict[str, Any] = {"model": model}
+        # Time-limited, one retry: a hung endpoint fails an ingest or a search with an
+        # EmbeddingError naming it instead of hanging.
+        kwargs: dict[str, Any] = {"model": model, "timeout": model_timeout(), "max_retries": 1}
         if base_url:
             # Non-OpenAI servers do not accept pre-tokenised input.
             kwargs.update(base_url=base_url, check_embedding_ctx_length=False)

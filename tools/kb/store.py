@@ -25,12 +25,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import chromadb
+import httpx
 import numpy as np
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 
 from tools.errors import ConfigError, EmbeddingMismatchError, StoreError
 from tools.kb.embeddings import spec_for_model_id
+from tools.settings import store_timeout
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,500}[A-Za-z0-9]$")
 REGISTRY_SUFFIX = "-docs"
@@ -65,13 +67,23 @@ def validate_collection_name(name: str) -> str:
 def open_client(location: StoreLocation) -> ClientAPI:
     settings = chromadb.Settings(anonymized_telemetry=False)
     if location.host:
+        timeout = store_timeout()
+        where = f"{location.host}:{location.port}"
         try:
+            # chromadb's constructor already sends requests, with no time limit: ask the
+            # server once ourselves, bounded, before handing it to chromadb.
+            httpx.get(f"http://{where}/api/v2/heartbeat", timeout=timeout)
             client = chromadb.HttpClient(host=location.host, port=location.port, settings=settings)
+            _limit_requests(client, timeout)
             client.heartbeat()
+        except httpx.TimeoutException as exc:
+            raise StoreError(
+                f"the Chroma server at {where} did not answer within {timeout:g} s "
+                "(HYBRID_RAG_STORE_TIMEOUT)"
+            ) from exc
         except Exception as exc:  # chromadb raises several unrelated types here
             raise StoreError(
-                f"cannot reach the Chroma server at {location.host}:{location.port}: "
-                f"{type(exc).__name__}"
+                f"cannot reach the Chroma server at {where}: {type(exc).__name__}"
             ) from exc
         return client
     location.path.mkdir(parents=True, exist_ok=True)
@@ -79,6 +91,20 @@ def open_client(location: StoreLocation) -> ClientAPI:
         return chromadb.PersistentClient(path=str(location.path), settings=settings)
     except Exception as exc:
         raise StoreError(f"cannot open embedded Chroma at {location.path}: {exc}") from exc
+
+
+def _limit_requests(client: ClientAPI, timeout: float) -> None:
+    """Give the HTTP client's requests a time limit.
+
+    chromadb's ``HttpClient`` builds its ``httpx.Client`` with ``timeout=None`` and no
+    setting to change it, so a server that accepts and never answers would hang every
+    call; the session is reached through the client's server object (checked here, and
+    by a test against such a server, so a chromadb upgrade cannot drop it silently).
+    """
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    if not isinstance(session, httpx.Client):
+        raise StoreError("this chromadb version hides its HTTP session: cannot limit request time")
+    session.timeout = httpx.Timeout(timeout)
 
 
 def _reopen_hint(stored_model: str) -> str:
