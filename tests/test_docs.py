@@ -475,6 +475,7 @@ def test_env_example_documents_every_variable_the_code_reads() -> None:
         for path in (ROOT / folder).rglob("*.py"):
             text = path.read_text(encoding="utf-8")
             read |= set(re.findall(r"environ(?:\.get)?[(\[]\"([A-Z][A-Z0-9_]+)\"", text))
-            read |= set(re.findall(r"_env_number\(\s*\"([A-Z][A-Z0-9_]+)\"", text))
+            # every helper that reads a variable by name: _env_number, seconds_env, ...
+            read |= set(re.findall(r"_env\w*\(\s*\"([A-Z][A-Z0-9_]+)\"", text))
     machine = {"OMP_NUM_THREADS", "XDG_DATA_HOME"}  # the platform's, not the project's
     assert read - machine <= documented, sorted(read - machine - documented)
