@@ -157,12 +157,13 @@ def worker(folder: Path, embedding: str) -> dict[str, Any]:
 
     from tests.fakes import hash_model
     from tools.kb.embeddings import make_embedding_model
+    from tools.kb.identity import find_files
     from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-    from tools.kb.loaders import SourceDocument, discover, load_file
+    from tools.kb.loaders import SourceDocument, load_file
 
     for library in ("pdfplumber", "docx", "openpyxl", "bs4"):  # imported outside the timing
         importlib.import_module(library)
-    files = list(discover([folder]))
+    files = [(f.path, f.name) for f in find_files([folder])[0]]
     pages = sum(len(PdfReader(f).pages) for f, _ in files if f.suffix == ".pdf")
     size_mb = sum(f.stat().st_size for f, _ in files) / 1024 / 1024
     started = time.perf_counter()

@@ -39,6 +39,11 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="keep documents whose files disappeared from the named directories",
     )
+    ingest.add_argument(
+        "--follow-links",
+        action="store_true",
+        help="follow symbolic links that point out of the named folders (default: skip them)",
+    )
     ingest.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_kb_options(ingest)
     ingest.set_defaults(func=cmd_ingest)
@@ -69,7 +74,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     limits = LoadLimits.from_env(max_file_mb=args.max_file_mb, max_sheet_rows=args.max_sheet_rows)
     with open_kb(args) as kb:
         report = kb.ingest(
-            args.paths, prune=not args.no_prune, progress=ProgressBar("ingest"), limits=limits
+            args.paths,
+            prune=not args.no_prune,
+            progress=ProgressBar("ingest"),
+            limits=limits,
+            follow_links=args.follow_links,
         )
     if args.json:
         print_json(

@@ -10,7 +10,8 @@ import pytest
 
 from tools.errors import ConfigError
 from tools.kb.chunking import Chunk, ChunkingOptions, chunk_document
-from tools.kb.loaders import SourceDocument, discover, load_file
+from tools.kb.identity import find_files
+from tools.kb.loaders import SourceDocument, load_file
 from tools.text import estimate_tokens, split_sentences
 
 SAMPLE_KB = Path(__file__).resolve().parent.parent / "examples" / "kb"
@@ -398,7 +399,7 @@ def test_chunking_options_boundaries_accepted() -> None:
 def _sample_docs() -> list[SourceDocument]:
     if not SAMPLE_KB.exists():
         pytest.skip("examples/kb is missing")
-    docs = [load_file(f, d) for f, d in discover([SAMPLE_KB])]
+    docs = [load_file(f.path, f.name) for f in find_files([SAMPLE_KB])[0]]
     out = [d for d in docs if isinstance(d, SourceDocument)]
     assert out
     return out

@@ -8,15 +8,18 @@ after an interruption embeds only what it had not reached.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 from tools.errors import InputError
 from tools.kb.chunking import ChunkingOptions, chunk_document
 from tools.kb.embeddings import EmbeddingCache, EmbeddingModel, embed_with_cache
+from tools.kb.identity import under
 from tools.kb.loaders import FileBytes, FileRef, SkippedFile, SourceDocument, read_file
 from tools.kb.registry import DocRecord, Registry
 from tools.kb.store import ChunkStore
@@ -110,7 +113,7 @@ class Ingester:
             if progress:
                 progress(n, len(docs), item.doc_id)
             doc: SourceDocument | FileBytes | SkippedFile = (
-                read_file(item.path, item.doc_id, item.limits)
+                read_file(item.path, item.doc_id, item.limits, item.via)
                 if isinstance(item, FileRef)
                 else item
             )
@@ -118,7 +121,12 @@ class Ingester:
                 report.skipped.append(doc)
                 continue
             current = registry.get(doc.doc_id)
-            if current and current.get("version") == version_of(doc):
+            if (
+                current
+                and current.get("version") == version_of(doc)
+                and current.get("source") == doc.source  # a moved file is rewritten
+                and current.get("via", "") == doc.via
+            ):
                 # A crash after a commit may have left the old version's chunks behind.
                 self._chunks.delete_other_versions(doc.doc_id, version_of(doc))
                 report.unchanged.append(doc.doc_id)
@@ -140,17 +148,20 @@ class Ingester:
             progress(len(docs), len(docs), "")
         return present
 
-    def prune(self, roots: Sequence[str], seen: set[str], report: IngestReport) -> None:
-        """Delete documents ingested from under ``roots`` whose files were not seen."""
+    def prune(self, roots: Sequence[Path], seen: set[str], report: IngestReport) -> None:
+        """Delete documents that came from under ``roots`` (resolved folders) and were not
+        seen; documents of other folders are never touched."""
         for doc_id, record in self._registry.records().items():
-            source = str(record.get("source", ""))
-            if (
-                record.get("version")
-                and doc_id not in seen
-                and any(source.startswith(r) for r in roots)
-            ):
+            if record.get("version") and doc_id not in seen and under(record, roots):
                 self.delete(doc_id)
                 report.deleted.append(doc_id)
+
+    def retire(self, doc_ids: Sequence[str]) -> None:
+        """Delete records that held a file now indexed under another doc_id (a store
+        written before ``tools.kb.identity``); called after that file's commit."""
+        for doc_id in doc_ids:
+            with contextlib.suppress(InputError):  # already gone
+                self.delete(doc_id)
 
     def delete(self, doc_id: str) -> int:
         """Remove a document; returns the number of chunks removed."""
@@ -213,6 +224,7 @@ class Ingester:
                 "version": version,
                 "content_hash": doc.content_hash,
                 "source": doc.source,
+                **({"via": doc.via} if doc.via else {}),
                 "chunks": len(chunks),
                 "ingested_at": now,
             }

@@ -42,8 +42,9 @@ from tools.kb.embeddings import (
 )
 from tools.kb.formats import LoadLimits
 from tools.kb.fusion import FUSION_METHODS
+from tools.kb.identity import aliases, assign_doc_ids, find_files
 from tools.kb.ingest import Ingester, IngestReport, ProgressFn
-from tools.kb.loaders import FileRef, SourceDocument, discover
+from tools.kb.loaders import FileRef, SourceDocument
 from tools.kb.registry import Registry
 from tools.kb.search import (
     SEARCH_MODES,
@@ -196,24 +197,32 @@ class KnowledgeBase:
         prune: bool = True,
         progress: ProgressFn | None = None,
         limits: LoadLimits | None = None,
+        follow_links: bool = False,
     ) -> IngestReport:
         """Add new documents, replace changed ones, skip unchanged ones.
 
-        With ``prune``, documents previously ingested from a named directory whose
-        files are gone (or can no longer be read) are deleted. ``limits`` bound what one
-        file may cost (default ``LoadLimits.from_env()``); a file beyond them, or one
-        that cannot be read, is skipped with the reason and the rest go on.
+        Each file keeps one doc_id whichever route reaches it, and two files never share
+        one (``tools.kb.identity``). With ``prune``, documents previously ingested from a
+        named directory whose files are gone (or can no longer be read) are deleted;
+        documents of other folders are never touched. ``limits`` bound what one file may
+        cost (default ``LoadLimits.from_env()``); a file beyond them, or one that cannot
+        be read, is skipped with the reason and the rest go on. Symbolic links out of a
+        named folder are followed only with ``follow_links``.
         """
         started = time.perf_counter()
         report = IngestReport()
         limits = limits or LoadLimits.from_env()
         path_list = [Path(p) for p in paths]
-        # discover raises InputError for a missing path before anything is written.
-        files = [FileRef(file, doc_id, limits) for file, doc_id in discover(path_list)]
+        # find_files raises InputError for a missing path before anything is written.
+        found, report.skipped = find_files(path_list, follow_links=follow_links)
         with self._lock:
+            records = self.registry.records()
+            assigned = assign_doc_ids(found, records)
+            files = [FileRef(f.path, doc_id, limits, f.via) for f, doc_id in assigned]
             present = self.ingester.ingest(files, report, progress)
+            self.ingester.retire(aliases([a for a in assigned if a[1] in present], records))
             if prune:
-                roots = [str(p.resolve()) + os.sep for p in path_list if p.is_dir()]
+                roots = [p.resolve() for p in path_list if p.is_dir()]
                 self.ingester.prune(roots, present, report)
         report.seconds = time.perf_counter() - started
         return report

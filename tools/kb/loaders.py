@@ -19,12 +19,9 @@ default 100 MB). Reading is two steps so an unchanged document is never parsed:
 from __future__ import annotations
 
 import hashlib
-import os
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.errors import InputError
 from tools.kb.formats import FORMATS, LEGACY, LoadError, LoadLimits, extract, extraction_tag
 from tools.kb.formats.common import FALLBACK_ENCODING, MB, decode_text
 
@@ -45,6 +42,7 @@ class SourceDocument:
     is_markdown: bool
     notes: tuple[str, ...] = ()  # what extraction left out (rows past the bound, ...)
     extraction: str = ""  # loader revision and bounds (documents only; see formats)
+    via: str = ""  # the symbolic link that reached the file, if any (see tools.kb.identity)
 
 
 @dataclass(frozen=True)
@@ -60,6 +58,7 @@ class FileRef:
     path: Path
     doc_id: str
     limits: LoadLimits = field(default_factory=LoadLimits.from_env)
+    via: str = ""
 
 
 @dataclass(frozen=True)
@@ -73,6 +72,7 @@ class FileBytes:
     extraction: str
     fmt: str
     limits: LoadLimits
+    via: str = ""
 
     def load(self) -> SourceDocument | SkippedFile:
         """Extract the Markdown text, or say why the file cannot be used."""
@@ -90,6 +90,7 @@ class FileBytes:
             is_markdown=True,
             notes=tuple(result.notes),
             extraction=self.extraction,
+            via=self.via,
         )
 
 
@@ -97,29 +98,8 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def discover(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[Path, str]]:
-    """Yield ``(file, doc_id)`` for every file under ``paths``.
-
-    The doc_id is the file's path relative to the directory that was named (or
-    the bare file name for a file named directly), in POSIX form, so it is stable
-    across machines and re-ingests. Hidden files and folders are ignored.
-    """
-    for raw in paths:
-        root = Path(raw)
-        if not root.exists():
-            raise InputError(f"path does not exist: {raw}")
-        if root.is_file():
-            yield root, root.name
-            continue
-        for file in sorted(root.rglob("*")):
-            rel = file.relative_to(root)
-            if any(part.startswith(".") for part in rel.parts) or not file.is_file():
-                continue
-            yield file, rel.as_posix()
-
-
 def read_file(
-    path: Path, doc_id: str, limits: LoadLimits | None = None
+    path: Path, doc_id: str, limits: LoadLimits | None = None, via: str = ""
 ) -> SourceDocument | FileBytes | SkippedFile:
     """Read one file: a text file is loaded at once, a document is read and hashed.
     ``limits`` default to ``LoadLimits.from_env()``."""
@@ -152,6 +132,7 @@ def read_file(
             extraction=extraction_tag(fmt, limits),
             fmt=fmt,
             limits=limits,
+            via=via,
         )
     if b"\x00" in raw[:8192]:
         return SkippedFile(source, "binary file (contains NUL bytes)")
@@ -167,6 +148,7 @@ def read_file(
         text=text,
         content_hash=content_hash(text),
         is_markdown=suffix in MARKDOWN_SUFFIXES,
+        via=via,
     )
 
 
