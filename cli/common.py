@@ -73,6 +73,9 @@ def print_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
+HEARTBEAT_S = 5.0  # seconds between plain progress lines while one item takes long
+
+
 class ProgressBar:
     """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
 
@@ -82,6 +85,7 @@ class ProgressBar:
         self.tty = sys.stderr.isatty()
         self._last_pct = -1
         self._started = time.monotonic()
+        self._last_line = self._started
 
     def eta(self, done: int, total: int) -> str:
         """Time left at the rate so far ("" until there is a rate to go by)."""
@@ -103,4 +107,9 @@ class ProgressBar:
             sys.stderr.flush()
         elif pct // 10 != self._last_pct // 10 or done >= total:
             self._last_pct = pct
+            self._last_line = time.monotonic()
             print(f"{self.label}: {done}/{total} ({pct}%) {eta}".rstrip(), file=sys.stderr)
+        elif time.monotonic() - self._last_line >= HEARTBEAT_S:
+            # a long file: say what is happening inside it, every few seconds
+            self._last_line = time.monotonic()
+            print(f"{self.label}: {done}/{total} ({pct}%) {item}".rstrip(), file=sys.stderr)

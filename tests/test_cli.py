@@ -108,9 +108,11 @@ def test_eval_retrieval_on_a_tiny_beir_folder(
 def test_progress_bar_shows_an_eta(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    import itertools
+
     from cli import common
 
-    clock = iter([100.0, 130.0, 130.0])  # start, then 30 s later (twice)
+    clock = itertools.chain([100.0], itertools.repeat(130.0))  # start, then 30 s later
     monkeypatch.setattr(common.time, "monotonic", lambda: next(clock))
     bar = common.ProgressBar("index")
     assert bar.eta(250, 1000) == "ETA 1:30"  # 30 s for a quarter: 90 s to go
@@ -128,3 +130,21 @@ def test_a_bad_environment_default_is_one_clear_line(
     monkeypatch.setenv("CHROMA_PORT", "abc")
     assert main(["kb", "stats"]) == 2
     assert "$CHROMA_PORT must be a number" in capsys.readouterr().err
+
+
+def test_a_long_file_prints_a_heartbeat_with_what_happens_inside(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli import common
+
+    now = [100.0]
+    monkeypatch.setattr(common.time, "monotonic", lambda: now[0])
+    bar = common.ProgressBar("ingest")
+    bar.tty = False
+    bar(0, 1, "big.md")
+    now[0] += 1
+    bar(0, 1, "embedded 256/50,000 chunks")  # too soon for another line
+    now[0] += common.HEARTBEAT_S
+    bar(0, 1, "embedded 512/50,000 chunks")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == ["ingest: 0/1 (0%)", "ingest: 0/1 (0%) embedded 512/50,000 chunks"]

@@ -9,7 +9,9 @@ Order of operations, each step keeping what the previous one guaranteed:
 3. A paragraph larger than ``max_tokens`` is split at sentence boundaries
    (Chinese ``。！？；``, English ``.!?``); a single over-long sentence is cut at
    word or character boundaries. A table larger than ``max_tokens`` is split only
-   between rows, with its header rows repeated in every part.
+   between rows, with its header rows repeated in every part. Whatever still exceeds
+   ``max_tokens`` (one giant row, an unbroken 200,000-character run) is cut to size:
+   no chunk is ever larger than the bound.
 4. Blocks of one section are merged greedily up to ``target_tokens``.
 5. Consecutive prose chunks of one section share ``overlap_tokens`` of trailing
    sentences (never taken from a table).
@@ -243,6 +245,9 @@ def _chunk_section(section: _Section, opts: ChunkingOptions) -> list[tuple[str, 
             parts = _split_lines(block.text, opts.max_tokens)
         else:
             parts = _split_prose(block.text, opts)
+        # The hard bound: whatever survived the structural split (a giant table row, a
+        # 200,000-character "word", a long code line) is cut to size.
+        parts = [piece for part in parts for piece in _within(part, opts.max_tokens)]
         units.extend((part, block.kind, block.where) for part in parts)
 
     merged: list[tuple[str, bool, bool, _Where]] = []  # (text, table, ends_with_prose, where)
@@ -332,7 +337,7 @@ def _split_long_sentence(sentence: str, max_tokens: int) -> list[str]:
     )
     out: list[str] = []
     buf = ""
-    for unit in units:
+    for unit in (piece for u in units for piece in _cut_run(u, max_tokens)):
         if buf and estimate_tokens(buf + unit) > max_tokens:
             out.append(buf.strip())
             buf = ""
@@ -340,6 +345,20 @@ def _split_long_sentence(sentence: str, max_tokens: int) -> list[str]:
     if buf.strip():
         out.append(buf.strip())
     return out
+
+
+def _cut_run(unit: str, max_tokens: int) -> list[str]:
+    """An unbroken run longer than the bound, in slices that each fit it."""
+    if estimate_tokens(unit) <= max_tokens:
+        return [unit]
+    width = max(1, max_tokens * 4)  # estimate_tokens: ceil(len / 4) per run of letters
+    return [unit[i : i + width] for i in range(0, len(unit), width)]
+
+
+def _within(text: str, max_tokens: int) -> list[str]:
+    if estimate_tokens(text) <= max_tokens:
+        return [text]
+    return [p for p in _split_long_sentence(text, max_tokens) if p.strip()]
 
 
 def _split_table(table: str, max_tokens: int) -> list[str]:
@@ -350,15 +369,27 @@ def _split_table(table: str, max_tokens: int) -> list[str]:
     parts: list[str] = []
     buf: list[str] = []
     used = header_tokens
+
+    def flush() -> None:
+        # A row too big to share a part with the header goes alone, still whole if it fits.
+        rows_only = "\n".join(buf)
+        with_header = "\n".join(header + buf)
+        if estimate_tokens(with_header) <= max_tokens or len(buf) > 1:
+            parts.append(with_header)
+            return
+        if not any(p.startswith(header[0]) for p in parts):
+            parts.append("\n".join(header))  # the header, once, so no line is lost
+        parts.append(rows_only)
+
     for row in rows:
         cost = estimate_tokens(row)
         if buf and used + cost > max_tokens:
-            parts.append("\n".join(header + buf))
+            flush()
             buf, used = [], header_tokens
         buf.append(row)
         used += cost
     if buf:
-        parts.append("\n".join(header + buf))
+        flush()
     return parts
 
 

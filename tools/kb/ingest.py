@@ -72,12 +72,20 @@ def version_of(doc: Versioned) -> str:
     return hashlib.sha256(f"{doc.content_hash}:{doc.extraction}".encode()).hexdigest()[:16]
 
 
+def _inner(progress: ProgressFn | None, done: int, total: int) -> Callable[[int, int], None] | None:
+    """Progress inside a batch (chunks embedded), reported against the file count."""
+    if progress is None:
+        return None
+    return lambda chunks, of: progress(done, total, f"embedded {chunks:,}/{of:,} chunks")
+
+
 class Ingester:
     """Writes documents into one knowledge base; callers serialise calls (the KB's lock)."""
 
     # Documents embedded and committed together: one registry write makes a whole
     # batch active, so a batch is the unit of crash safety as well as of embedding.
     batch_documents = 32
+    slice_chunks = 256  # chunks embedded and written together (bounds vectors in memory)
 
     def __init__(
         self,
@@ -140,10 +148,12 @@ class Ingester:
             present.add(loaded.doc_id)
             pending.append(loaded)
             if len(pending) >= self.batch_documents:
-                self._ingest_batch(pending, registry, report)
+                self._ingest_batch(pending, registry, report, _inner(progress, n, len(docs)))
                 pending = []
         if pending:
-            self._ingest_batch(pending, registry, report)
+            self._ingest_batch(
+                pending, registry, report, _inner(progress, max(len(docs) - 1, 0), len(docs))
+            )
         if progress:
             progress(len(docs), len(docs), "")
         return present
@@ -188,6 +198,7 @@ class Ingester:
         docs: Sequence[SourceDocument],
         registry: dict[str, DocRecord],
         report: IngestReport,
+        progress: Callable[[int, int], None] | None = None,
     ) -> None:
         now = datetime.now(UTC).isoformat(timespec="seconds")
         ids: list[str] = []
@@ -230,8 +241,16 @@ class Ingester:
             }
         if not commits:
             return
-        vectors = embed_with_cache(self._model, index_texts, self._cache)
-        self._chunks.write(ids, vectors, bodies, metadatas)
+        # Embedded and written slice by slice: a giant document never holds all its
+        # vectors at once, each slice's embeddings are cached as soon as computed (an
+        # interrupted ingest resumes there), and progress moves inside one file. The
+        # registry commit below still makes the whole batch active in one write.
+        for start in range(0, len(ids), self.slice_chunks):
+            end = start + self.slice_chunks
+            vectors = embed_with_cache(self._model, index_texts[start:end], self._cache)
+            self._chunks.write(ids[start:end], vectors, bodies[start:end], metadatas[start:end])
+            if progress:
+                progress(min(end, len(ids)), len(ids))
         self._registry.commit(commits)
         for doc_id, record in commits.items():
             previous = registry.get(doc_id)

@@ -1,10 +1,11 @@
 """Find and read knowledge-base files.
 
-Plain text: ``.md``, ``.markdown`` (Markdown) and ``.txt``. Text is decoded as UTF-8
-(a BOM is dropped); if that fails, as GB18030 (the superset of GBK/GB2312 that most
-non-UTF-8 Chinese files use); if both fail the file is skipped with the reason. Binary
-files (a NUL byte in the first 8 KiB), empty files and unsupported suffixes are skipped
-with the reason, never half-read. Their content hash is over the decoded text.
+Plain text: ``.md``, ``.markdown`` (Markdown) and ``.txt``. A BOM (UTF-8/16/32)
+decides the encoding; else strict UTF-8; else the most plausible guess of
+charset-normalizer (GB18030 for legacy Chinese files, cp1252 for Western ones, ...), and
+the ingest report notes the encoding chosen; without a plausible guess the file is
+skipped with the reason. Binary files (a NUL byte in the first 8 KiB and no UTF-16/32
+BOM), empty files and unsupported suffixes are skipped with the reason, never half-read. Their content hash is over the decoded text.
 
 Documents: ``.pdf``, ``.docx``, ``.html``/``.htm``/``.xhtml``, ``.xlsx``/``.xlsm``,
 ``.csv``/``.tsv`` are turned into Markdown by ``tools.kb.formats``; their content hash is
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools.kb.formats import FORMATS, LEGACY, LoadError, LoadLimits, extract, extraction_tag
-from tools.kb.formats.common import FALLBACK_ENCODING, MB, decode_text
+from tools.kb.formats.common import MB, decode_bytes, has_bom
 
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
 TEXT_SUFFIXES = frozenset({".txt"})
@@ -134,11 +135,17 @@ def read_file(
             limits=limits,
             via=via,
         )
-    if b"\x00" in raw[:8192]:
+    if b"\x00" in raw[:8192] and not has_bom(raw):
         return SkippedFile(source, "binary file (contains NUL bytes)")
-    text = decode_text(raw)
-    if text is None:
-        return SkippedFile(source, f"not valid UTF-8 or {FALLBACK_ENCODING} text")
+    decoded = decode_bytes(raw)
+    if decoded is None:
+        return SkippedFile(
+            source, "cannot tell the text encoding (not UTF-8, no BOM, no plausible guess)"
+        )
+    text = decoded.text
+    notes = (
+        () if decoded.encoding == "utf-8" else (f"decoded as {decoded.encoding} ({decoded.how})",)
+    )
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     if not text.strip():
         return SkippedFile(source, "empty file")
@@ -148,6 +155,7 @@ def read_file(
         text=text,
         content_hash=content_hash(text),
         is_markdown=suffix in MARKDOWN_SUFFIXES,
+        notes=notes,
         via=via,
     )
 
