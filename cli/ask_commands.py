@@ -13,7 +13,7 @@ from cli.common import ProgressBar, kb_environment, print_json
 from tools.answer.sources import describe_location
 from tools.errors import ConfigError
 from tools.evaluation.run_stats import load_runs, report
-from tools.settings import data_home, run_stats_path
+from tools.settings import chroma_path, data_home, run_stats_path
 from tools.websearch import SharedCacheUnavailable, shared_from_env
 
 DEMO_QUESTIONS = (
@@ -157,7 +157,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
     thread = getattr(args, "thread", None)
     if thread is not None and not thread.strip():
         raise ConfigError("--thread needs a non-empty conversation ID")
+    home = data_home(args.home)  # an unusable data home is one error line before the run
     context = parse_context(args.set, args.home)
+    if "collection" in context:
+        _require_named_collection(context, home)
     result = run_question(
         args.question,
         context,
@@ -172,6 +175,18 @@ def cmd_ask(args: argparse.Namespace) -> int:
         if thread is not None:
             print(f"thread={thread} messages={len(result.get('messages') or [])}")
     return 0
+
+
+def _require_named_collection(context: dict[str, Any], home: Path) -> None:
+    """A collection the user named must exist: ``ask`` reads, it never creates one."""
+    from tools.kb.store import StoreLocation, open_client, require_collection
+
+    try:
+        host, port = context.get("chroma_host") or None, int(context.get("chroma_port") or 8000)
+    except (TypeError, ValueError):
+        return  # a malformed port: the Context check names the field
+    location = StoreLocation(path=chroma_path(home), host=host, port=port)
+    require_collection(open_client(location), str(context["collection"]), location.describe())
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -195,8 +210,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    runs = load_runs(run_stats_path(data_home(args.home)))
-    summary = report(runs)
+    runs, unreadable = load_runs(run_stats_path(data_home(args.home)))
+    summary = report(runs, unreadable)
     summary["shared_search_cache"] = shared_cache_stats()
     if args.json:
         print_json(summary)
@@ -206,6 +221,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
             print(f"{key:<20} {value}")
     if summary["advice"]:
         print(f"advice: {summary['advice']}")
+    if unreadable:
+        print(f"note: {unreadable} unreadable lines of runs.jsonl skipped", file=sys.stderr)
     return 0
 
 

@@ -61,6 +61,8 @@ def kb_config(args: argparse.Namespace) -> KBConfig:
         embedding_base_url=args.embedding_base_url,
         chroma_host=args.chroma_host,
         chroma_port=args.chroma_port,
+        # Only commands that write (ingest, the evaluation indexes) create a collection.
+        create=getattr(args, "create_collection", False),
     )
 
 

@@ -34,7 +34,7 @@ def register(subparsers: Any) -> None:
         "--rerank", default="none", help="none | lexical | cross-encoder:<model> (default none)"
     )
     add_kb_options(ret)
-    ret.set_defaults(func=cmd_retrieval)
+    ret.set_defaults(func=cmd_retrieval, create_collection=True)
 
     routing = ev_sub.add_parser("routing", help="route distribution on FreshQA questions")
     routing.add_argument("--freshqa", required=True, type=Path, help="FreshQA JSONL file")
@@ -74,7 +74,7 @@ def register(subparsers: Any) -> None:
     cal.add_argument("--plot", type=Path, default=None, help="write the reliability diagram (PNG)")
     cal.add_argument("--json", action="store_true")
     add_kb_options(cal)
-    cal.set_defaults(func=cmd_calibration)
+    cal.set_defaults(func=cmd_calibration, create_collection=True)
 
     rgb = ev_sub.add_parser("rgb", help="offline answers on RGB (accuracy, rejection, citations)")
     rgb.add_argument("--data", required=True, type=Path, help="RGB JSON-lines file")
@@ -84,7 +84,7 @@ def register(subparsers: Any) -> None:
     rgb.add_argument("--max-questions", type=int, default=None)
     rgb.add_argument("--embedding", default="local")
     rgb.add_argument("--json", action="store_true")
-    rgb.set_defaults(func=cmd_rgb)
+    rgb.set_defaults(func=cmd_rgb, create_collection=True)
 
 
 def cmd_routing(args: argparse.Namespace) -> int:

@@ -46,7 +46,7 @@ def register(subparsers: Any) -> None:
     )
     ingest.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_kb_options(ingest)
-    ingest.set_defaults(func=cmd_ingest)
+    ingest.set_defaults(func=cmd_ingest, create_collection=True)
 
     search = subparsers.add_parser("search", help="search the knowledge base")
     search.add_argument("query")
@@ -110,9 +110,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    if args.k < 1:  # arguments first: a bad one is named before any store is opened
+        raise ConfigError(f"k must be >= 1, got {args.k}")
     with open_kb(args) as kb:
-        if args.k < 1:
-            raise ConfigError(f"k must be >= 1, got {args.k}")
         reranker = make_reranker(args.rerank)  # before searching: a missing model fails fast
         results = kb.search(args.query, max(args.k, 20), mode=args.mode, doc_ids=args.doc_id)
         results = rerank_chunks(args.query, results, reranker, args.k)

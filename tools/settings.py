@@ -27,7 +27,15 @@ def data_home(override: str | os.PathLike[str] | None = None) -> Path:
         xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
         home = Path(xdg) / "hybrid-rag"
     home = home.expanduser()
-    home.mkdir(parents=True, exist_ok=True)
+    named = "--home" if override else f"${ENV_HOME}" if os.environ.get(ENV_HOME) else "data home"
+    if home.exists() and not home.is_dir():
+        raise ConfigError(f"{named} {home} is a file, not a directory: name a directory")
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"{named} {home} cannot be created: {exc.strerror or type(exc).__name__}"
+        ) from exc
     return home
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,28 +15,54 @@ HIGH_FALLBACK_RATE = 0.3
 
 
 def record_run(path: Path, run: dict[str, Any]) -> None:
+    """Append one run as one JSON line, written by a single ``write`` in append mode so
+    concurrent writers never interleave; a torn last line (a killed writer) is closed
+    first, so it cannot swallow this record."""
     line = json.dumps(
         {"at": datetime.now(UTC).isoformat(timespec="seconds"), **run}, ensure_ascii=False
     )
+    data = (line + "\n").encode("utf-8")
     with _lock:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
-
-
-def load_runs(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    runs = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            runs.append(json.loads(line))
+            if not _ends_with_newline(path):
+                data = b"\n" + data
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with path.open("rb") as fh:
+        if fh.seek(0, os.SEEK_END) == 0:
+            return True
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1) == b"\n"
+
+
+def load_runs(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """The recorded runs, and how many lines could not be read (torn, not JSON, not an
+    object): those are skipped, never fatal."""
+    if not path.exists():
+        return [], 0
+    runs: list[dict[str, Any]] = []
+    unreadable = 0
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
         except json.JSONDecodeError:
-            continue  # a torn last line from a killed process
-    return runs
+            value = None
+        if isinstance(value, dict):
+            runs.append(value)
+        else:
+            unreadable += 1
+    return runs, unreadable
 
 
-def report(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def report(runs: list[dict[str, Any]], unreadable: int = 0) -> dict[str, Any]:
     by_strategy: dict[str, int] = {}
     by_route: dict[str, int] = {}
     for r in runs:
@@ -52,6 +79,7 @@ def report(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "fallback_rate": round(rate, 4),
         "search_cost_total": round(cost, 6),
         "search_cost_avg": round(cost / len(runs), 6) if runs else 0.0,
+        "unreadable_lines": unreadable,
         "advice": None,
     }
     if kb_routed and rate > HIGH_FALLBACK_RATE:

@@ -17,12 +17,16 @@ similarity to a [0, 1] relevance (``tools.kb.fusion``).
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -39,6 +43,9 @@ REMOTE_SIMILARITY_FLOOR = 0.1
 T = TypeVar("T")
 
 
+log = logging.getLogger(__name__)
+
+
 @dataclass
 class EmbeddingModel:
     """An embeddings implementation with the facts retrieval needs about it."""
@@ -51,7 +58,7 @@ class EmbeddingModel:
     @property
     def dimension(self) -> int:
         if self._dimension is None:
-            self._dimension = len(self.embeddings.embed_query("dimension probe"))
+            self._dimension = len(self._guarded(lambda: self.embeddings.embed_query("probe")))
         return self._dimension
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
@@ -73,7 +80,7 @@ class EmbeddingModel:
         try:
             return call()
         except Exception as exc:  # openai raises timeouts, connection and API errors alike
-            where = getattr(self.embeddings, "openai_api_base", None) or "api.openai.com"
+            where = _endpoint(getattr(self.embeddings, "openai_api_base", None))
             raise EmbeddingError(
                 f"embedding endpoint {where} ({self.model_id}) failed: {type(exc).__name__}"
                 f"{' after ' + format(model_timeout(), 'g') + ' s' if 'Timeout' in type(exc).__name__ else ''}"
@@ -136,12 +143,26 @@ def make_embedding_model(
 
         # Time-limited, one retry: a hung endpoint fails an ingest or a search with an
         # EmbeddingError naming it instead of hanging.
-        kwargs: dict[str, Any] = {"model": model, "timeout": model_timeout(), "max_retries": 1}
+        # No context-length check: chunks are far below every model's limit, and the check
+        # tokenises with tiktoken, which downloads its tables at run time (fails offline)
+        # and sends token ids that non-OpenAI servers do not accept.
+        kwargs: dict[str, Any] = {
+            "model": model,
+            "timeout": model_timeout(),
+            "max_retries": 1,
+            "check_embedding_ctx_length": False,
+        }
         if base_url:
-            # Non-OpenAI servers do not accept pre-tokenised input.
-            kwargs.update(base_url=base_url, check_embedding_ctx_length=False)
+            kwargs["base_url"] = base_url
+        try:
+            embeddings = OpenAIEmbeddings(**kwargs)
+        except Exception as exc:  # openai.OpenAIError: no key; pydantic: a bad value
+            raise ConfigError(
+                f"cannot use embedding model {spec!r}: {_first_line(exc)} "
+                "(set OPENAI_API_KEY; an OpenAI-compatible server also needs OPENAI_BASE_URL)"
+            ) from exc
         return EmbeddingModel(
-            embeddings=OpenAIEmbeddings(**kwargs),
+            embeddings=embeddings,
             model_id=f"openai:{model}",
             similarity_floor=REMOTE_SIMILARITY_FLOOR
             if similarity_floor is None
@@ -153,22 +174,69 @@ def make_embedding_model(
     )
 
 
+def _endpoint(base_url: str | None) -> str:
+    """The host (and port) an OpenAI client talks to, never its credentials."""
+    url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+    parts = urlsplit(url if "//" in url else f"//{url}")
+    host = parts.hostname or url
+    return f"{host}:{parts.port}" if parts.port else host
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:200]
+
+
 class EmbeddingCache:
     """SQLite cache of vectors keyed by (model id, SHA-256 of the text)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(path), check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS embeddings ("
-            " model TEXT NOT NULL, text_hash TEXT NOT NULL, vector BLOB NOT NULL,"
-            " PRIMARY KEY (model, text_hash))"
-        )
-        self._conn.commit()
+        self.broken = False  # set when the file fails mid-run: the run goes on uncached
+        try:
+            self._conn = self._open()
+        except sqlite3.DatabaseError:
+            # A cache is rebuildable: move the damaged file aside (kept for inspection)
+            # and start an empty one rather than fail every ingest and search.
+            aside = path.with_name(
+                f"{path.name}.corrupt-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}"
+            )
+            path.replace(aside)
+            for suffix in ("-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+            log.warning(
+                "embedding cache %s is corrupt: moved to %s, starting a new one", path, aside
+            )
+            self._conn = self._open()
         self.hits = 0
         self.misses = 0
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(str(self.path), check_same_thread=False)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS embeddings ("
+                " model TEXT NOT NULL, text_hash TEXT NOT NULL, vector BLOB NOT NULL,"
+                " PRIMARY KEY (model, text_hash))"
+            )
+            conn.execute("SELECT count(*) FROM (SELECT 1 FROM embeddings LIMIT 1)").fetchone()
+            conn.commit()
+        except sqlite3.DatabaseError:
+            conn.close()
+            raise
+        return conn
+
+    def _failed(self, exc: sqlite3.DatabaseError) -> None:
+        if not self.broken:
+            self.broken = True
+            log.warning(
+                "embedding cache %s failed (%s): going on without it; delete the file to "
+                "rebuild it",
+                self.path,
+                exc,
+            )
 
     @staticmethod
     def key(text: str) -> str:
@@ -178,15 +246,19 @@ class EmbeddingCache:
         keys = [self.key(t) for t in texts]
         found: dict[str, list[float]] = {}
         with self._lock:
-            for start in range(0, len(keys), 500):
-                batch = keys[start : start + 500]
-                marks = ",".join("?" * len(batch))
-                rows = self._conn.execute(
-                    f"SELECT text_hash, vector FROM embeddings WHERE model=? AND text_hash IN ({marks})",
-                    [model_id, *batch],
-                ).fetchall()
-                for text_hash, blob in rows:
-                    found[text_hash] = np.frombuffer(blob, dtype=np.float32).tolist()
+            try:
+                for start in range(0, len(keys) if not self.broken else 0, 500):
+                    batch = keys[start : start + 500]
+                    marks = ",".join("?" * len(batch))
+                    rows = self._conn.execute(
+                        "SELECT text_hash, vector FROM embeddings"
+                        f" WHERE model=? AND text_hash IN ({marks})",
+                        [model_id, *batch],
+                    ).fetchall()
+                    for text_hash, blob in rows:
+                        found[text_hash] = np.frombuffer(blob, dtype=np.float32).tolist()
+            except sqlite3.DatabaseError as exc:
+                self._failed(exc)
         out = [found.get(k) for k in keys]
         hits = sum(v is not None for v in out)
         self.hits += hits
@@ -201,8 +273,13 @@ class EmbeddingCache:
             for t, v in zip(texts, vectors, strict=True)
         ]
         with self._lock:
-            self._conn.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?)", rows)
-            self._conn.commit()
+            if self.broken:
+                return
+            try:
+                self._conn.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?)", rows)
+                self._conn.commit()
+            except sqlite3.DatabaseError as exc:
+                self._failed(exc)
 
     def close(self) -> None:
         with self._lock:

@@ -63,6 +63,7 @@ from tools.kb.store import (
     drop_collections,
     open_client,
     open_collections,
+    require_collection,
 )
 from tools.kb.tokenizers import make_tokenizer
 from tools.settings import bm25_cache_dir, chroma_path, data_home, embedding_cache_path
@@ -102,6 +103,9 @@ class KBConfig:
     vector_weight: float = 0.45
     candidates: int = 50  # per retriever; fusion normalises over their union
     chunking: ChunkingOptions = field(default_factory=ChunkingOptions)
+    # False for readers that must not create a missing collection (the CLI's search,
+    # stats, delete): opening one is then an InputError naming the existing ones.
+    create: bool = True
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSION_METHODS:
@@ -139,6 +143,8 @@ class KnowledgeBase:
         )
         self.tokenizer = make_tokenizer(self.config.chinese_tokenizer, stem=self.config.stem)
         self._client = open_client(self.location)
+        if not self.config.create:
+            require_collection(self._client, self.config.collection, self.location.describe())
         chunks, registry = open_collections(
             self._client,
             self.config.collection,

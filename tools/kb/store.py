@@ -30,7 +30,7 @@ import numpy as np
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 
-from tools.errors import ConfigError, EmbeddingMismatchError, StoreError
+from tools.errors import ConfigError, EmbeddingMismatchError, InputError, StoreError
 from tools.kb.embeddings import spec_for_model_id
 from tools.settings import store_timeout
 
@@ -111,6 +111,25 @@ def _reopen_hint(stored_model: str) -> str:
     # The default local model changed from USE to e5: old knowledge bases must stay openable.
     spec = spec_for_model_id(stored_model)
     return f"To open it as it is, set HYBRID_RAG_EMBEDDING={spec}. " if spec else ""
+
+
+def knowledge_bases(client: ClientAPI) -> list[str]:
+    """The names of the knowledge bases (chunk collections) in a store."""
+    names = {c.name if hasattr(c, "name") else str(c) for c in client.list_collections()}
+    return sorted(n for n in names if not n.endswith(REGISTRY_SUFFIX))
+
+
+def require_collection(client: ClientAPI, name: str, where: str) -> None:
+    """``InputError`` naming the existing knowledge bases unless ``name`` is one of them:
+    a read must not create (a mistyped name would silently read an empty one)."""
+    existing = knowledge_bases(client)
+    if name in existing:
+        return
+    listed = ", ".join(existing) if existing else "none yet"
+    raise InputError(
+        f"no knowledge base (collection) {name!r} in {where}; existing: {listed}. "
+        "'hybrid-rag ingest PATH --collection NAME' creates one"
+    )
 
 
 def open_collections(
