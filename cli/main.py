@@ -12,8 +12,10 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any, TextIO
 
 from tools.errors import HybridRagError
+from tools.text import terminal_safe
 
 # Modules that contribute sub-commands, in help order.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -39,7 +41,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class TerminalSafe:
+    """A text stream that drops escape sequences and control characters on the way out.
+
+    Everything the CLI prints may quote documents and web pages; filtering at the stream
+    covers every print point at once (JSON output is unaffected: it has no raw controls).
+    The progress bar's carriage return is kept.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(terminal_safe(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = TerminalSafe(out), TerminalSafe(err)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         parser = build_parser()  # reads the environment's defaults ($CHROMA_PORT, ...)
     except HybridRagError as exc:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 from nodes.common import emit, structured_call, timed
 from nodes.models import OFFLINE, fast_model
 from prompts.internal import GRADE_SYSTEM
-from tools.answer.context_builder import neutralise
+from tools.answer.context_builder import fence
 from tools.answer.sources import Source
 from tools.policy.offline import text_overlap
 
@@ -63,7 +63,7 @@ async def _model_grades(
     if not top:
         return None
     passages = "\n\n".join(
-        f"Passage {i}:\n{neutralise(str(doc.get('text', '')))}" for i, doc in enumerate(top, 1)
+        fence(str(doc.get("text", "")), f"Passage {i}") for i, doc in enumerate(top, 1)
     )
     out, _ = await structured_call(
         spec, PassageGrades, GRADE_SYSTEM, f"Question: {question}\n\n{passages}"

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from nodes.common import emit, structured_call, timed
 from nodes.models import OFFLINE, fast_model
 from prompts.internal import REFLECT_SYSTEM
+from tools.answer.context_builder import fence
 from tools.policy.offline import uncovered_terms
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
@@ -76,7 +77,10 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         else:
             decision, note = _offline(state), "offline coverage rule"
             if spec != OFFLINE:
-                sources = "\n\n".join(str(d.get("text", ""))[:500] for d in _evidence(state)[:8])
+                sources = "\n\n".join(
+                    fence(str(d.get("text", ""))[:500], f"Source {i}")
+                    for i, d in enumerate(_evidence(state)[:8], 1)
+                )
                 out, error = await structured_call(
                     spec,
                     Reflection,

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from nodes.common import emit, structured_call, timed
 from nodes.models import OFFLINE, fast_model, resolve_model_spec
 from prompts.internal import RERANK_SYSTEM
+from tools.answer.context_builder import fence
 from tools.kb.rerank import Candidate, make_reranker, reorder
 from tools.policy.offline import text_overlap
 
@@ -54,7 +55,7 @@ def to_candidates(question: str, docs: Sequence[Mapping[str, Any]]) -> list[Cand
 async def _llm_order(
     spec: str, question: str, cands: list[Candidate], top_n: int
 ) -> tuple[list[Candidate], str | None]:
-    listing = "\n".join(f"[{c.id}] {c.text[:300]}" for c in cands)
+    listing = "\n".join(fence(c.text[:300], c.id) for c in cands)
     out, error = await structured_call(
         spec, Ordering, RERANK_SYSTEM, f"Question: {question}\n\nCandidates:\n{listing}"
     )

@@ -127,9 +127,10 @@ class ScriptedChatModel(BaseChatModel):
 
 
 def passages_in(messages: Any) -> int:
-    """How many passages a listwise grading prompt carries ("Passage 1:", "Passage 2:" …)."""
+    """How many passages a listwise grading prompt carries (fenced ``<source label="Passage
+    1">`` blocks)."""
     last = messages[-1] if isinstance(messages, list) else messages.to_messages()[-1]
-    return len(re.findall(r"^Passage \d+:", str(last.content), flags=re.M))
+    return len(re.findall(r'^<source label="Passage \d+">', str(last.content), flags=re.M))
 
 
 def grade_every(grade: str) -> Callable[[Any], dict[str, Any]]:

@@ -61,3 +61,22 @@ def split_sentences(text: str) -> list[str]:
     """Split at Chinese ``。！？；`` and English ``.!?`` boundaries; keeps punctuation."""
     parts = _SENTENCE_RE.split(text.strip())
     return [p.strip() for p in parts if p and p.strip()]
+
+
+# ANSI/ECMA-48 escape sequences (CSI "ESC [", OSC "ESC ]" up to BEL or ST, other
+# two-byte ESC codes), C0 controls but tab, newline and carriage return, DEL, and the C1
+# controls (U+0080-U+009F, of which U+009B is a one-character CSI).
+_TERMINAL_RE = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"
+    r"|\x1b[@-Z\\-_]?"
+    r"|\x9b[0-?]*[ -/]*[@-~]"
+    r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+)
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` without escape sequences or control characters (newlines and tabs kept):
+    what a document or web page says must not retitle, clear or re-link the terminal."""
+    return _TERMINAL_RE.sub("", text)

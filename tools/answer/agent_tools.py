@@ -29,7 +29,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field, ValidationError
 
 from tools.answer.citations import SourceKind, labelled
-from tools.answer.context_builder import cut_snippet
+from tools.answer.context_builder import cut_snippet, neutralise
 from tools.answer.sources import chunk_to_source, web_to_source
 from tools.errors import HybridRagError, InputError
 from tools.kb.knowledge_base import KnowledgeBase
@@ -150,7 +150,7 @@ class ToolOutcome:
 
 def _one_line(text: str, limit: int) -> str:
     # One source per line: newlines inside a snippet could otherwise fake a new "[web-9]" line.
-    return cut_snippet(re.sub(r"\s+", " ", text), limit)
+    return neutralise(cut_snippet(re.sub(r"\s+", " ", text), limit))
 
 
 def render_internal(sources: list[dict[str, Any]], query: str, snippet_chars: int) -> str:

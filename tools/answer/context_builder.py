@@ -2,8 +2,9 @@
 
 Sources are shown in two labelled sections (internal, then web). Each source is
 fenced as quoted data: ``<source label="[web-1]" ...>`` … ``</source>``; text that
-tries to close or open a fence is neutralised, so retrieved content cannot step
-out of its block. The budget keeps the system prompt, an answer reserve and the
+tries to close or open a fence, or a role tag (``<system>``) or a chat-template token,
+is neutralised, so retrieved content cannot step out of its block. :func:`fence` is that
+rule for every other prompt that quotes retrieved text. The budget keeps the system prompt, an answer reserve and the
 last turns of history first, then adds sources best-first until the budget is
 used, and says how many were left out.
 """
@@ -17,7 +18,13 @@ from typing import Any
 from tools.text import estimate_tokens
 from tools.websearch.text import cut
 
-_FENCE_RE = re.compile(r"</?\s*(source|sources|internal_sources|web_sources)\b[^>]*>", re.I)
+# Tags that could close a source fence or open a role or instruction block, and chat
+# template tokens (``<|im_start|>``): in retrieved text they are data, so they are defused.
+_FENCE_RE = re.compile(
+    r"</?\s*(?:source|sources|internal_sources|web_sources|system|user|assistant|human|ai"
+    r"|tool|developer|instructions?|context|passage|candidates?)\b[^>]*>|<\|[^|<>]{1,40}\|>",
+    re.I,
+)
 
 
 def cut_snippet(text: str, limit: int) -> str:
@@ -27,7 +34,15 @@ def cut_snippet(text: str, limit: int) -> str:
 
 
 def neutralise(text: str) -> str:
+    """Retrieved text with every fence, role tag and template token defused."""
     return _FENCE_RE.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), text)
+
+
+def fence(text: str, label: str) -> str:
+    """One passage of retrieved or fetched text as quoted data. The one rule for every
+    prompt that carries such text (answer, grading, reflection, reranking); the agent's
+    tool results use :func:`neutralise` on one line per source."""
+    return f'<source label="{_attr(label)}">\n{neutralise(text)}\n</source>'
 
 
 def _attr(value: Any) -> str:

@@ -1,5 +1,6 @@
 """Rules that stand in for a model: routing, rewriting, grading, extractive answers.
 
 ``offline`` holds the deterministic no-LLM strategies both graphs fall back to, and the
-routing thresholds on the knowledge base's calibrated probe.
+routing thresholds on the knowledge base's calibrated probe; ``untrusted`` what retrieved
+text may not become in an answer (a quoted instruction, markup).
 """

@@ -15,6 +15,7 @@ from typing import Any
 
 from tools.answer.citations import LABEL_RE
 from tools.kb.tokenizers import keywords
+from tools.policy.untrusted import quotable
 from tools.text import detect_language, split_sentences
 
 TIME_CUES_ZH = (
@@ -216,7 +217,7 @@ def extractive_answer(
             # Label-shaped text inside a source is data: quoting it would turn it into a
             # citation of some other source.
             clean = LABEL_RE.sub("", sentence).strip(" #-*")
-            if len(clean) < 4:
+            if len(clean) < 4 or not quotable(clean):  # instructions and markup are data
                 continue
             low = clean.casefold()
             hits = sum(1 for w in words if w in low)

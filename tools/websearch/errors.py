@@ -22,6 +22,8 @@ _SECRET_PARAM = re.compile(
     r"(=|:\s*)([^&\s\"',;]+)"
 )
 _BEARER = re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+")
+# An echoed "Authorization: Basic dXNlcjpwYXNz" (base64 of user:password).
+_BASIC = re.compile(r"(?i)\bbasic\s+[A-Za-z0-9+/]{6,}={0,2}")
 
 
 # user:password@ in URLs (a SearXNG base URL behind basic auth).
@@ -36,6 +38,7 @@ def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
             text = text.replace(secret, REDACTED)
     text = _SECRET_PARAM.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
+    text = _BASIC.sub(f"Basic {REDACTED}", text)
     return _BEARER.sub(f"Bearer {REDACTED}", text)
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from tools.errors import ConfigError
 
@@ -159,8 +160,13 @@ class WebSearchSettings:
             except ValueError:
                 password = None
             if password:
-                out.append(password)
-        return tuple(out)
+                # Every form the credentials travel in: as given, URL-decoded, and the
+                # base64 "user:password" of the Basic-auth header httpx derives from them.
+                parts = urlsplit(url)
+                user, secret = unquote(parts.username or ""), unquote(password)
+                basic = base64.b64encode(f"{user}:{secret}".encode()).decode()
+                out += [password, secret, basic]
+        return tuple(dict.fromkeys(out))
 
     def describe(self) -> dict[str, Any]:
         """Configuration summary without secrets (for logs and "not configured" notes)."""
