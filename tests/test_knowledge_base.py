@@ -233,3 +233,25 @@ def test_a_steps_queries_are_embedded_in_one_batch_and_never_twice(
         [h.chunk_id for h in kb.retrieve(q, 3).hits] for q in queries
     ]
     assert emb.query_calls == before + 1  # type: ignore[attr-defined]  # cached since
+
+
+def test_a_search_repeated_at_the_same_generation_is_not_recomputed(
+    kb: KnowledgeBase, kb_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The router's probe and the retrieval step search the same question: once.
+    kb.ingest([kb_dir])
+    pools: list[str] = []
+    real = kb.candidate_pool
+    monkeypatch.setattr(kb, "candidate_pool", lambda q, **kw: pools.append(q) or real(q, **kw))
+    first = kb.retrieve("annual leave days", 3)
+    again = kb.retrieve("annual leave days", 2)
+    assert pools == ["annual leave days"]
+    assert again.hits == first.hits[:2] and again.answerability == first.answerability
+    deeper = kb.retrieve("annual leave days", 20)  # deeper than ranked: searched again
+    assert len(pools) == 2 and deeper.hits[:3] == first.hits
+    kb.retrieve("annual leave days", 3, doc_ids=[first.hits[0].doc_id])  # filtered: not cached
+    assert len(pools) == 3
+    (kb_dir / "new.md").write_text("# New\n\nAnnual leave days are counted in working days.\n")
+    kb.ingest([kb_dir])  # a new generation: searched again
+    kb.retrieve("annual leave days", 3)
+    assert len(pools) == 4

@@ -127,6 +127,16 @@ class Retrieval:
     answerability: float  # P(the top hits answer the query), see tools.kb.answerability
 
 
+@dataclass(frozen=True)
+class _Searched:
+    """A finished search, kept per (generation, mode, query) for the run's next node."""
+
+    hits: list[RetrievedChunk]
+    evidence: EvidenceFeatures
+    answerability: float
+    asked: int  # the depth ranked (``top``)
+
+
 class KnowledgeBase:
     """A knowledge base in Chroma; open it once, use it from several threads."""
 
@@ -176,6 +186,7 @@ class KnowledgeBase:
         self._lock = threading.RLock()
         # The router's probe and the retrieval step embed the same question: embed once.
         self._query_vectors: LRUCache[str, np.ndarray] = LRUCache(maxsize=256)
+        self._retrievals: LRUCache[tuple[str, str, str], _Searched] = LRUCache(maxsize=256)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -291,6 +302,19 @@ class KnowledgeBase:
         snap = self.snapshot()
         if not snap.ids:
             return Retrieval([], NO_EVIDENCE, 0.0)
+        top = max(k, EVIDENCE_HITS)
+        # The router's probe and the retrieval step search the same question at the same
+        # generation: the second is served from here (unfiltered searches only).
+        key = (
+            (snap.generation, mode, query)
+            if snap.generation and not (doc_ids or sources or exclude_doc_ids)
+            else None
+        )
+        with self._lock:
+            done = self._retrievals.get(key) if key else None
+        # Served when it ranked at least as deep, or found fewer than it asked (all there is).
+        if done is not None and (done.asked >= top or len(done.hits) < done.asked):
+            return Retrieval(done.hits[:k], done.evidence, done.answerability)
         pool = self.candidate_pool(
             query,
             mode=mode,
@@ -307,7 +331,7 @@ class KnowledgeBase:
             fusion=self.config.fusion,
             vector_weight=self.config.vector_weight,
             similarity_floor=self.model.similarity_floor,
-            top=max(k, EVIDENCE_HITS),
+            top=top,
         )
         evidence = measure_evidence(
             [(h.chunk_id, h.text) for h in hits[:EVIDENCE_HITS]],
@@ -317,7 +341,11 @@ class KnowledgeBase:
             tokenizer=self.tokenizer,
             similarity_floor=self.model.similarity_floor,
         )
-        return Retrieval(hits[:k], evidence, self.answerability_model.probability(evidence))
+        answerability = self.answerability_model.probability(evidence)
+        if key:
+            with self._lock:
+                self._retrievals[key] = _Searched(hits, evidence, answerability, top)
+        return Retrieval(hits[:k], evidence, answerability)
 
     def retrieve_many(
         self, queries: Sequence[str], k: int = 5, *, mode: SearchMode = "hybrid"
