@@ -38,11 +38,19 @@ def kb_config(ctx: Context) -> KBConfig:
         embedding=ctx.embedding,
         chroma_host=host,
         chroma_port=port,
+        # A run reads: a missing collection (nothing ingested yet, or a mistyped name) is
+        # an InputError the nodes turn into a warning, never a new empty collection that
+        # would also pin the embedding model before the first ingest chose one.
+        create=False,
     )
 
 
 def get_kb(ctx: Context) -> KnowledgeBase:
-    """The shared knowledge base for this configuration (opened once)."""
+    """The shared knowledge base for this configuration (opened once).
+
+    Blocking (it may open the store): call it off the event loop. A collection that does
+    not exist yet is an ``InputError`` and nothing is kept, so the first run after an
+    ingest opens it."""
     config = kb_config(ctx)
     with _lock:
         kb = _kbs.get(config)

@@ -19,7 +19,7 @@ from nodes.resources import get_kb, web_settings
 from nodes.tracing import annotate_run
 from tools.answer.sources import Source, chunk_to_source, web_to_source
 from tools.errors import HybridRagError
-from tools.kb.knowledge_base import Retrieval
+from tools.kb.knowledge_base import KnowledgeBase, Retrieval
 from tools.websearch import SKIPPED_BY_USER, WebSearchClient, WebSearchError, default_cache
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
@@ -52,14 +52,14 @@ async def retrieve_internal(state: State, runtime: Runtime[Context]) -> dict[str
     warnings: list[str] = []
     emit(runtime, "retrieving", queries=queries)
     found: list[Source] = []
+
+    def run() -> tuple[KnowledgeBase, list[Retrieval]]:
+        kb = get_kb(ctx)  # opening the store is blocking too
+        return kb, kb.retrieve_many(queries, ctx.top_k_internal * 2)
+
     with timed("retrieve_internal", timings):
         try:
-            kb = get_kb(ctx)
-
-            def run() -> list[Retrieval]:
-                return kb.retrieve_many(queries, ctx.top_k_internal * 2)
-
-            searches = await asyncio.to_thread(run)  # Chroma and BM25 are blocking work
+            kb, searches = await asyncio.to_thread(run)  # Chroma and BM25 are blocking work
             found = [chunk_to_source(h, r.answerability) for r in searches for h in r.hits]
             hits = [h for r in searches for h in r.hits]
             if not hits and kb.stats()["chunks"] == 0:

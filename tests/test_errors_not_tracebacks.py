@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,7 @@ def test_openai_embedding_without_a_key(
         capsys, "--home", str(tmp_path), "ingest", str(SAMPLE), "--embedding", "openai:emb"
     )
     line = one_error(err)
-    assert code == 2 and "'openai:emb'" in line and "OPENAI_API_KEY" in line
+    assert code == 2 and "'openai:emb'" in line and "OPENAI_API_KEY is not set" in line
 
 
 def test_openai_embedding_at_a_refused_base_url_needs_no_download(
@@ -72,7 +73,7 @@ def test_openai_embedding_at_a_refused_base_url_needs_no_download(
     )
     line = one_error(err)
     assert code != 0 and f"127.0.0.1:{port}" in line and "openai:emb" in line
-    assert "never-shown" not in err
+    assert "cannot connect" in line and "never-shown" not in err
 
 
 def test_data_home_that_is_a_file(
@@ -88,7 +89,9 @@ def test_data_home_that_is_a_file(
     assert home.read_text() == "not a folder"  # nothing lost
 
 
-@pytest.mark.parametrize(("port", "says"), [("abc", "a number"), ("70000", "between 1 and")])
+@pytest.mark.parametrize(
+    ("port", "says"), [("abc", "a number"), ("0", "between 1 and"), ("70000", "between 1 and")]
+)
 def test_chroma_port_not_a_port(
     port: str, says: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -167,3 +170,125 @@ def test_read_commands_never_create_a_collection(
 
     client = open_client(StoreLocation(path=Path(home) / "chroma"))
     assert knowledge_bases(client) == ["handbook"]  # nothing was created by the reads
+
+
+def test_data_home_whose_chroma_folder_is_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "chroma").write_text("in the way")
+    code, _, err = run(capsys, "--home", str(tmp_path), "kb", "stats")
+    line = one_error(err)
+    assert code == 2 and str(tmp_path / "chroma") in line and "a file is in the way" in line
+    assert (tmp_path / "chroma").read_text() == "in the way"
+
+
+def test_run_log_that_is_a_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "runs.jsonl").mkdir()
+    code, _, err = run(capsys, "--home", str(tmp_path), "stats")
+    line = one_error(err)
+    assert code == 2 and str(tmp_path / "runs.jsonl") in line and "Is a directory" in line
+
+
+def _filled_cache(path: Path) -> None:
+    cache = EmbeddingCache(path)
+    texts = [f"text {i} " * 20 for i in range(300)]
+    cache.put_many("m", texts, [[float(i)] * 64 for i in range(300)])
+    cache.close()
+
+
+def test_truncated_caches_are_moved_aside_without_overwriting_each_other(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "embedding_cache.sqlite3"
+    truncated: list[bytes] = []
+    for _ in range(2):  # twice within one second: two files kept, not one overwritten
+        _filled_cache(path)
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+        truncated.append(path.read_bytes())
+        with caplog.at_level("WARNING"):
+            cache = EmbeddingCache(path)
+        assert not cache.broken and cache.get_many("m", ["text 1 " * 20]) == [None]
+        cache.close()
+    aside = sorted(p for p in tmp_path.iterdir() if ".corrupt-" in p.name)
+    assert len(aside) == 2 and sorted(p.read_bytes() for p in aside) == sorted(truncated)
+    assert all(str(p) in caplog.text for p in aside)
+
+
+def test_a_locked_cache_is_used_by_another_process_so_it_is_left_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "embedding_cache.sqlite3"
+    _filled_cache(path)
+    holder = sqlite3.connect(path)  # another process mid-write, holding the file
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    holder.execute("INSERT INTO embeddings VALUES ('x', 'y', x'00')")
+    try:
+        with caplog.at_level("WARNING"):
+            cache = EmbeddingCache(path)  # waits sqlite's busy timeout, then goes on
+        assert cache.broken and cache.get_many("m", ["text 1 " * 20]) == [None]
+        cache.put_many("m", ["a"], [[1.0]])
+        cache.close()
+    finally:
+        holder.rollback()
+        holder.close()
+    assert "database is locked" in caplog.text and "going on without it" in caplog.text
+    assert [p.name for p in tmp_path.iterdir() if ".corrupt-" in p.name] == []
+    reopened = EmbeddingCache(path)  # the healthy cache is intact
+    assert reopened.get_many("m", ["text 1 " * 20]) == [[1.0] * 64]
+    reopened.close()
+
+
+def test_a_folder_in_place_of_the_cache_is_left_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "embedding_cache.sqlite3"
+    path.mkdir()
+    with caplog.at_level("WARNING"):
+        cache = EmbeddingCache(path)
+    assert cache.broken and cache.get_many("m", ["a"]) == [None]
+    cache.close()
+    assert path.is_dir() and "unable to open database file" in caplog.text
+
+
+def test_search_with_a_corrupt_cache_succeeds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], hash_cli: None
+) -> None:
+    home = tmp_path / "home"
+    assert main(["--home", str(home), "ingest", str(SAMPLE)]) == 0
+    cache = home / "embedding_cache.sqlite3"
+    cache.write_bytes(cache.read_bytes()[:5000])  # truncated
+    capsys.readouterr()
+    code, out, err = run(capsys, "--home", str(home), "search", "annual leave")
+    assert code == 0 and "annual-leave.md" in out and "Traceback" not in err
+    assert len(list(home.glob("embedding_cache.sqlite3.corrupt-*"))) == 1
+
+
+def test_the_run_log_skips_deep_nesting_and_keeps_line_separators(tmp_path: Path) -> None:
+    path = tmp_path / "runs.jsonl"
+    path.write_text("[" * 100_000 + "\n")  # json's recursion limit, not a crash
+    record_run(path, {"route": "knowledge", "note": "a\u2028b\u2029c\x85d"})
+    runs, unreadable = load_runs(path)
+    assert unreadable == 1 and [r["note"] for r in runs] == ["a\u2028b\u2029c\x85d"]
+
+
+@pytest.mark.parametrize("agent", [False, True])
+def test_a_run_on_an_empty_home_answers_and_creates_nothing(
+    agent: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str], hash_cli: None
+) -> None:
+    # A newcomer asks (or runs `langgraph dev`) before ingesting: an answer with a warning;
+    # no empty collection is created, so it cannot pin the embedding model the first
+    # ingest then uses (here the hash embedder, not the graph's default model).
+    home = str(tmp_path / "home")
+    argv = ["ask", "How many days of annual leave?", "--set", "model=offline"]
+    code, out, err = run(
+        capsys, "--home", home, *argv, "--set", "search_provider=none", *(["--agent"] * agent)
+    )
+    assert code == 0 and "Traceback" not in err
+    assert "no knowledge base (collection) 'knowledge'" in out and "nothing ingested yet" in out
+    from tools.kb.store import StoreLocation, knowledge_bases, open_client
+
+    client = open_client(StoreLocation(path=Path(home) / "chroma"))
+    assert knowledge_bases(client) == []
+    assert main(["--home", home, "ingest", str(SAMPLE)]) == 0

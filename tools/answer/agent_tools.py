@@ -223,8 +223,8 @@ def make_tools(
         if not query.strip():
             return _fail("Error: internal_search needs a non-empty query.", status="bad_arguments")
         try:
-            kb = kb_getter()
-            # Chroma and BM25 are blocking; keep the event loop free for other work.
+            # Opening the store, Chroma and BM25 are blocking; keep the event loop free.
+            kb = await asyncio.to_thread(kb_getter)
             if reranker is None:
                 found_kb = await asyncio.to_thread(kb.retrieve, query, top_k_internal)
                 hits = found_kb.hits

@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tools.errors import ConfigError
+
 _lock = threading.Lock()
 # Advice appears when more than this share of knowledge-routed runs fell back to the web.
 HIGH_FALLBACK_RATE = 0.3
@@ -24,21 +26,19 @@ def record_run(path: Path, run: dict[str, Any]) -> None:
     data = (line + "\n").encode("utf-8")
     with _lock:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)  # read: last byte
         try:
-            if not _ends_with_newline(path):
+            if not _ends_with_newline(fd):
                 data = b"\n" + data
             os.write(fd, data)
         finally:
             os.close(fd)
 
 
-def _ends_with_newline(path: Path) -> bool:
-    with path.open("rb") as fh:
-        if fh.seek(0, os.SEEK_END) == 0:
-            return True
-        fh.seek(-1, os.SEEK_END)
-        return fh.read(1) == b"\n"
+def _ends_with_newline(fd: int) -> bool:
+    """Whether the file is empty or its last byte is a newline (a torn line is not)."""
+    size = os.fstat(fd).st_size
+    return size == 0 or os.pread(fd, 1, size - 1) == b"\n"
 
 
 def load_runs(path: Path) -> tuple[list[dict[str, Any]], int]:
@@ -46,14 +46,20 @@ def load_runs(path: Path) -> tuple[list[dict[str, Any]], int]:
     object): those are skipped, never fatal."""
     if not path.exists():
         return [], 0
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:  # a directory in its place, no permission
+        raise ConfigError(
+            f"run log {path} cannot be read: {exc.strerror or type(exc).__name__}"
+        ) from exc
     runs: list[dict[str, Any]] = []
     unreadable = 0
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in text.split("\n"):  # only "\n" ends a record (JSON may hold U+2028)
         if not line.strip():
             continue
         try:
             value = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # RecursionError: "[[[[..." nesting
             value = None
         if isinstance(value, dict):
             runs.append(value)

@@ -82,9 +82,29 @@ class EmbeddingModel:
         except Exception as exc:  # openai raises timeouts, connection and API errors alike
             where = _endpoint(getattr(self.embeddings, "openai_api_base", None))
             raise EmbeddingError(
-                f"embedding endpoint {where} ({self.model_id}) failed: {type(exc).__name__}"
-                f"{' after ' + format(model_timeout(), 'g') + ' s' if 'Timeout' in type(exc).__name__ else ''}"
+                f"embedding endpoint {where} ({self.model_id}) failed: "
+                f"{_remote_failure(exc, self.model_id)}"
             ) from exc
+
+
+def _remote_failure(exc: Exception, model_id: str) -> str:
+    """What went wrong with a remote embedding call, in words (never the request, whose
+    headers hold the key)."""
+    name = type(exc).__name__
+    if "Timeout" in name:
+        return f"{name} after {model_timeout():g} s (HYBRID_RAG_MODEL_TIMEOUT)"
+    if name == "APIConnectionError":
+        return f"{name}: cannot connect (is the server running, is the base URL right?)"
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        hint = {
+            401: ": the server refused the key (OPENAI_API_KEY)",
+            403: ": the key may not use this model (OPENAI_API_KEY)",
+            404: f": no model {model_id.partition(':')[2]!r} or no embeddings API at this URL",
+            429: ": rate limited or out of quota",
+        }.get(status, "")
+        return f"{name} (HTTP {status}){hint}"
+    return name
 
 
 def validate_embedding_spec(spec: str) -> None:
@@ -157,9 +177,14 @@ def make_embedding_model(
         try:
             embeddings = OpenAIEmbeddings(**kwargs)
         except Exception as exc:  # openai.OpenAIError: no key; pydantic: a bad value
+            problem = (
+                "OPENAI_API_KEY is not set"
+                if "OPENAI_API_KEY" in str(exc) and not os.environ.get("OPENAI_API_KEY")
+                else _first_line(exc)
+            )
             raise ConfigError(
-                f"cannot use embedding model {spec!r}: {_first_line(exc)} "
-                "(set OPENAI_API_KEY; an OpenAI-compatible server also needs OPENAI_BASE_URL)"
+                f"cannot use embedding model {spec!r}: {problem} (set OPENAI_API_KEY; an "
+                "OpenAI-compatible server also needs OPENAI_BASE_URL or --embedding-base-url)"
             ) from exc
         return EmbeddingModel(
             embeddings=embeddings,
@@ -187,6 +212,33 @@ def _first_line(exc: Exception) -> str:
     return (text[0] if text else type(exc).__name__)[:200]
 
 
+# SQLite's primary result codes for a damaged file: SQLITE_CORRUPT, SQLITE_NOTADB.
+_CORRUPT_CODES = frozenset({11, 26})
+ASIDE_ATTEMPTS = 100  # distinct names tried for a corrupt file moved aside
+
+
+def _sqlite_code(exc: sqlite3.Error) -> int:
+    return int(getattr(exc, "sqlite_errorcode", -1)) & 0xFF
+
+
+def _move_aside(path: Path) -> Path:
+    """Rename a damaged file to ``<name>.corrupt-<UTC time>[-n]`` (kept for inspection,
+    never overwriting an earlier one), its WAL side files with it; returns the new path."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    for n in range(ASIDE_ATTEMPTS):
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}{f'-{n}' if n else ''}")
+        if not aside.exists():
+            break
+    else:
+        raise FileExistsError(f"{ASIDE_ATTEMPTS} files named {path.name}.corrupt-{stamp}*")
+    path.replace(aside)
+    for suffix in ("-wal", "-shm"):  # they belong to the damaged file: they go with it
+        side = Path(f"{path}{suffix}")
+        if side.exists():
+            side.replace(f"{aside}{suffix}")
+    return aside
+
+
 class EmbeddingCache:
     """SQLite cache of vectors keyed by (model id, SHA-256 of the text)."""
 
@@ -194,23 +246,32 @@ class EmbeddingCache:
         self.path = path
         self._lock = threading.Lock()
         self.broken = False  # set when the file fails mid-run: the run goes on uncached
-        try:
-            self._conn = self._open()
-        except sqlite3.DatabaseError:
-            # A cache is rebuildable: move the damaged file aside (kept for inspection)
-            # and start an empty one rather than fail every ingest and search.
-            aside = path.with_name(
-                f"{path.name}.corrupt-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}"
-            )
-            path.replace(aside)
-            for suffix in ("-wal", "-shm"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
-            log.warning(
-                "embedding cache %s is corrupt: moved to %s, starting a new one", path, aside
-            )
-            self._conn = self._open()
         self.hits = 0
         self.misses = 0
+        try:
+            self._conn = self._open()
+            return
+        except sqlite3.DatabaseError as exc:
+            problem: Exception = exc
+            # Only a damaged file is moved aside: a locked, unopenable or read-only one
+            # may be healthy (another process holds it), so it is left alone.
+            if _sqlite_code(exc) in _CORRUPT_CODES:
+                try:
+                    aside = _move_aside(path)
+                    log.warning(
+                        "embedding cache %s is corrupt (%s): moved to %s, starting a new one",
+                        path,
+                        exc,
+                        aside,
+                    )
+                    self._conn = self._open()
+                    return
+                except (OSError, sqlite3.DatabaseError) as again:
+                    problem = again
+        # The cache only saves work: go on without it rather than fail the run.
+        self.broken = True
+        self._conn = sqlite3.connect(":memory:", check_same_thread=False)
+        log.warning("embedding cache %s cannot be used (%s): going on without it", path, problem)
 
     def _open(self) -> sqlite3.Connection:
         conn = sqlite3.connect(str(self.path), check_same_thread=False)

@@ -104,8 +104,9 @@ class KBConfig:
     candidates: int = 50  # per retriever; fusion normalises over their union
     chunking: ChunkingOptions = field(default_factory=ChunkingOptions)
     # False for readers that must not create a missing collection (the CLI's search,
-    # stats, delete): opening one is then an InputError naming the existing ones.
-    create: bool = True
+    # stats, delete, the graphs): opening one is then an InputError naming the existing
+    # ones. Not part of equality: a reader shares the instance a writer opened.
+    create: bool = field(default=True, compare=False)
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSION_METHODS:

@@ -86,7 +86,14 @@ def open_client(location: StoreLocation) -> ClientAPI:
                 f"cannot reach the Chroma server at {where}: {type(exc).__name__}"
             ) from exc
         return client
-    location.path.mkdir(parents=True, exist_ok=True)
+    try:
+        location.path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file in its place, or no permission
+        raise StoreError(
+            f"cannot create the embedded Chroma directory {location.path}: "
+            f"{exc.strerror or type(exc).__name__}"
+            + (" (a file is in the way)" if location.path.is_file() else "")
+        ) from exc
     try:
         return chromadb.PersistentClient(path=str(location.path), settings=settings)
     except Exception as exc:
@@ -125,10 +132,10 @@ def require_collection(client: ClientAPI, name: str, where: str) -> None:
     existing = knowledge_bases(client)
     if name in existing:
         return
-    listed = ", ".join(existing) if existing else "none yet"
+    listed = f"existing: {', '.join(existing)}" if existing else "nothing ingested yet"
     raise InputError(
-        f"no knowledge base (collection) {name!r} in {where}; existing: {listed}. "
-        "'hybrid-rag ingest PATH --collection NAME' creates one"
+        f"no knowledge base (collection) {name!r} in {where}; {listed}. "
+        f"'hybrid-rag ingest PATH --collection {name}' creates it"
     )
 
 
