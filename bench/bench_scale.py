@@ -194,19 +194,21 @@ class Profile:
 
 def instrument(kb: KnowledgeBase, prof: Profile) -> None:
     """Time the store calls and retrieval stages of ``kb`` (instance attributes only)."""
-    store_call = kb._store_call
+    store = kb.chunks
+    guard = store._guard  # every Chroma call of the chunk store goes through it
 
-    def timed_store_call(what: str, fn: Callable[[], Any]) -> Any:
+    def timed_guard(what: str, fn: Callable[[], Any]) -> Any:
         started = time.perf_counter()
         try:
-            return store_call(what, fn)
+            return guard(what, fn)
         finally:
-            prof.add(f"chroma: {what}", (time.perf_counter() - started) * 1000)
+            label = what.split(" ", 1)[0] if what else "call"
+            prof.add(f"chroma: {label}", (time.perf_counter() - started) * 1000)
 
-    kb._store_call = timed_store_call  # type: ignore[method-assign]
+    store._guard = timed_guard  # type: ignore[assignment]
 
-    for name in ("_vector_candidates", "_complete_scores", "snapshot"):
-        original = getattr(kb, name)
+    for name in ("candidate_pool", "snapshot"):
+        original = getattr(kb, name)  # AttributeError here: the KB's stages were renamed
 
         def wrapper(*a: Any, _orig: Any = original, _name: str = name, **kw: Any) -> Any:
             started = time.perf_counter()
