@@ -11,6 +11,7 @@ from typing import Any
 
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.settings import chroma_server_env
+from tools.text import json_terminal_safe
 
 
 def kb_environment() -> dict[str, Any]:
@@ -71,8 +72,8 @@ def open_kb(args: argparse.Namespace) -> KnowledgeBase:
 
 
 def print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, ensure_ascii=False, indent=2, default=str)
-    sys.stdout.write("\n")
+    text = json.dumps(data, ensure_ascii=False, indent=2, default=str)
+    sys.stdout.write(json_terminal_safe(text) + "\n")  # lossless: controls as \u escapes
 
 
 HEARTBEAT_S = 5.0  # seconds between plain progress lines while one item takes long

@@ -45,15 +45,17 @@ class TerminalSafe:
     """A text stream that drops escape sequences and control characters on the way out.
 
     Everything the CLI prints may quote documents and web pages; filtering at the stream
-    covers every print point at once (JSON output is unaffected: it has no raw controls).
-    The progress bar's carriage return is kept.
+    covers every print point at once (JSON output is unaffected: ``print_json`` escapes
+    its controls). The progress bar redraws its line with a leading carriage return,
+    which is kept; any other is dropped.
     """
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        return self._stream.write(terminal_safe(text))
+        redraw = "\r" if text.startswith("\r") else ""
+        return self._stream.write(redraw + terminal_safe(text))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)

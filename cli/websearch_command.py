@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from tools.text import json_terminal_safe
 from tools.websearch import SearchResponse, WebSearchSettings, search_sync
 
 
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         news=args.news,
     )
     if args.json:
-        print(json.dumps(resp.to_dict(), ensure_ascii=False, indent=2))
+        print(json_terminal_safe(json.dumps(resp.to_dict(), ensure_ascii=False, indent=2)))
     else:
         print(format_response(resp))
     return 0

@@ -20,10 +20,14 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
+from tools.websearch.settings import url_credentials
+
 log = logging.getLogger("hybrid_rag.tracing")
+_URL_USERINFO = re.compile(r"(\b[a-z][a-z0-9+.-]*://)[^/\s@:]+:[^/\s@]+@", re.I)
 
 # Environment variables whose *values* must never leave the process in a trace.
 SECRET_ENV_VARS = (
@@ -120,18 +124,23 @@ def annotate_run(**metadata: Any) -> None:
 
 
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
-    """The values of the secret environment variables that are set (long enough to match)."""
+    """The values of the secret environment variables that are set (long enough to match),
+    and the passwords of URLs set in ``*_URL`` variables (``SEARXNG_BASE_URL``, the
+    checkpoint database…) in every form, Basic-auth base64 included."""
     env = os.environ if environ is None else environ
     names = [*SECRET_ENV_VARS, *(k for k in env if k.startswith("WEBSEARCH_") and "KEY" in k)]
-    values = {env[n] for n in names if len(env.get(n) or "") >= _MIN_SECRET_LEN}
+    candidates = [env.get(n) or "" for n in names]
+    for name, value in env.items():
+        if name.endswith("_URL") and "@" in value:
+            candidates += url_credentials(value)
+    values = {v for v in candidates if len(v) >= _MIN_SECRET_LEN}
     return sorted(values, key=len, reverse=True)
 
 
 def redact_secrets(data: Any, secrets: list[str] | None = None) -> Any:
-    """A copy of ``data`` with every secret value replaced by ``[redacted]``."""
+    """A copy of ``data`` with every secret value, and the ``user:password@`` of every
+    URL, replaced by ``[redacted]``."""
     values = secret_values() if secrets is None else secrets
-    if not values:
-        return data
     return _redact(data, values)
 
 
@@ -140,7 +149,8 @@ def _redact(data: Any, secrets: list[str]) -> Any:
         for secret in secrets:
             if secret in data:
                 data = data.replace(secret, REDACTED)
-        return data
+        # user:password@ of any URL, whether or not its password was configured here
+        return _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", data)
     if isinstance(data, Mapping):
         return {k: _redact(v, secrets) for k, v in data.items()}
     if isinstance(data, (list, tuple)):

@@ -3,8 +3,11 @@
 Sources are shown in two labelled sections (internal, then web). Each source is
 fenced as quoted data: ``<source label="[web-1]" ...>`` … ``</source>``; text that
 tries to close or open a fence, or a role tag (``<system>``) or a chat-template token,
-is neutralised, so retrieved content cannot step out of its block. :func:`fence` is that
-rule for every other prompt that quotes retrieved text. The budget keeps the system prompt, an answer reserve and the
+is neutralised, so retrieved content cannot step out of its block.
+
+:func:`fence` is that rule, and the only one: every prompt that carries retrieved or
+fetched text (the answer here, grading, reflection, reranking, the agent's tool results)
+wraps each passage with it. The budget keeps the system prompt, an answer reserve and the
 last turns of history first, then adds sources best-first until the budget is
 used, and says how many were left out.
 """
@@ -12,6 +15,7 @@ used, and says how many were left out.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +25,7 @@ from tools.websearch.text import cut
 # Tags that could close a source fence or open a role or instruction block, and chat
 # template tokens (``<|im_start|>``): in retrieved text they are data, so they are defused.
 _FENCE_RE = re.compile(
-    r"</?\s*(?:source|sources|internal_sources|web_sources|system|user|assistant|human|ai"
+    r"<\s*/?\s*(?:source|sources|internal_sources|web_sources|system|user|assistant|human|ai"
     r"|tool|developer|instructions?|context|passage|candidates?)\b[^>]*>|<\|[^|<>]{1,40}\|>",
     re.I,
 )
@@ -38,30 +42,41 @@ def neutralise(text: str) -> str:
     return _FENCE_RE.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), text)
 
 
-def fence(text: str, label: str) -> str:
-    """One passage of retrieved or fetched text as quoted data. The one rule for every
-    prompt that carries such text (answer, grading, reflection, reranking); the agent's
-    tool results use :func:`neutralise` on one line per source."""
-    return f'<source label="{_attr(label)}">\n{neutralise(text)}\n</source>'
+def fence(
+    text: str, label: str, attrs: Mapping[str, Any] | None = None, *, one_line: bool = False
+) -> str:
+    """One passage of retrieved or fetched text as quoted data: ``<source label=…>`` …
+    ``</source>``, its text and attributes neutralised. The one rule for every prompt that
+    carries such text (answer, grading, reflection, reranking, agent tool results).
+
+    ``one_line`` collapses the passage's whitespace, for listings with one source per line
+    (a newline in a snippet could otherwise start a fake line of the listing)."""
+    head = " ".join(
+        f'{name}="{_attr(value)}"' for name, value in {"label": label, **(attrs or {})}.items()
+    )
+    if one_line:
+        return f"<source {head}>{neutralise(' '.join(text.split()))}</source>"
+    return f"<source {head}>\n{neutralise(text)}\n</source>"
 
 
 def _attr(value: Any) -> str:
-    # Titles and headings come from documents too: they must not open or close a block.
-    return neutralise(str(value)).replace('"', "'").replace("\n", " ")
+    # Titles and headings come from documents too: they must not end the attribute, the
+    # tag, or open or close a block.
+    text = " ".join(str(value).split()).replace('"', "'")
+    return text.replace("<", "‹").replace(">", "›")
 
 
 def render_source(src: dict[str, Any], snippet_chars: int) -> str:
-    attrs = [f'label="{_attr(src["label"])}"', f'title="{_attr(src.get("title") or "")}"']
+    attrs: dict[str, Any] = {"title": src.get("title") or ""}
     if src.get("kind") == "web":
-        attrs.append(f'url="{_attr(src.get("url") or "")}"')
+        attrs["url"] = src.get("url") or ""
         if src.get("published_at"):
-            attrs.append(f'published="{_attr(src["published_at"])}"')
+            attrs["published"] = src["published_at"]
     else:
-        attrs.append(f'doc_id="{_attr(src.get("doc_id") or "")}"')
+        attrs["doc_id"] = src.get("doc_id") or ""
         if src.get("location"):  # "p. 3" / "第 3 页" / "sheet Prices": cite-able places
-            attrs.append(f'location="{_attr(src["location"])}"')
-    body = neutralise(cut_snippet(str(src.get("text") or ""), snippet_chars))
-    return f"<source {' '.join(attrs)}>\n{body}\n</source>"
+            attrs["location"] = src["location"]
+    return fence(cut_snippet(str(src.get("text") or ""), snippet_chars), src["label"], attrs)
 
 
 @dataclass

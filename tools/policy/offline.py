@@ -15,7 +15,7 @@ from typing import Any
 
 from tools.answer.citations import LABEL_RE
 from tools.kb.tokenizers import keywords
-from tools.policy.untrusted import quotable
+from tools.policy.untrusted import quotable_text
 from tools.text import detect_language, split_sentences
 
 TIME_CUES_ZH = (
@@ -216,8 +216,9 @@ def extractive_answer(
         for sentence in _units(str(src.get("text") or "")):
             # Label-shaped text inside a source is data: quoting it would turn it into a
             # citation of some other source.
-            clean = LABEL_RE.sub("", sentence).strip(" #-*")
-            if len(clean) < 4 or not quotable(clean):  # instructions and markup are data
+            # Instructions and markup in it are data too (tools/policy/untrusted.py).
+            clean = quotable_text(LABEL_RE.sub("", sentence).strip(" #-*"))
+            if clean is None or len(clean) < 4:
                 continue
             low = clean.casefold()
             hits = sum(1 for w in words if w in low)

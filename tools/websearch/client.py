@@ -412,9 +412,9 @@ class WebSearchClient:
     ) -> WebSearchError:
         status = resp.status_code
         try:
-            detail = error_text(resp.json())
+            detail = error_text(resp.json(), secrets=secrets)
         except ValueError:
-            detail = error_text(resp.text)
+            detail = error_text(resp.text, secrets=secrets)
         reason = f"HTTP {status}" + (f": {detail}" if detail else "")
         retry_after = parse_retry_after(resp.headers.get("retry-after"), self._now())
         if status in (401, 403, 407, 422):

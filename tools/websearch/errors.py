@@ -1,10 +1,14 @@
 """Typed web-search errors.
 
 Every failure of a search is a :class:`WebSearchError` carrying ``provider`` and
-``reason``. Its text names both and never contains a secret: API keys are
-redacted from the reason (explicitly by value, plus a generic pattern for
-``api_key=...``-style query parameters, because httpx error messages may embed
-the request URL and SerpApi takes its key in the URL).
+``reason``. Its text names both and never contains a secret: :func:`scrub` is the one
+place credentials are removed, from every error and log line built from a provider's URL
+or answer. It redacts the configured secrets by value (keys, a URL's password and the
+base64 ``user:password`` of its Basic-auth header, see ``WebSearchSettings.secrets``) and,
+by pattern, whatever else looks like a credential: ``user:password@`` in URLs,
+``Authorization``/``Basic``/``Bearer`` values (a provider may echo the request's headers)
+and ``api_key=``/``key=``/``token=``/``password=``-style parameters (httpx error messages
+may embed the request URL, and SerpApi takes its key in the URL).
 """
 
 from __future__ import annotations
@@ -16,28 +20,35 @@ from tools.errors import ConfigError, HybridRagError
 
 REDACTED = "***"
 
-# Query parameters and headers that commonly carry credentials.
+# Query parameters and headers that commonly carry credentials ("api_key=…",
+# "X-API-Key: …", '"token": "…"').
 _SECRET_PARAM = re.compile(
-    r"(?i)\b(api[_-]?key|apikey|key|token|access_token|subscription[_-]?token|x-api-key)"
-    r"(=|:\s*)([^&\s\"',;]+)"
+    r"(?i)\b(api[_-]?key|apikey|key|token|access_token|subscription[_-]?token|x-api-key"
+    r"|password|passwd|pwd|client_secret|secret)"
+    r"([\"']?\s*(?:=|:)\s*[\"']?)([^&\s\"',;]+)"
+)
+# An echoed Authorization header, whatever its scheme ("Authorization: Basic dXNlcjpwYXNz",
+# '"authorization": "Token abc"').
+_AUTHORIZATION = re.compile(
+    r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)(?:[A-Za-z-]+\s+)?[^\s\"',;]+"
 )
 _BEARER = re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+")
-# An echoed "Authorization: Basic dXNlcjpwYXNz" (base64 of user:password).
+# "Basic dXNlcjpwYXNz" (base64 of user:password) outside a header line.
 _BASIC = re.compile(r"(?i)\bbasic\s+[A-Za-z0-9+/]{6,}={0,2}")
-
-
-# user:password@ in URLs (a SearXNG base URL behind basic auth).
+# user:password@ (or user@) in URLs (a SearXNG base URL behind basic auth).
 _URL_USERINFO = re.compile(r"(\b[a-z][a-z0-9+.-]*://)[^/\s@]+@", re.I)
 
 
 def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """Remove every known secret and credential-looking parameter from ``text``."""
-    for secret in secrets:
+    """Remove every known secret and credential-looking value from ``text``."""
+    # Longest first: a password must not be redacted inside its own base64 form's match.
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
         # Very short values would redact ordinary words; real keys are long.
-        if secret and len(secret) >= 4:
+        if len(secret) >= 4:
             text = text.replace(secret, REDACTED)
-    text = _SECRET_PARAM.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
+    text = _AUTHORIZATION.sub(lambda m: f"{m.group(1)}{REDACTED}", text)
+    text = _SECRET_PARAM.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     text = _BASIC.sub(f"Basic {REDACTED}", text)
     return _BEARER.sub(f"Bearer {REDACTED}", text)
 

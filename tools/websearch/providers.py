@@ -26,7 +26,7 @@ plans); they only feed the cost *estimate* and can be overridden through
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -37,6 +37,7 @@ from .errors import (
     WebSearchProviderError,
     WebSearchRateLimitError,
     WebSearchTimeoutError,
+    scrub,
 )
 from .types import ResultKind, SearchParams
 
@@ -179,8 +180,9 @@ def _items(
     return out
 
 
-def error_text(body: Any, limit: int = 200) -> str:
-    """Best human-readable message from an error body of any provider."""
+def error_text(body: Any, limit: int = 200, secrets: Iterable[str | None] = ()) -> str:
+    """Best human-readable message from an error body of any provider, scrubbed of
+    credentials before it is cut (a cut could leave half a secret no pattern matches)."""
     msg: Any = body
     if isinstance(body, dict):
         for path in (
@@ -198,7 +200,7 @@ def error_text(body: Any, limit: int = 200) -> str:
             if isinstance(cur, str) and cur:
                 msg = cur
                 break
-    text = " ".join(str(msg).split())
+    text = scrub(" ".join(str(msg).split()), secrets)
     return text[:limit] + ("…" if len(text) > limit else "")
 
 

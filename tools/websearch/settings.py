@@ -22,6 +22,22 @@ def _split(spec: str) -> tuple[str, ...]:
     return tuple(p.strip().lower() for p in spec.split(",") if p.strip())
 
 
+def url_credentials(url: str) -> tuple[str, ...]:
+    """The password of ``url`` (``scheme://user:password@host``) in every form it travels
+    in: as written, URL-decoded, the ``user:password`` pair, and its base64 in the
+    Basic-auth header httpx derives from it. Empty when the URL carries no password."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return ()
+    if not password:
+        return ()
+    user, secret = unquote(parts.username or ""), unquote(password)
+    basic = base64.b64encode(f"{user}:{secret}".encode()).decode()
+    return tuple(dict.fromkeys((f"{user}:{secret}", password, secret, basic)))
+
+
 @dataclass(frozen=True)
 class WebSearchSettings:
     """Provider choice, credentials, endpoints, prices and retry policy.
@@ -155,17 +171,7 @@ class WebSearchSettings:
         """Every credential to scrub from error text (keys and URL passwords)."""
         out = [v for v in self.api_keys.values() if v]
         for url in self.base_urls.values():
-            try:
-                password = urlsplit(url).password
-            except ValueError:
-                password = None
-            if password:
-                # Every form the credentials travel in: as given, URL-decoded, and the
-                # base64 "user:password" of the Basic-auth header httpx derives from them.
-                parts = urlsplit(url)
-                user, secret = unquote(parts.username or ""), unquote(password)
-                basic = base64.b64encode(f"{user}:{secret}".encode()).decode()
-                out += [password, secret, basic]
+            out += url_credentials(url)
         return tuple(dict.fromkeys(out))
 
     def describe(self) -> dict[str, Any]:
