@@ -111,7 +111,8 @@ def test_an_old_store_holding_one_file_twice_is_repaired(kb: KnowledgeBase, tmp_
     assert {"hr/leave.md", "leave.md"} <= set(kb.registry.records())
     assert kb.registry.records()["leave.md"]["source"] == record["source"]
     assert len(kb.search("annual leave", k=10)) == 2  # the duplicate the bug produced
-    kb.ingest([folder])
+    repaired = kb.ingest([folder])
+    assert repaired.deleted == ["leave.md"] and repaired.unchanged == ["hr/leave.md"]
     assert set(kb.registry.records()) == {"hr/leave.md"}
     assert [h.doc_id for h in kb.search("annual leave", k=10)] == ["hr/leave.md"]
 
@@ -200,3 +201,45 @@ def test_cli_ingest_json_lists_skipped_links_and_follows_on_request(
     out = json.loads(capsys.readouterr().out)
     assert "out-link.txt" in out["added"]
     assert os.path.islink(folder / "out-link.txt")
+
+
+def test_folder_links_back_to_an_enclosing_folder_are_loops(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    folder, outside = tmp_path / "kb", tmp_path / "outside"
+    (folder / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (folder / "sub" / "a.md").write_text("# A\n\nAlpha facts.\n")
+    (outside / "x.md").write_text("# X\n\nXray facts.\n")
+    (folder / "sub" / "back").symlink_to("..", target_is_directory=True)
+    (folder / "up").symlink_to(tmp_path, target_is_directory=True)  # holds the folder itself
+    (outside / "self").symlink_to(outside, target_is_directory=True)
+    (folder / "out").symlink_to(outside, target_is_directory=True)
+    for follow in (False, True):
+        report = kb.ingest([folder], follow_links=follow)
+        reasons = {s.source: s.reason for s in report.skipped}
+        assert reasons[str(folder / "sub" / "back")] == f"symbolic link loop (to {folder})"
+        assert reasons[str(folder / "up")] == f"symbolic link loop (to {tmp_path})"
+        if follow:  # the outside folder is walked once, its own loop reported
+            assert reasons[str(folder / "out" / "self")].startswith("symbolic link loop")
+            assert sorted(report.added) == ["out/x.md"]
+        else:
+            assert "outside the folder" in reasons[str(folder / "out")]
+    assert sorted(kb.registry.records()) == ["out/x.md", "sub/a.md"]
+
+
+def test_a_link_named_through_a_linked_folder_is_pruned_when_it_goes(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    folder, outside = tmp_path / "kb", tmp_path / "outside"
+    folder.mkdir()
+    outside.mkdir()
+    (folder / "a.md").write_text("# A\n\nAlpha facts.\n")
+    (outside / "x.md").write_text("# X\n\nXray facts.\n")
+    (folder / "link.md").symlink_to(outside / "x.md")
+    (tmp_path / "alias").symlink_to(folder, target_is_directory=True)
+    assert kb.ingest([tmp_path / "alias" / "link.md"]).added == ["link.md"]
+    assert kb.registry.records()["link.md"]["via"] == str(folder / "link.md")
+    (folder / "link.md").unlink()
+    report = kb.ingest([tmp_path / "alias"])
+    assert report.deleted == ["link.md"] and report.added == ["a.md"]

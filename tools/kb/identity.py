@@ -17,8 +17,9 @@ holds one file under two doc_ids (the former folder-then-file route) is repaired
 next ingest of that file: :func:`aliases` names the extra records to delete.
 
 Symbolic links (:func:`find_files`) are followed only inside the named folder unless
-``follow_links``; a link out of it, a dangling link, a loop and anything that is not a
-regular file are skipped with the reason. Hidden files and folders are ignored.
+``follow_links``; a link out of it, a dangling link, a loop (a link to itself, or to a
+folder that contains it or the named folder) and anything that is not a regular file are
+skipped with the reason. Hidden files and folders are ignored.
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ def find_files(
 
 
 def _via(path: Path) -> str:
-    return str(path.absolute()) if path.is_symlink() else ""
+    # The link's folder resolved (not the link): pruning compares it with resolved folders.
+    return str(path.absolute().parent.resolve() / path.name) if path.is_symlink() else ""
 
 
 def _walk(root: Path, follow_links: bool, found: list[Found], skipped: list[SkippedFile]) -> None:
@@ -101,6 +103,10 @@ def _walk(root: Path, follow_links: bool, found: list[Found], skipped: list[Skip
                 if target is None:
                     skipped.append(SkippedFile(where, reason))
                     continue
+                if real.is_relative_to(target) or top.is_relative_to(target):
+                    # following it would walk a folder that is being walked again
+                    skipped.append(SkippedFile(where, f"symbolic link loop (to {target})"))
+                    continue
                 inside = target.is_relative_to(top)
                 if not inside and not follow_links:
                     skipped.append(
@@ -124,8 +130,9 @@ def _walk(root: Path, follow_links: bool, found: list[Found], skipped: list[Skip
                     skipped.append(SkippedFile(where, "not a regular file"))
                 continue
             if entry.is_dir(follow_symlinks=False):
-                visited.add(path)
-                todo.append((path, rel, linked))
+                if path not in visited:  # two followed links may share a subfolder
+                    visited.add(path)
+                    todo.append((path, rel, linked))
             elif entry.is_file(follow_symlinks=False):
                 found.append(
                     Found(path, str(path), rel.as_posix(), root.name, where if linked else "")

@@ -166,12 +166,14 @@ class Ingester:
                 self.delete(doc_id)
                 report.deleted.append(doc_id)
 
-    def retire(self, doc_ids: Sequence[str]) -> None:
+    def retire(self, doc_ids: Sequence[str], report: IngestReport) -> None:
         """Delete records that held a file now indexed under another doc_id (a store
-        written before ``tools.kb.identity``); called after that file's commit."""
+        written before ``tools.kb.identity``); called after that file's commit, so a crash
+        in between leaves the file twice (repaired by the next ingest), never missing."""
         for doc_id in doc_ids:
             with contextlib.suppress(InputError):  # already gone
                 self.delete(doc_id)
+                report.deleted.append(doc_id)
 
     def delete(self, doc_id: str) -> int:
         """Remove a document; returns the number of chunks removed."""

@@ -238,7 +238,8 @@ class KnowledgeBase:
             assigned = assign_doc_ids(found, records)
             files = [FileRef(f.path, doc_id, limits, f.via) for f, doc_id in assigned]
             present = self.ingester.ingest(files, report, progress)
-            self.ingester.retire(aliases([a for a in assigned if a[1] in present], records))
+            stale = aliases([a for a in assigned if a[1] in present], records)
+            self.ingester.retire(stale, report)  # after the commit: see Ingester.retire
             if prune:
                 roots = [p.resolve() for p in path_list if p.is_dir()]
                 self.ingester.prune(roots, present, report)
