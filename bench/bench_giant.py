@@ -95,7 +95,7 @@ def run_ingest(file: Path, home: Path, embedding: str, stop_after: int | None) -
     return {
         "chunks": report.chunks_written,
         "largest_chunk_tokens": largest,
-        "progress_events_inside": sum(e.startswith("embedded ") for e in events),
+        "progress_events_inside": sum(": chunk " in e for e in events),
         "embedded": embedded["texts"],
         "seconds": round(seconds, 1),
         "peak_rss_mb": round(ingest_rss),

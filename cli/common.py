@@ -104,7 +104,9 @@ class ProgressBar:
         if self.tty:
             filled = self.width * pct // 100
             bar = "#" * filled + "-" * (self.width - filled)
-            sys.stderr.write(f"\r{self.label} [{bar}] {done}/{total} {eta:<10} {item[:30]:<30}")
+            # the end of a long item is what moves ("docs/…/big.md: chunk 1,280/39,116")
+            shown = item if len(item) <= 30 else "…" + item[-29:]
+            sys.stderr.write(f"\r{self.label} [{bar}] {done}/{total} {eta:<10} {shown:<30}")
             if done >= total:
                 sys.stderr.write("\n")
             sys.stderr.flush()

@@ -1,16 +1,17 @@
-"""Giant and oddly encoded inputs: every chunk within the bound, the encoding chosen
-right and named, UTF-16/32 files read rather than called binary."""
+"""Giant inputs: every chunk within the bound, whatever the text; progress inside one big
+file; an interrupted ingest resumes from its cached embeddings. (Odd encodings:
+tests/test_encodings.py.)"""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
-from tools.kb.chunking import ChunkingOptions, chunk_document
-from tools.kb.formats.common import decode_bytes
+from cli.common import ProgressBar
+from tools.kb.chunking import MAX_HEADING_TOKENS, ChunkingOptions, chunk_document
 from tools.kb.knowledge_base import KnowledgeBase
-from tools.kb.loaders import SourceDocument, load_file
 from tools.policy.offline import extractive_answer
 from tools.text import estimate_tokens
 
@@ -35,6 +36,46 @@ def test_no_chunk_exceeds_the_bound(text: str) -> None:
     assert sum(c.text.count(text.strip()[-1]) for c in chunks) >= text.count(text.strip()[-1])
 
 
+def test_a_giant_heading_is_cut_in_the_path_and_kept_in_the_text() -> None:
+    chunks = chunk_document("# " + "q" * 200_000 + "\n\nThe body.\n", markdown=True)
+    assert all(estimate_tokens(h) <= MAX_HEADING_TOKENS for c in chunks for h in c.heading_path)
+    assert max(estimate_tokens(c.index_text()) for c in chunks) <= MAX + MAX_HEADING_TOKENS
+    assert sum(c.text.count("q") for c in chunks) == 200_000
+    assert chunks[-1].text.endswith("The body.")
+    # normal headings are unchanged (closing hashes dropped as before)
+    assert chunk_document("## Carry-over ##\n\nText.")[0].heading_path == ("Carry-over",)
+
+
+PATHOLOGICAL = {
+    # each took minutes to hours (regex backtracking on a run of spaces, or a quadratic
+    # re-estimate of the buffer per word); now well under a second each
+    "heading with 20,000 spaces": "# a" + " " * 20_000 + "b\n\ntext",
+    "location marker with 20,000 spaces": "<!-- page: " + " " * 20_000 + "x\n\ntext",
+    "table separator with 200,000 spaces": "| a |\n|---" + " " * 200_000 + "x\n| b |",
+    "200,000-character line of short words": "ab " * 70_000,
+    "one table row of 30,000 cells": "| " + "a | " * 30_000 + "\n|---|\n| b |",
+}
+
+
+@pytest.mark.parametrize("text", PATHOLOGICAL.values(), ids=PATHOLOGICAL.keys())
+def test_odd_lines_chunk_in_bounded_time(text: str) -> None:
+    started = time.monotonic()
+    chunks = chunk_document(text, markdown=True)
+    assert time.monotonic() - started < 10
+    assert chunks and max(estimate_tokens(c.text) for c in chunks) <= MAX
+    assert max(len(c.heading) for c in chunks) < 200
+
+
+def test_the_terminal_progress_line_shows_the_end_of_a_long_item(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bar = ProgressBar("ingest")
+    bar.tty = True
+    bar(0, 1, "handbooks/2026/employee-handbook.md: chunk 1,280/39,116")
+    line = capsys.readouterr().err
+    assert line.rstrip().endswith(" …ndbook.md: chunk 1,280/39,116")
+
+
 def test_a_200k_character_line_gives_a_bounded_offline_answer(
     kb: KnowledgeBase, tmp_path: Path
 ) -> None:
@@ -47,65 +88,6 @@ def test_a_200k_character_line_gives_a_bounded_offline_answer(
     sources = [{"label": "[internal-1]", "text": h.text, "source": h.source} for h in hits]
     answer = extractive_answer("What is the parking fee?", sources, "en")
     assert len(answer) < 5_000
-
-
-ENCODED = {
-    "latin-1": ("Über die Größe: Straße München\n", "latin-1", "cp1252"),
-    "latin-1 spanish": ("El niño come piñas en España.\n", "latin-1", "cp1252"),
-    "cp1250 polish": ("Zażółć gęślą jaźń, proszę pana.\n", "cp1250", "cp1250"),
-    "big5": ("員工入職滿一年後享有年假五天。\n", "big5", "big5"),
-    "cp1252": ("Café “quotes” – naïve résumé €5\n", "cp1252", "cp1252"),
-    "gb18030": ("员工入职满一年后享有年假五天，满六年后十八天。\n", "gb18030", "gb18030"),
-    "gb18030 short": ("年假", "gb18030", "gb18030"),
-    "cp1251": ("Привет мир, это тест кодировки.\n", "cp1251", "cp1251"),
-    "shift-jis": ("日本語のテキストです。東京都。\n", "shift_jis", "cp932"),
-}
-
-
-@pytest.mark.parametrize(("text", "codec", "named"), ENCODED.values(), ids=ENCODED.keys())
-def test_legacy_encodings_decode_right(text: str, codec: str, named: str) -> None:
-    decoded = decode_bytes(text.encode(codec))
-    assert decoded is not None and decoded.text == text
-    assert decoded.encoding == named and decoded.how == "detected"
-
-
-BOMS = {
-    "utf-16 le": b"\xff\xfe" + "Grüße, 年假\n".encode("utf-16-le"),
-    "utf-16 be": b"\xfe\xff" + "Grüße, 年假\n".encode("utf-16-be"),
-    "utf-32 le": b"\xff\xfe\x00\x00" + "Grüße, 年假\n".encode("utf-32-le"),
-    "utf-32 be": b"\x00\x00\xfe\xff" + "Grüße, 年假\n".encode("utf-32-be"),
-    "utf-8 bom": b"\xef\xbb\xbf" + "Grüße, 年假\n".encode(),
-}
-
-
-@pytest.mark.parametrize("raw", BOMS.values(), ids=BOMS.keys())
-def test_files_with_a_bom_are_text_not_binary(tmp_path: Path, raw: bytes) -> None:
-    path = tmp_path / "note.txt"
-    path.write_bytes(raw)
-    doc = load_file(path, "note.txt")
-    assert isinstance(doc, SourceDocument), doc
-    assert doc.text == "Grüße, 年假\n"
-
-
-def test_the_ingest_report_names_a_detected_encoding(kb: KnowledgeBase, tmp_path: Path) -> None:
-    folder = tmp_path / "kb"
-    folder.mkdir()
-    (folder / "de.txt").write_bytes("Über die Größe: Straße München\n".encode("latin-1"))
-    (folder / "utf8.txt").write_text("Plain UTF-8 text about streets.\n")
-    report = kb.ingest([folder])
-    assert sorted(report.added) == ["de.txt", "utf8.txt"]
-    assert [(Path(n.source).name, n.note) for n in report.notes] == [
-        ("de.txt", "decoded as cp1252 (detected)")
-    ]
-    assert any("Straße München" in h.text for h in kb.search("Straße München", k=3))
-
-
-def test_bytes_without_a_plausible_encoding_are_skipped_with_the_reason(tmp_path: Path) -> None:
-    path = tmp_path / "noise.txt"
-    path.write_bytes(bytes(range(1, 256)) * 3)
-    doc = load_file(path, "noise.txt")
-    assert not isinstance(doc, SourceDocument)
-    assert "encoding" in doc.reason
 
 
 def _big_markdown(path: Path, sections: int) -> None:
@@ -124,13 +106,17 @@ class _Interrupted(Exception):
 def test_progress_moves_inside_one_big_file(kb: KnowledgeBase, tmp_path: Path) -> None:
     folder = tmp_path / "kb"
     folder.mkdir()
-    _big_markdown(folder / "big.md", 3000)
+    _big_markdown(folder / "big.md", 15_000)
+    assert (folder / "big.md").stat().st_size > 2_000_000
     events: list[tuple[int, int, str]] = []
     kb.ingest([folder], progress=lambda d, t, item: events.append((d, t, item)))
-    inside = [e for e in events if e[2].startswith("embedded ")]
-    assert len(inside) >= 5, events[:5]
-    done = [int(e[2].split()[1].split("/")[0].replace(",", "")) for e in inside]
+    inside = [e for e in events if e[2].startswith("big.md: chunk ")]
+    assert len(inside) >= 20, events[:5]
+    counts = [e[2].removeprefix("big.md: chunk ").replace(",", "").split("/") for e in inside]
+    done = [int(n) for n, _ in counts]
     assert done == sorted(done) and all(e[:2] == (0, 1) for e in inside)
+    assert {int(of) for _, of in counts} == {done[-1]}  # counted against the file's chunks
+    assert ("big.md: chunking" in [e[2] for e in events]) and events[-1] == (1, 1, "")
 
 
 def test_an_interrupted_ingest_of_a_big_file_resumes_where_it_stopped(
@@ -167,3 +153,26 @@ def test_an_interrupted_ingest_of_a_big_file_resumes_where_it_stopped(
         total = report.chunks_written
     assert report.added == ["big.md"]
     assert calls["texts"] == total - first  # only what the first run had not reached
+
+
+def test_repeated_chunks_of_a_big_file_are_embedded_once(tmp_path: Path) -> None:
+    from tests.fakes import hash_model
+    from tools.kb.knowledge_base import KBConfig
+
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    boilerplate = "## Notice\n\nThis page intentionally repeats the legal notice.\n\n"
+    (folder / "big.md").write_text("# Book\n\n" + boilerplate * 1000 + "## End\n\nThe end.\n")
+    model = hash_model()
+    embedded: list[str] = []
+    real = model.embeddings.embed_documents
+
+    def counting(texts: list[str]) -> list[list[float]]:
+        embedded.extend(texts)
+        return real(texts)
+
+    model.embeddings.embed_documents = counting  # type: ignore[method-assign]
+    with KnowledgeBase(KBConfig(home=tmp_path / "home"), embedding_model=model) as kb:
+        report = kb.ingest([folder])
+        assert report.chunks_written == 1001 and kb.stats()["chunks"] == 1001
+    assert len(embedded) == len(set(embedded)) == 2

@@ -3,7 +3,8 @@
 Order of operations, each step keeping what the previous one guaranteed:
 
 1. Split at Markdown headings (outside code fences) into sections, each with its
-   heading path (``("Annual leave", "Carry-over")``).
+   heading path (``("Annual leave", "Carry-over")``); a heading over
+   ``MAX_HEADING_TOKENS`` is cut in the path and kept whole as the section's first block.
 2. Split sections into blocks at blank lines; a Markdown table (consecutive lines
    starting with ``|``) and a fenced code block are single blocks.
 3. A paragraph larger than ``max_tokens`` is split at sentence boundaries
@@ -31,15 +32,23 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tools.errors import ConfigError
 from tools.text import CJK_RE, estimate_tokens, split_sentences
 
-_HEADING_RE = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+# Line patterns run on every line of a file, however long: none may backtrack on a run
+# of spaces (the former "(.+?)\s*#*\s*$" took cubic time, minutes for one heading line
+# with 10,000 spaces), so the trimming is done in Python.
+_HEADING_RE = re.compile(r"^(#{1,6})\s+(.*)$")
 _FENCE_RE = re.compile(r"^\s*(```|~~~)")
-_TABLE_SEPARATOR_RE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
-LOCATION_MARKER_RE = re.compile(r"^<!--\s*(page|sheet):\s*(.*?)\s*-->\s*$")
+_SEPARATOR_CELL_RE = re.compile(r":?-{3,}:?")
+# group 2 is the value with the spaces around it (_parse_marker strips them)
+LOCATION_MARKER_RE = re.compile(r"^<!--\s*+(page|sheet):(.*)-->\s*+$")
+# A heading longer than this (estimated tokens) is cut in the heading path, its whole
+# text kept as the section's first block (see _heading_title).
+MAX_HEADING_TOKENS = 48
 
 
 def location_marker(*, page: int | None = None, sheet: str | None = None) -> str:
@@ -54,7 +63,7 @@ def location_marker(*, page: int | None = None, sheet: str | None = None) -> str
 
 
 def _parse_marker(match: re.Match[str]) -> tuple[str, int | str] | None:
-    kind, raw = match.group(1), match.group(2)
+    kind, raw = match.group(1), match.group(2).strip()
     try:
         value = int(raw) if kind == "page" else json.loads(raw)
     except ValueError:
@@ -214,11 +223,15 @@ def _sections(text: str, *, markdown: bool) -> list[_Section]:
                 where = _Where(where.first, where.last, str(value))
             continue
         heading = _HEADING_RE.match(line) if markdown else None
-        if heading:
+        title = _heading_text(heading.group(2)) if heading else ""
+        if heading and title:
             flush()
             level = len(heading.group(1))
-            stack = [*stack[: level - 1], heading.group(2).strip()]
+            short = _heading_title(title)
+            stack = [*stack[: level - 1], short]
             sections.append(_Section(path=tuple(stack)))
+            if short != title:  # the whole heading stays searchable, as the first block
+                sections[-1].blocks.append(_Block(title, "prose", where))
             continue
         is_table_line = markdown and line.lstrip().startswith("|")
         if not line.strip():
@@ -230,6 +243,28 @@ def _sections(text: str, *, markdown: bool) -> list[_Section]:
             current.append(line)
     flush()
     return [s for s in sections if s.blocks]
+
+
+def _heading_text(rest: str) -> str:
+    """The title after a heading's ``#``: without its closing ``#`` run, each run of
+    spaces one space (a path label; 100,000 spaces in a heading cost no tokens but would
+    still be stored with every chunk)."""
+    text = " ".join(rest.split())
+    return text.rstrip("#").rstrip() or text
+
+
+def _is_table_separator(line: str) -> bool:
+    """``|---|:---:|`` (outer pipes optional): the line under a table's header row."""
+    cells = line.strip().removeprefix("|").removesuffix("|").split("|")
+    return all(_SEPARATOR_CELL_RE.fullmatch(cell.strip()) for cell in cells)
+
+
+def _heading_title(title: str) -> str:
+    """The heading as its section's path shows it: a giant "heading" (a 200,000-character
+    line after ``#``) is cut, since the path prefixes every chunk's indexed text."""
+    if estimate_tokens(title) <= MAX_HEADING_TOKENS:
+        return title
+    return _split_long_sentence(title, MAX_HEADING_TOKENS - 1)[0].rstrip() + "…"
 
 
 def _chunk_section(section: _Section, opts: ChunkingOptions) -> list[tuple[str, bool, _Where]]:
@@ -327,32 +362,53 @@ def _split_prose(text: str, opts: ChunkingOptions) -> list[str]:
     return [p for p in parts if p.strip()]
 
 
+# One unit of an over-long sentence: a CJK character | a run of other non-space
+# characters with the spaces after it | spaces. Units meet at whitespace or a CJK
+# character, so their estimated tokens (the rule of tools.text.estimate_tokens: one per
+# CJK character, ceil(len / 4) per run) add up exactly.
+_UNIT_RE = re.compile(
+    r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])"
+    r"|([^\s\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)\s*"
+    r"|\s+"
+)
+
+
 def _split_long_sentence(sentence: str, max_tokens: int) -> list[str]:
     if estimate_tokens(sentence) <= max_tokens:
         return [sentence]
-    # Cut at spaces in spaced scripts and between any two CJK characters.
-    units = re.findall(
-        r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\s\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+\s*|\s+",
-        sentence,
-    )
+    # Cut at spaces in spaced scripts and between any two CJK characters; a running sum
+    # of unit costs, not a re-estimate of the buffer per unit (quadratic on a
+    # 200,000-character line of short words).
     out: list[str] = []
-    buf = ""
-    for unit in (piece for u in units for piece in _cut_run(u, max_tokens)):
-        if buf and estimate_tokens(buf + unit) > max_tokens:
-            out.append(buf.strip())
-            buf = ""
-        buf += unit
-    if buf.strip():
-        out.append(buf.strip())
+    buf: list[str] = []
+    used = 0
+    for unit, cost in _units(sentence, max_tokens):
+        if buf and used + cost > max_tokens:
+            out.append("".join(buf).strip())
+            buf, used = [], 0
+        buf.append(unit)
+        used += cost
+    if "".join(buf).strip():
+        out.append("".join(buf).strip())
     return out
 
 
-def _cut_run(unit: str, max_tokens: int) -> list[str]:
-    """An unbroken run longer than the bound, in slices that each fit it."""
-    if estimate_tokens(unit) <= max_tokens:
-        return [unit]
+def _units(sentence: str, max_tokens: int) -> Iterator[tuple[str, int]]:
+    """The units of ``sentence`` with their estimated tokens; an unbroken run longer
+    than the bound comes in slices that each fit it."""
     width = max(1, max_tokens * 4)  # estimate_tokens: ceil(len / 4) per run of letters
-    return [unit[i : i + width] for i in range(0, len(unit), width)]
+    for match in _UNIT_RE.finditer(sentence):
+        unit, run = match.group(0), match.group(2)
+        if match.group(1):
+            yield unit, 1
+        elif run is None:
+            yield unit, 0
+        elif len(run) <= width:
+            yield unit, max(1, -(-len(run) // 4))
+        else:
+            for i in range(0, len(unit), width):
+                piece = unit[i : i + width]
+                yield piece, estimate_tokens(piece)
 
 
 def _within(text: str, max_tokens: int) -> list[str]:
@@ -363,7 +419,7 @@ def _within(text: str, max_tokens: int) -> list[str]:
 
 def _split_table(table: str, max_tokens: int) -> list[str]:
     lines = table.split("\n")
-    header_len = 2 if len(lines) > 1 and _TABLE_SEPARATOR_RE.match(lines[1]) else 1
+    header_len = 2 if len(lines) > 1 and _is_table_separator(lines[1]) else 1
     header, rows = lines[:header_len], lines[header_len:]
     header_tokens = estimate_tokens("\n".join(header))
     parts: list[str] = []

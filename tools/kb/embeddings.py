@@ -350,14 +350,18 @@ class EmbeddingCache:
 def embed_with_cache(
     model: EmbeddingModel, texts: Sequence[str], cache: EmbeddingCache | None
 ) -> list[list[float]]:
-    """Embed passages, computing only the ones the cache does not hold."""
+    """Embed passages, computing only the ones the cache does not hold, each distinct
+    text once (a giant file repeats boilerplate chunks); what is computed is cached at
+    once, so a caller embedding slice by slice loses at most one slice to an interruption."""
     if cache is None:
         return model.embed_documents(texts)
     cached = cache.get_many(model.model_id, texts)
     missing = [i for i, v in enumerate(cached) if v is None]
     if missing:
-        fresh = model.embed_documents([texts[i] for i in missing])
-        cache.put_many(model.model_id, [texts[i] for i in missing], fresh)
-        for i, vec in zip(missing, fresh, strict=True):
-            cached[i] = list(vec)
+        distinct = list(dict.fromkeys(texts[i] for i in missing))
+        fresh = model.embed_documents(distinct)
+        cache.put_many(model.model_id, distinct, fresh)
+        by_text = dict(zip(distinct, fresh, strict=True))
+        for i in missing:
+            cached[i] = list(by_text[texts[i]])
     return [v for v in cached if v is not None]

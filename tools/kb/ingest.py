@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -72,11 +73,27 @@ def version_of(doc: Versioned) -> str:
     return hashlib.sha256(f"{doc.content_hash}:{doc.extraction}".encode()).hexdigest()[:16]
 
 
-def _inner(progress: ProgressFn | None, done: int, total: int) -> Callable[[int, int], None] | None:
-    """Progress inside a batch (chunks embedded), reported against the file count."""
+def _inner(progress: ProgressFn | None, done: int, total: int) -> Callable[[str], None] | None:
+    """Progress inside a batch ("big.md: chunk 1,280/39,116"), against the file count."""
     if progress is None:
         return None
-    return lambda chunks, of: progress(done, total, f"embedded {chunks:,}/{of:,} chunks")
+    return lambda item: progress(done, total, item)
+
+
+@dataclass(frozen=True)
+class _Record:
+    """One chunk on its way to the store, and where it stands in its document."""
+
+    id: str
+    body: str
+    index_text: str
+    metadata: dict[str, Any]
+    doc_id: str
+    number: int  # 1-based
+    of: int
+
+    def progress(self) -> str:
+        return f"{self.doc_id}: chunk {self.number:,}/{self.of:,}"
 
 
 class Ingester:
@@ -200,26 +217,68 @@ class Ingester:
         docs: Sequence[SourceDocument],
         registry: dict[str, DocRecord],
         report: IngestReport,
-        progress: Callable[[int, int], None] | None = None,
+        progress: Callable[[str], None] | None = None,
     ) -> None:
         now = datetime.now(UTC).isoformat(timespec="seconds")
-        ids: list[str] = []
-        bodies: list[str] = []
-        index_texts: list[str] = []
-        metadatas: list[dict[str, Any]] = []
         commits: dict[str, DocRecord] = {}
+        records = self._records(docs, now, commits, report, progress)
+        # Embedded and written slice by slice, chunks made one document at a time: a
+        # giant document never holds all its vectors, index texts and metadata at once,
+        # each slice's embeddings are cached as soon as computed (an interrupted ingest
+        # resumes there), and progress moves inside one file. The registry commit below
+        # still makes the whole batch active in one write (crash safety unchanged).
+        for part in iter(lambda: list(islice(records, self.slice_chunks)), []):
+            vectors = embed_with_cache(self._model, [r.index_text for r in part], self._cache)
+            self._chunks.write(
+                [r.id for r in part], vectors, [r.body for r in part], [r.metadata for r in part]
+            )
+            if progress:
+                progress(part[-1].progress())
+        if not commits:
+            return
+        self._registry.commit(commits)
+        for doc_id, record in commits.items():
+            previous = registry.get(doc_id)
+            if previous and previous.get("version"):
+                self._chunks.delete_other_versions(doc_id, record["version"])
+                report.updated.append(doc_id)
+            else:
+                report.added.append(doc_id)
+            registry[doc_id] = record
+            report.chunks_written += record["chunks"]
+
+    def _records(
+        self,
+        docs: Sequence[SourceDocument],
+        now: str,
+        commits: dict[str, DocRecord],
+        report: IngestReport,
+        progress: Callable[[str], None] | None,
+    ) -> Iterator[_Record]:
+        """The chunks of ``docs``, one document chunked at a time; each document's registry
+        record goes into ``commits`` as it is chunked."""
         for doc in docs:
+            if progress:
+                progress(f"{doc.doc_id}: chunking")
             version = version_of(doc)
             chunks = chunk_document(doc.text, markdown=doc.is_markdown, options=self._chunking)
             if not chunks:
                 report.skipped.append(SkippedFile(doc.source, "no text after chunking"))
                 continue
+            commits[doc.doc_id] = {
+                "version": version,
+                "content_hash": doc.content_hash,
+                "source": doc.source,
+                **({"via": doc.via} if doc.via else {}),
+                "chunks": len(chunks),
+                "ingested_at": now,
+            }
             for c in chunks:
-                ids.append(f"{doc.doc_id}#{version}#{c.chunk_index:05d}")
-                bodies.append(c.text)
-                index_texts.append(c.index_text())
-                metadatas.append(
-                    {
+                yield _Record(
+                    id=f"{doc.doc_id}#{version}#{c.chunk_index:05d}",
+                    body=c.text,
+                    index_text=c.index_text(),
+                    metadata={
                         "doc_id": doc.doc_id,
                         "source": doc.source,
                         "heading": c.heading,
@@ -231,35 +290,8 @@ class Ingester:
                         "is_table": c.is_table,
                         "lang": detect_language(c.text),
                         **c.location(),  # page, page_end, sheet: only those known
-                    }
+                    },
+                    doc_id=doc.doc_id,
+                    number=c.chunk_index + 1,
+                    of=len(chunks),
                 )
-            commits[doc.doc_id] = {
-                "version": version,
-                "content_hash": doc.content_hash,
-                "source": doc.source,
-                **({"via": doc.via} if doc.via else {}),
-                "chunks": len(chunks),
-                "ingested_at": now,
-            }
-        if not commits:
-            return
-        # Embedded and written slice by slice: a giant document never holds all its
-        # vectors at once, each slice's embeddings are cached as soon as computed (an
-        # interrupted ingest resumes there), and progress moves inside one file. The
-        # registry commit below still makes the whole batch active in one write.
-        for start in range(0, len(ids), self.slice_chunks):
-            end = start + self.slice_chunks
-            vectors = embed_with_cache(self._model, index_texts[start:end], self._cache)
-            self._chunks.write(ids[start:end], vectors, bodies[start:end], metadatas[start:end])
-            if progress:
-                progress(min(end, len(ids)), len(ids))
-        self._registry.commit(commits)
-        for doc_id, record in commits.items():
-            previous = registry.get(doc_id)
-            if previous and previous.get("version"):
-                self._chunks.delete_other_versions(doc_id, record["version"])
-                report.updated.append(doc_id)
-            else:
-                report.added.append(doc_id)
-            registry[doc_id] = record
-            report.chunks_written += record["chunks"]

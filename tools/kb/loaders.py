@@ -1,10 +1,11 @@
 """Find and read knowledge-base files.
 
 Plain text: ``.md``, ``.markdown`` (Markdown) and ``.txt``. A BOM (UTF-8/16/32)
-decides the encoding; else strict UTF-8; else the most plausible guess of
-charset-normalizer (GB18030 for legacy Chinese files, cp1252 for Western ones, ...), and
-the ingest report notes the encoding chosen; without a plausible guess the file is
-skipped with the reason. Binary files (a NUL byte in the first 8 KiB and no UTF-16/32
+decides the encoding; else strict UTF-8; else UTF-8 with a few broken bytes replaced
+(a file cut inside a character); else the most plausible guess of charset-normalizer
+(GB18030 for legacy Chinese files, cp1252 for Western ones, ...). The ingest report
+notes any decoding but plain UTF-8; without a plausible guess the file is skipped with
+the reason. Binary files (a NUL byte in the first 8 KiB and no UTF-16/32
 BOM), empty files and unsupported suffixes are skipped with the reason, never half-read. Their content hash is over the decoded text.
 
 Documents: ``.pdf``, ``.docx``, ``.html``/``.htm``/``.xhtml``, ``.xlsx``/``.xlsm``,
@@ -143,9 +144,8 @@ def read_file(
             source, "cannot tell the text encoding (not UTF-8, no BOM, no plausible guess)"
         )
     text = decoded.text
-    notes = (
-        () if decoded.encoding == "utf-8" else (f"decoded as {decoded.encoding} ({decoded.how})",)
-    )
+    plain = decoded.encoding == "utf-8" and decoded.how in ("BOM", "valid UTF-8")
+    notes = () if plain else (f"decoded as {decoded.encoding} ({decoded.how})",)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     if not text.strip():
         return SkippedFile(source, "empty file")

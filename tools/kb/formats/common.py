@@ -190,6 +190,7 @@ _BOMS = (  # UTF-32 first: its little-endian BOM begins with UTF-16's
 _PREFERRED = ("gb18030", "cp1252", "latin_1", "cp1250", "cp1251", "cp932", "big5", "cp949")
 _TIE = 0.07  # chaos (charset-normalizer's mess ratio, 0..1) within which guesses tie
 _MAX_CHAOS = 0.3  # beyond this no guess is trusted: the file is skipped with the reason
+_NEARLY_UTF8_RATIO = 20  # valid multi-byte characters per broken byte (_nearly_utf8)
 
 
 def has_bom(raw: bytes) -> bool:
@@ -197,9 +198,10 @@ def has_bom(raw: bytes) -> bool:
 
 
 def decode_bytes(raw: bytes) -> Decoded | None:
-    """Text from bytes: a BOM (UTF-8/16/32) decides; else strict UTF-8; else the most
-    plausible encoding charset-normalizer finds (GB18030 for Chinese legacy files);
-    None when no guess is plausible."""
+    """Text from bytes: a BOM (UTF-8/16/32) decides; else strict UTF-8; else UTF-8 with a
+    few broken bytes replaced (:func:`_nearly_utf8`); else the most plausible encoding
+    charset-normalizer finds (GB18030 for Chinese legacy files); None when no guess is
+    plausible."""
     for bom, codec in _BOMS:
         if raw.startswith(bom):
             try:
@@ -210,6 +212,9 @@ def decode_bytes(raw: bytes) -> Decoded | None:
         return Decoded(raw.decode("utf-8"), "utf-8", "valid UTF-8")
     except UnicodeDecodeError:
         pass
+    nearly = _nearly_utf8(raw)
+    if nearly is not None:
+        return nearly
     import charset_normalizer  # deferred: only legacy-encoded files pay for it
 
     matches = list(charset_normalizer.from_bytes(raw))
@@ -232,6 +237,21 @@ def decode_bytes(raw: bytes) -> Decoded | None:
     if encoding != "cp1252" and _decodes_as(raw, "cp1252") == text:
         encoding = "cp1252"  # the same text: name the encoding Western files are in
     return Decoded(text, encoding, "detected")
+
+
+def _nearly_utf8(raw: bytes) -> Decoded | None:
+    """UTF-8 with a few broken bytes (a file cut inside a character, one stray Latin-1
+    byte in a UTF-8 file): read as UTF-8 with U+FFFD for them, not as a legacy guess that
+    would garble every other non-ASCII character. Legacy text rarely forms valid UTF-8
+    sequences, so it needs twenty valid multi-byte characters per broken byte."""
+    text = raw.decode("utf-8", errors="replace")
+    genuine = raw.count(b"\xef\xbf\xbd")  # U+FFFD already in the file
+    broken = text.count("\ufffd") - genuine
+    multibyte = len(text) - len(text.encode("ascii", "ignore")) - broken - genuine
+    if broken * _NEARLY_UTF8_RATIO > multibyte:
+        return None
+    plural = "s" if broken > 1 else ""
+    return Decoded(text, "utf-8", f"{broken} invalid byte sequence{plural} replaced")
 
 
 def _decodes_as(raw: bytes, encoding: str) -> str | None:
