@@ -149,6 +149,12 @@ class Context:
     num_rewrites: int = _f(
         3, "Extra knowledge-base queries besides the original question.", ge=0, le=6
     )
+    embed_every_query: bool = _f(
+        False,
+        "Embed every knowledge-base query. Off: a query made only of the question's words "
+        "(keyword variants, follow-up terms) is searched with the question's vector (its BM25 "
+        "side still differs), saving one embedding (~30 ms offline) per such query.",
+    )
     context_token_budget: int = _f(
         6000,
         "Token budget of the answer prompt: system, history, sources and answer reserve.",

@@ -20,7 +20,7 @@ from langgraph.graph.message import add_messages
 # output_schema as null (Studio's form and chat view need them).
 from typing_extensions import TypedDict
 
-from nodes.reducers import extend_or_reset, merge_or_reset
+from nodes.reducers import add_warnings, merge_or_reset
 from tools.answer.sources import Source
 
 Route = Literal["knowledge", "search", "both"]
@@ -50,7 +50,7 @@ class OutputState(TypedDict, total=False):
     reasoning: list[dict[str, Any]]
     search_cost: float
     search_calls: int
-    warnings: Annotated[list[str], extend_or_reset]
+    warnings: Annotated[list[str], add_warnings]
     timings: Annotated[dict[str, Any], merge_or_reset]
     mode: str
     language: str

@@ -69,7 +69,7 @@ from prompts.agent import (
     NO_TOOLS_LEFT_ZH,
 )
 from tools.answer.agent_tools import GOOGLE_SEARCH, INTERNAL_SEARCH, SourceRegistry, make_tools
-from tools.errors import HybridRagError
+from tools.errors import HybridRagError, kb_unavailable
 from tools.kb.rerank import make_reranker
 from tools.policy.offline import extractive_answer, no_information, offline_route
 from tools.websearch import default_locale
@@ -398,7 +398,7 @@ async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[st
             probe = await asyncio.to_thread(lambda: get_kb(ctx).probe(question))
         except HybridRagError as exc:
             probe = 0.0
-            warnings.append(f"knowledge base unavailable while routing: {exc}")
+            warnings.append(kb_unavailable(exc))
         decision = offline_route(question, probe)
         emit(runtime, "routed", route=decision.route, reason=decision.reason)
         hl, gl = default_locale(question)

@@ -58,22 +58,27 @@ def web_confidence(question: str, docs: Sequence[Mapping[str, Any]]) -> float:
 async def _model_grades(
     spec: str, question: str, docs: Sequence[Source]
 ) -> tuple[list[Source], float] | None:
-    """Grade the top passages in one call; None when the output is unusable."""
+    """Grade the top passages in one call; None when the output is unusable.
+
+    Passages graded before (the run came back here after the web fallback) keep their
+    grade and are not sent again: when all of the top ones have one, no call is made."""
     top = list(docs[:TOP_N])
     if not top:
         return None
-    passages = "\n\n".join(
-        fence(str(doc.get("text", "")), f"Passage {i}") for i, doc in enumerate(top, 1)
-    )
-    out, _ = await structured_call(
-        spec, PassageGrades, GRADE_SYSTEM, f"Question: {question}\n\n{passages}"
-    )
-    if out is None or len(out.grades) != len(top):
-        return None  # unusable grades: fall back to scores for all
-    kept: list[Source] = [
-        {**doc, "grade": g} for doc, g in zip(top, out.grades, strict=True) if g != "incorrect"
-    ]
-    points = sum(POINTS[g] for g in out.grades)
+    fresh = [doc for doc in top if "grade" not in doc]
+    if fresh:
+        passages = "\n\n".join(
+            fence(str(doc.get("text", "")), f"Passage {i}") for i, doc in enumerate(fresh, 1)
+        )
+        out, _ = await structured_call(
+            spec, PassageGrades, GRADE_SYSTEM, f"Question: {question}\n\n{passages}"
+        )
+        if out is None or len(out.grades) != len(fresh):
+            return None  # unusable grades: fall back to scores for all
+        given = iter(out.grades)
+    graded: list[Source] = [doc if "grade" in doc else {**doc, "grade": next(given)} for doc in top]
+    kept = [doc for doc in graded if doc["grade"] != "incorrect"]
+    points = sum(POINTS[doc["grade"]] for doc in graded)
     return [*kept, *docs[TOP_N:]], points / len(top)
 
 

@@ -11,9 +11,10 @@ from typing import Any
 from langgraph.types import Overwrite
 
 
-def extend_or_reset(old: list[Any] | None, new: list[Any] | None) -> list[Any]:
-    """Concatenate (``None`` counts as empty); reset with ``Overwrite([...])``."""
-    return [*(old or []), *(new or [])]
+def add_warnings(old: list[str] | None, new: list[str] | None) -> list[str]:
+    """Append the warnings not given yet (a retrieval round repeating "knowledge base
+    unavailable" adds nothing); reset with ``Overwrite([...])``."""
+    return list(dict.fromkeys([*(old or []), *(new or [])]))
 
 
 def merge_or_reset(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from nodes.common import emit, timed
 from nodes.resources import get_kb, web_settings
 from nodes.tracing import annotate_run
 from tools.answer.sources import Source, chunk_to_source, web_to_source
-from tools.errors import HybridRagError
+from tools.errors import HybridRagError, kb_unavailable
 from tools.kb.knowledge_base import KnowledgeBase, Retrieval
 from tools.websearch import SKIPPED_BY_USER, WebSearchClient, WebSearchError, default_cache
 
@@ -55,7 +55,8 @@ async def retrieve_internal(state: State, runtime: Runtime[Context]) -> dict[str
 
     def run() -> tuple[KnowledgeBase, list[Retrieval]]:
         kb = get_kb(ctx)  # opening the store is blocking too
-        return kb, kb.retrieve_many(queries, ctx.top_k_internal * 2)
+        anchor = None if ctx.embed_every_query else state["question"]
+        return kb, kb.retrieve_many(queries, ctx.top_k_internal * 2, anchor=anchor)
 
     with timed("retrieve_internal", timings):
         try:
@@ -65,7 +66,7 @@ async def retrieve_internal(state: State, runtime: Runtime[Context]) -> dict[str
             if not hits and kb.stats()["chunks"] == 0:
                 warnings.append("the knowledge base is empty: run 'hybrid-rag ingest PATH'")
         except HybridRagError as exc:
-            warnings.append(f"knowledge base unavailable: {exc}")
+            warnings.append(kb_unavailable(exc))
     merged = merge_sources(state.get("internal_docs") or [], found)[: ctx.top_k_internal * 3]
     emit(runtime, "retrieved", count=len(found))
     return {"internal_docs": merged, "warnings": warnings, "timings": timings}

@@ -19,7 +19,7 @@ from nodes.crosslingual import language_names, other_languages
 from nodes.models import OFFLINE, fast_model
 from nodes.resources import get_kb
 from prompts.internal import PLAN_SYSTEM, PLAN_TRANSLATE
-from tools.errors import HybridRagError
+from tools.errors import HybridRagError, kb_unavailable
 from tools.policy.offline import offline_route
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
@@ -50,7 +50,7 @@ async def route(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             probe = await asyncio.to_thread(lambda: get_kb(ctx).probe(question))
         except HybridRagError as exc:
             probe = 0.0
-            warnings.append(f"knowledge base unavailable while routing: {exc}")
+            warnings.append(kb_unavailable(exc))
         spec = fast_model(state, ctx)
         result: dict[str, Any]
         if spec == OFFLINE:

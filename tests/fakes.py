@@ -21,6 +21,7 @@ class HashEmbeddings(Embeddings):
         self.calls = 0
         self.texts_embedded = 0
         self.query_calls = 0  # embed_query + embed_queries calls (one per batch)
+        self.queries: list[str] = []  # every text embedded as a query, in order
         self._tok = make_tokenizer("bigram")
 
     def _vector(self, text: str) -> list[float]:
@@ -41,10 +42,12 @@ class HashEmbeddings(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         self.query_calls += 1
+        self.queries.append(text)
         return self._vector(text)
 
     def embed_queries(self, texts: list[str]) -> list[list[float]]:
         self.query_calls += 1
+        self.queries.extend(texts)
         return [self._vector(t) for t in texts]
 
 

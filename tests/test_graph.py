@@ -13,9 +13,10 @@ from langchain_core.messages import HumanMessage
 
 from graph import Context, build_graph
 from nodes import resources
-from tests.fakes import ScriptedChatModel, grade_every
+from tests.fakes import ScriptedChatModel, grade_every, passages_in
 from tools.errors import ConfigError, InputError
 from tools.kb.knowledge_base import KnowledgeBase
+from tools.policy.offline import offline_rewrites
 
 
 def ctx(tmp_path: Path, **kw: Any) -> Context:
@@ -61,12 +62,39 @@ def test_offline_kb_question_cites_the_policy(sample_kb: KnowledgeBase, tmp_path
     assert first["path"].endswith("annual-leave.md") and first["heading"]
 
 
+def test_an_offline_question_embeds_only_the_question(
+    sample_kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    # keyword variants and follow-up terms are searched with the question's vector
+    emb = sample_kb.model.embeddings
+    question = "How many days of annual leave after 6 years of service?"
+    variants = offline_rewrites(question, Context().num_rewrites)[0][1:]
+    assert variants
+    out = run(build_graph(), {"question": question}, ctx(tmp_path))
+    assert "18 days" in out["answer"]
+    assert emb.queries == [question]  # type: ignore[attr-defined]
+    sample_kb.forget_queries()
+    run(build_graph(), {"question": question}, ctx(tmp_path, embed_every_query=True))
+    assert emb.queries[1:] == [question, *variants]  # type: ignore[attr-defined]
+
+
 def test_offline_chinese_question_uses_chinese_labels(
     sample_kb: KnowledgeBase, tmp_path: Path
 ) -> None:
     out = run(build_graph(), {"question": "满3年不满5年的员工有多少天年假？"}, ctx(tmp_path))
     assert "[内部-1]" in out["answer"]
     assert "15天" in out["answer"]
+
+
+def test_a_warning_repeated_by_every_round_is_given_once(tmp_path: Path) -> None:
+    # an empty data home: every retrieval round finds no knowledge base
+    out = run(
+        build_graph(),
+        {"question": "How many days of annual leave after 6 years of service?"},
+        ctx(tmp_path, max_iterations=2),
+    )
+    assert len(out["warnings"]) == len(set(out["warnings"]))
+    assert sum("knowledge base" in w for w in out["warnings"]) == 1, out["warnings"]
 
 
 def test_time_sensitive_question_reports_web_not_configured(
@@ -158,6 +186,36 @@ def test_model_that_never_says_sufficient_is_bounded(
     assert "[internal-9]" not in out["answer"] and "[internal-1]" in out["answer"]
     assert any("[internal-9]" in w for w in out["warnings"])
     assert out["mode"] == "custom:scripted"
+
+
+def test_after_the_web_fallback_only_ungraded_passages_are_graded(
+    sample_kb: KnowledgeBase, tmp_path: Path, scripted: ScriptedChatModel
+) -> None:
+    # weak grades (1 ambiguous, 2 incorrect: 0.17 < 0.3) send the run to the web and back
+    scripted.structured = {
+        "Plan": [{"route": "knowledge", "reason": "r"}],
+        "PassageGrades": [
+            {"grades": ["ambiguous", "incorrect", "incorrect"]},
+            grade_every("correct"),
+        ],
+        "Reflection": [{"sufficient": True}],
+    }
+    scripted.answer = lambda m: "Answer [internal-1]."
+    question = "How many days of annual leave after 6 years?"
+    out = run(build_graph(), {"question": question}, ctx(tmp_path, model="custom:scripted"))
+    assert out["strategy"] == "search_fallback"
+    grading = [c[1] for c in scripted.calls if c[0] == "PassageGrades"]
+    # the kept ambiguous passage keeps its grade; only the one not graded yet is sent
+    assert len(grading) == 2 and passages_in(grading[1]) == 1
+    scripted.calls.clear()
+    scripted.structured["PassageGrades"] = [{"grades": ["ambiguous", "incorrect", "incorrect"]}]
+    # three passages in all: the one kept was graded already, so no second call
+    run(
+        build_graph(),
+        {"question": question},
+        ctx(tmp_path, model="custom:scripted", top_k_internal=1),
+    )
+    assert [c[0] for c in scripted.calls].count("PassageGrades") == 1
 
 
 def test_unparseable_structured_output_falls_back(

@@ -9,6 +9,7 @@ import pytest
 from tests.fakes import hash_model
 from tools.errors import EmbeddingMismatchError, InputError
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
+from tools.kb.tokenizers import words_of
 
 
 def test_ingest_then_search_returns_scored_chunks(kb: KnowledgeBase, kb_dir: Path) -> None:
@@ -233,6 +234,47 @@ def test_a_steps_queries_are_embedded_in_one_batch_and_never_twice(
         [h.chunk_id for h in kb.retrieve(q, 3).hits] for q in queries
     ]
     assert emb.query_calls == before + 1  # type: ignore[attr-defined]  # cached since
+
+
+def test_keyword_selections_of_the_anchor_are_searched_with_its_vector(
+    kb: KnowledgeBase, kb_dir: Path
+) -> None:
+    kb.ingest([kb_dir])
+    emb = kb.model.embeddings
+    question = "How many annual leave days do new employees get?"
+    variant, term = "annual leave days employees", "leave"
+    paraphrase = "vacation entitlement for staff"
+    many = kb.retrieve_many([question, variant, term, paraphrase], 3, anchor=question)
+    # the question and the paraphrase are embedded; the keyword selections are not
+    assert emb.queries == [question, paraphrase]  # type: ignore[attr-defined]
+    assert [[h.chunk_id for h in r.hits] for r in many[1:3]] == [
+        [h.chunk_id for h in kb.retrieve(q, 3, vector_text=question).hits] for q in (variant, term)
+    ]
+    # BM25 still sees the variant's own words: its scores differ from the question's
+    assert [h.bm25_score for h in many[2].hits] != [h.bm25_score for h in many[0].hits]
+    # a later plain search of the variant embeds the variant, never reusing the anchor's
+    plain = kb.retrieve(variant, 3)
+    assert emb.queries[-1] == variant  # type: ignore[attr-defined]
+    assert [h.vector_score for h in plain.hits] != [h.vector_score for h in many[1].hits]
+    # without an anchor every query is embedded on its own
+    kb.forget_queries()
+    kb.retrieve_many([question, variant], 3)
+    assert emb.queries[-2:] == [question, variant]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("dimensional biomaterials lack", True),
+        ("BIOMATERIALS", True),  # case-folded
+        ("biomaterials scaffold", False),  # a word the question lacks
+        ("the of", False),  # no content words at all
+        ("年假 天数", False),
+    ],
+)
+def test_words_of(query: str, expected: bool) -> None:
+    assert words_of(query, "0-dimensional biomaterials lack inductive properties.") is expected
+    assert words_of("年假 天数", "新员工年假有多少天数？")
 
 
 def test_a_search_repeated_at_the_same_generation_is_not_recomputed(

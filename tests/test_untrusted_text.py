@@ -255,6 +255,16 @@ def test_terminal_output_drops_escape_sequences(
     )
 
 
+def test_bidi_overrides_never_reach_the_terminal_and_json_keeps_them_escaped() -> None:
+    # "Trojan Source": U+202E shows "gpj.exe" as "exe.jpg"; Hebrew/Arabic need no override
+    shown = "invoice\u202egpj.exe \u2066x\u2069 שלום مرحبا \u200f"
+    assert terminal_safe(shown) == "invoicegpj.exe x שלום مرحبا \u200f"
+    assert json_terminal_safe(json.dumps(shown, ensure_ascii=False)) == (
+        '"invoice\\u202egpj.exe \\u2066x\\u2069 שלום مرحبا \u200f"'
+    )
+    assert json.loads(json_terminal_safe(json.dumps(shown, ensure_ascii=False))) == shown
+
+
 def test_terminal_safe_keeps_text_layout_and_the_progress_redraw() -> None:
     assert terminal_safe("a\tb\nc\r\nd 中文\rX") == "a\tb\nc\nd 中文X"
     assert json_terminal_safe(json.dumps("a\x9bb\x7f", ensure_ascii=False)) == '"a\\u009bb\\u007f"'

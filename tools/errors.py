@@ -34,3 +34,10 @@ class EmbeddingError(HybridRagError):
 class CheckpointError(HybridRagError):
     """The checkpoint database (conversation threads) cannot be reached or refused an
     operation; the message names its host, never its password."""
+
+
+def kb_unavailable(exc: Exception) -> str:
+    """The one wording of "the knowledge base failed" in warnings, whichever step (the
+    router's probe, a retrieval round, the agent's tool) met it, so a run repeating it
+    gives it once (``nodes.reducers.add_warnings``)."""
+    return f"knowledge base unavailable: {exc}"

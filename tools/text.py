@@ -66,18 +66,21 @@ def split_sentences(text: str) -> list[str]:
 # ANSI/ECMA-48 escape sequences (CSI "ESC [", OSC "ESC ]" up to BEL or ST, other
 # two-byte ESC codes), C0 controls but tab and newline (a carriage return would let a
 # line overwrite what was printed before it), DEL, and the C1 controls (U+0080-U+009F,
-# of which U+009B is a one-character CSI). Whatever a sequence's shape, every ESC and
-# control character goes, so no sequence survives even when cut across two writes.
+# of which U+009B is a one-character CSI), and the bidirectional embeddings, overrides and
+# isolates (U+202A-U+202E, U+2066-U+2069: "Trojan Source" text that displays in another
+# order than it reads; right-to-left scripts display right without them). Whatever a
+# sequence's shape, every ESC and control character goes, so no sequence survives even
+# when cut across two writes.
 _TERMINAL_RE = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
     r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"
     r"|\x1b[@-Z\\-_]?"
     r"|\x9b[0-?]*[ -/]*[@-~]"
-    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
 )
 # The controls JSON may carry raw (json.dumps escapes only U+0000-U+001F).
-_JSON_RAW_CONTROLS_RE = re.compile(r"[\x7f-\x9f]")
+_JSON_RAW_CONTROLS_RE = re.compile(r"[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def terminal_safe(text: str) -> str:
@@ -87,7 +90,7 @@ def terminal_safe(text: str) -> str:
 
 
 def json_terminal_safe(json_text: str) -> str:
-    """JSON text (``json.dumps(..., ensure_ascii=False)``) with DEL and the C1 controls
-    written as ``\\u`` escapes: the same data, and nothing a terminal acts on. (They can
+    """JSON text (``json.dumps(..., ensure_ascii=False)``) with DEL, the C1 controls and
+    the bidirectional overrides written as ``\\u`` escapes: the same data, and nothing a terminal acts on. (They can
     only occur inside JSON strings, where the escape is valid.)"""
     return _JSON_RAW_CONTROLS_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text)

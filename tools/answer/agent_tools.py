@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field, ValidationError
 from tools.answer.citations import SourceKind, labelled
 from tools.answer.context_builder import cut_snippet, fence, neutralise
 from tools.answer.sources import chunk_to_source, web_to_source
-from tools.errors import HybridRagError, InputError
+from tools.errors import HybridRagError, InputError, kb_unavailable
 from tools.kb.knowledge_base import KnowledgeBase
 from tools.kb.rerank import Reranker, rerank_chunks
 from tools.websearch import (
@@ -242,7 +242,7 @@ def make_tools(
         except HybridRagError as exc:
             return _fail(
                 f"internal_search failed: the knowledge base is unavailable ({exc}).",
-                error=f"knowledge base unavailable: {exc}",
+                error=kb_unavailable(exc),
             )
         if empty:
             msg = "The knowledge base is empty (nothing has been ingested); it cannot help here."

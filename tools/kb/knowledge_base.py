@@ -65,7 +65,7 @@ from tools.kb.store import (
     open_collections,
     require_collection,
 )
-from tools.kb.tokenizers import make_tokenizer
+from tools.kb.tokenizers import make_tokenizer, words_of
 from tools.settings import bm25_cache_dir, chroma_path, data_home, embedding_cache_path
 
 __all__ = [
@@ -130,7 +130,7 @@ class Retrieval:
 
 @dataclass(frozen=True)
 class _Searched:
-    """A finished search, kept per (generation, mode, query) for the run's next node."""
+    """A finished search, kept per (generation, mode, query, vector text) for the run's next node."""
 
     hits: list[RetrievedChunk]
     evidence: EvidenceFeatures
@@ -187,12 +187,19 @@ class KnowledgeBase:
         self._lock = threading.RLock()
         # The router's probe and the retrieval step embed the same question: embed once.
         self._query_vectors: LRUCache[str, np.ndarray] = LRUCache(maxsize=256)
-        self._retrievals: LRUCache[tuple[str, str, str], _Searched] = LRUCache(maxsize=256)
+        self._retrievals: LRUCache[tuple[str, str, str, str], _Searched] = LRUCache(maxsize=256)
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
         self._cache.close()
+
+    def forget_queries(self) -> None:
+        """Drop the query vectors and searches kept for a run's next node (benchmarks
+        measure each question cold)."""
+        with self._lock:
+            self._query_vectors.clear()
+            self._retrievals.clear()
 
     def __enter__(self) -> KnowledgeBase:
         return self
@@ -290,10 +297,13 @@ class KnowledgeBase:
         doc_ids: Sequence[str] | None = None,
         sources: Sequence[str] | None = None,
         exclude_doc_ids: Collection[str] = (),
+        vector_text: str | None = None,
     ) -> Retrieval:
         """Top ``k`` chunks and the calibrated probability that they answer ``query``.
 
         ``exclude_doc_ids`` hides documents (evaluation: "the KB without its answer").
+        ``vector_text`` is embedded for the dense side instead of ``query`` (see
+        :meth:`retrieve_many`); BM25 and the evidence measures still use ``query``.
         """
         if not isinstance(query, str) or not query.strip():
             raise InputError("query is empty: give a non-empty search query")
@@ -307,8 +317,9 @@ class KnowledgeBase:
         top = max(k, EVIDENCE_HITS)
         # The router's probe and the retrieval step search the same question at the same
         # generation: the second is served from here (unfiltered searches only).
+        vector_text = vector_text if vector_text and vector_text.strip() else query
         key = (
-            (snap.generation, mode, query)
+            (snap.generation, mode, query, vector_text)
             if snap.generation and not (doc_ids or sources or exclude_doc_ids)
             else None
         )
@@ -320,6 +331,7 @@ class KnowledgeBase:
         pool = self.candidate_pool(
             query,
             mode=mode,
+            vector_text=vector_text,
             doc_ids=doc_ids,
             sources=sources,
             exclude_doc_ids=exclude_doc_ids,
@@ -350,27 +362,45 @@ class KnowledgeBase:
         return Retrieval(hits[:k], evidence, answerability)
 
     def retrieve_many(
-        self, queries: Sequence[str], k: int = 5, *, mode: SearchMode = "hybrid"
+        self,
+        queries: Sequence[str],
+        k: int = 5,
+        *,
+        mode: SearchMode = "hybrid",
+        anchor: str | None = None,
     ) -> list[Retrieval]:
-        """``retrieve`` for each query; the queries not embedded yet are embedded in one
-        batch first (a step's rewrites cost one model call, not one each)."""
+        """``retrieve`` for each query; the texts not embedded yet are embedded in one
+        batch first (a step's rewrites cost one model call, not one each).
+
+        With an ``anchor`` (the question), a query made only of the anchor's words (see
+        :func:`words_of`) is searched with the anchor's vector: dropping words from a
+        sentence adds no meaning its own embedding lacks, while the query's BM25 side
+        still changes. On two cores an e5 query embedding is ~30 ms, most of an offline
+        answer's time (bench/bench_queries.py measures the quality of both ways).
+        """
+        vector_of = {
+            q: anchor if anchor and q != anchor and words_of(q, anchor) else q for q in queries
+        }
         if mode in ("hybrid", "vector"):
             with self._lock:
                 missing = [
-                    q for q in dict.fromkeys(queries) if q.strip() and q not in self._query_vectors
+                    t
+                    for t in dict.fromkeys(vector_of.values())
+                    if t.strip() and t not in self._query_vectors
                 ]
             if missing:
                 vectors = self.model.embed_queries(missing)
                 with self._lock:
-                    for q, v in zip(missing, vectors, strict=True):
-                        self._query_vectors[q] = np.asarray(v, dtype=np.float32)
-        return [self.retrieve(q, k, mode=mode) for q in queries]
+                    for t, v in zip(missing, vectors, strict=True):
+                        self._query_vectors[t] = np.asarray(v, dtype=np.float32)
+        return [self.retrieve(q, k, mode=mode, vector_text=vector_of[q]) for q in queries]
 
     def candidate_pool(
         self,
         query: str,
         *,
         mode: SearchMode = "hybrid",
+        vector_text: str | None = None,
         doc_ids: Sequence[str] | None = None,
         sources: Sequence[str] | None = None,
         exclude_doc_ids: Collection[str] = (),
@@ -378,8 +408,9 @@ class KnowledgeBase:
         snap: Snapshot | None = None,
     ) -> CandidatePool:
         """Each retriever's top ``n`` (default ``candidates``) and, in hybrid mode, both
-        raw scores for every candidate of either: what fusion normalises over."""
-        vector = self._query_vector(query) if mode in ("hybrid", "vector") else None
+        raw scores for every candidate of either: what fusion normalises over. The dense
+        side embeds ``vector_text`` (default: ``query``)."""
+        vector = self._query_vector(vector_text or query) if mode in ("hybrid", "vector") else None
         return candidate_pool(
             query,
             vector,

@@ -247,3 +247,12 @@ def keywords(text: str) -> list[str]:
     if _keyword_tokenize is None:
         _keyword_tokenize = make_tokenizer("jieba")
     return list(dict.fromkeys(t for t in _keyword_tokenize(text) if len(t) > 1 or not t.isascii()))
+
+
+def words_of(query: str, text: str) -> bool:
+    """True when every content word of ``query`` occurs in ``text`` (case-folded): the
+    query is a keyword selection of the text ("biomaterials inductive" of "0-dimensional
+    biomaterials lack inductive properties"), not a paraphrase or a translation."""
+    words = keywords(query)
+    folded = text.casefold()
+    return bool(words) and all(w.casefold() in folded for w in words)
