@@ -8,7 +8,6 @@ benchmark (bench/bench_server_load.py): ``langgraph dev --no-browser --no-reload
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,8 @@ from typing import Any
 
 import httpx
 from langgraph_sdk import get_client
+
+from tests.ports import free_port, owns_listening_port
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_KB = REPO / "examples" / "kb"
@@ -45,12 +46,6 @@ class LocalServer:
             return self.log_path.read_text(errors="replace")[-chars:]
         except OSError:
             return ""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def server_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -91,7 +86,9 @@ def wait_until_ready(server: LocalServer, deadline_s: float = START_DEADLINE_S) 
         if server.process.poll() is not None:
             raise RuntimeError(f"langgraph dev exited early:\n{server.log_tail()}")
         try:
-            if httpx.get(f"{server.url}/ok", timeout=2).status_code == 200:
+            port = int(server.url.rsplit(":", 1)[1])
+            ok = httpx.get(f"{server.url}/ok", timeout=2).status_code == 200
+            if ok and owns_listening_port(server.process.pid, port) is not False:
                 return time.monotonic() - started
         except httpx.HTTPError:
             pass

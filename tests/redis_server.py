@@ -14,14 +14,10 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from tests.ports import free_port, owns_listening_port
+
 REDIS_SERVER = shutil.which("redis-server")
 START_TIMEOUT_S = 10.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class RedisServer:
@@ -31,7 +27,7 @@ class RedisServer:
         if REDIS_SERVER is None:
             raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
         self.directory = directory
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -51,7 +47,8 @@ class RedisServer:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
                     s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG"):
+                    mine = owns_listening_port(self.process.pid, self.port) is not False
+                    if s.recv(16).startswith(b"+PONG") and mine:
                         return self
             except OSError:
                 time.sleep(0.05)

@@ -19,7 +19,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,16 +30,13 @@ from typing import Any
 import httpx
 import pytest
 
-HOST = "127.0.0.1"
+from tests.ports import HOST, free_port, owns_listening_port
+
+__all__ = ["HOST", "ChromaServer", "PostgresServer", "free_port"]
+
 STARTUP_DEADLINE_S = 60.0
 STOP_DEADLINE_S = 20.0
 POSTGRES_USER = "postgres"  # the OS account the server runs as when the tests run as root
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 def _tail(path: Path, chars: int = 3000) -> str:
@@ -72,6 +68,11 @@ class _Process:
     @property
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    def _owns(self, port: int) -> bool:
+        """Our process holds the listening socket (not another suite's server on a port
+        that ``free_port`` handed to both); True where the OS cannot tell."""
+        return self.process is not None and owns_listening_port(self.process.pid, port) is not False
 
     def _check_alive(self) -> None:
         if self.process is not None and self.process.poll() is not None:
@@ -138,7 +139,7 @@ class ChromaServer(_Process):
             while time.monotonic() < deadline:
                 self._check_alive()
                 try:
-                    if client.get(url).status_code == 200:
+                    if client.get(url).status_code == 200 and self._owns(self.port):
                         return
                 except httpx.HTTPError:
                     pass
@@ -245,7 +246,8 @@ class PostgresServer(_Process):
                  "-U", self.user, "-d", self.dbname, "-t", "1"]  # fmt: skip
         while time.monotonic() < deadline:
             self._check_alive()
-            if subprocess.run(ready, capture_output=True, check=False).returncode == 0:
+            ok = subprocess.run(ready, capture_output=True, check=False).returncode == 0
+            if ok and self._owns(self.port):
                 return
             time.sleep(0.1)
         raise TimeoutError(f"postgres did not accept connections in time:\n{_tail(self.log)}")
