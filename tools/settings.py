@@ -99,3 +99,14 @@ def model_timeout() -> float:
 def store_timeout() -> float:
     """Seconds one Chroma-server request may take (``$HYBRID_RAG_STORE_TIMEOUT``)."""
     return seconds_env("HYBRID_RAG_STORE_TIMEOUT", 30.0)
+
+
+def write_lock_timeout() -> float:
+    """Seconds a writer waits for another process's ingest of the same knowledge base
+    (``$HYBRID_RAG_WRITE_LOCK_TIMEOUT``)."""
+    return seconds_env("HYBRID_RAG_WRITE_LOCK_TIMEOUT", 600.0, low=0.0, high=86400.0)
+
+
+def write_lock_dir(home: Path) -> Path:
+    """Lock files of the knowledge bases' writers (one per store and collection)."""
+    return home / "locks"

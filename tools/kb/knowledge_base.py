@@ -13,11 +13,12 @@ rebuilds within a process:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
 import time
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,15 @@ from tools.kb.store import (
     require_collection,
 )
 from tools.kb.tokenizers import make_tokenizer, words_of
-from tools.settings import bm25_cache_dir, chroma_path, data_home, embedding_cache_path
+from tools.kb.writer_lock import lock_path, writer_lock
+from tools.settings import (
+    bm25_cache_dir,
+    chroma_path,
+    data_home,
+    embedding_cache_path,
+    write_lock_dir,
+    write_lock_timeout,
+)
 
 __all__ = [
     "SEARCH_MODES",
@@ -153,15 +162,19 @@ class KnowledgeBase:
             self.config.embedding, base_url=self.config.embedding_base_url
         )
         self.tokenizer = make_tokenizer(self.config.chinese_tokenizer, stem=self.config.stem)
-        self._client = open_client(self.location)
-        if not self.config.create:
-            require_collection(self._client, self.config.collection, self.location.describe())
-        chunks, registry = open_collections(
-            self._client,
-            self.config.collection,
-            model_id=self.model.model_id,
-            dimension=self.model.dimension,
-        )
+        # Two processes opening a new store at once race in Chroma's own set-up ("table
+        # collections already exists"): opening is serialised like writing.
+        opening = lock_path(write_lock_dir(self.home), self.location.describe(), "")
+        with writer_lock(opening, timeout=write_lock_timeout(), what="the store", best_effort=True):
+            self._client = open_client(self.location)
+            if not self.config.create:
+                require_collection(self._client, self.config.collection, self.location.describe())
+            chunks, registry = open_collections(
+                self._client,
+                self.config.collection,
+                model_id=self.model.model_id,
+                dimension=self.model.dimension,
+            )
         guard = StoreGuard(self.location)
         self.chunks = ChunkStore(chunks, guard)
         self.registry = Registry(registry, guard)
@@ -207,9 +220,25 @@ class KnowledgeBase:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @contextlib.contextmanager
+    def _writing(self, progress: ProgressFn | None = None) -> Iterator[None]:
+        """The one writer of this knowledge base: across processes (``writer_lock``),
+        then across this instance's threads (taken second, so searches here go on while
+        another process's ingest is awaited)."""
+        path = lock_path(
+            write_lock_dir(self.home), self.location.describe(), self.config.collection
+        )
+        waiting = (lambda note: progress(0, 1, note)) if progress else None
+        what = f"knowledge base {self.config.collection!r} ({self.location.describe()})"
+        with (
+            writer_lock(path, timeout=write_lock_timeout(), what=what, waiting=waiting),
+            self._lock,
+        ):
+            yield
+
     def drop(self) -> None:
         """Delete both collections (used by throw-away evaluation indexes)."""
-        with self._lock:
+        with self._writing():
             drop_collections(self._client, self.config.collection)
             self._snapshots.forget()
 
@@ -240,7 +269,7 @@ class KnowledgeBase:
         path_list = [Path(p) for p in paths]
         # find_files raises InputError for a missing path before anything is written.
         found, report.skipped = find_files(path_list, follow_links=follow_links)
-        with self._lock:
+        with self._writing(progress):
             records = self.registry.records()
             assigned = assign_doc_ids(found, records)
             files = [FileRef(f.path, doc_id, limits, f.via) for f, doc_id in assigned]
@@ -259,14 +288,14 @@ class KnowledgeBase:
         """Ingest documents that do not come from files (evaluation corpora, APIs)."""
         started = time.perf_counter()
         report = IngestReport()
-        with self._lock:
+        with self._writing(progress):
             self.ingester.ingest(docs, report, progress)
         report.seconds = time.perf_counter() - started
         return report
 
     def delete(self, doc_id: str) -> int:
         """Remove a document from the vector and BM25 indexes; returns chunks removed."""
-        with self._lock:
+        with self._writing():
             return self.ingester.delete(doc_id)
 
     # -- retrieval -----------------------------------------------------------------------
