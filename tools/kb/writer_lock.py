@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import re
 import time
@@ -31,6 +32,7 @@ except ImportError:  # pragma: no cover - not on Linux/macOS
     fcntl = None  # type: ignore[assignment]
 
 POLL_S = 0.2
+log = logging.getLogger(__name__)
 
 
 def lock_path(directory: Path, store: str, collection: str) -> Path:
@@ -89,8 +91,11 @@ def writer_lock(
                         f"{what} is being written by {holder}; waited {timeout:g} s "
                         "(HYBRID_RAG_WRITE_LOCK_TIMEOUT). Try again when it has finished"
                     ) from None
-                if waiting and not told:
-                    waiting(f"waiting for {holder} to finish writing {what}")
+                if not told:  # the log reaches a terminal whole; progress may cut it
+                    note = f"waiting for {holder} to finish writing {what}"
+                    log.warning("%s (at most %g s)", note, timeout)
+                    if waiting:
+                        waiting(note)
                     told = True
                 time.sleep(POLL_S)
         os.ftruncate(fd, 0)
