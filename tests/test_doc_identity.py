@@ -243,3 +243,63 @@ def test_a_link_named_through_a_linked_folder_is_pruned_when_it_goes(
     (folder / "link.md").unlink()
     report = kb.ingest([tmp_path / "alias"])
     assert report.deleted == ["link.md"] and report.added == ["a.md"]
+
+
+def test_a_file_reached_by_its_folder_and_by_a_link_is_never_re_embedded(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    # Regression: alternating the two routes reported "updated" and embedded the file
+    # again each time; its own folder now owns it, whatever the order.
+    own, other = tmp_path / "own", tmp_path / "other"
+    own.mkdir()
+    other.mkdir()
+    (own / "a.md").write_text("# A\n\nAlpha facts about leave.\n")
+    (other / "link.md").symlink_to(own / "a.md")
+    emb = kb.model.embeddings
+    assert kb.ingest([own]).added == ["a.md"]
+    embedded = emb.texts_embedded  # type: ignore[attr-defined]
+    for folder in (other, own, other):
+        report = kb.ingest([folder], follow_links=True)
+        assert report.unchanged == ["a.md"] and not report.updated and not report.added
+    assert emb.texts_embedded == embedded  # type: ignore[attr-defined]
+    assert kb.registry.records()["a.md"]["via"] == ""  # owned by its folder
+    (other / "link.md").unlink()
+    assert kb.ingest([other], follow_links=True).deleted == []  # the link's folder: not its
+
+
+def test_a_file_first_reached_by_a_link_is_owned_by_its_folder_once_ingested_there(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    own, other = tmp_path / "own", tmp_path / "other"
+    own.mkdir()
+    other.mkdir()
+    (own / "a.md").write_text("# A\n\nAlpha facts about leave.\n")
+    (other / "link.md").symlink_to(own / "a.md")
+    assert kb.ingest([other], follow_links=True).added == ["link.md"]
+    assert kb.registry.records()["link.md"]["via"] == str(other / "link.md")
+    (own / "a.md").write_text("# A\n\nAlpha facts about leave, revised.\n")
+    assert kb.ingest([own]).updated == ["link.md"]  # changed, and now reached directly
+    # Regression: the commit left the old "via" (an upsert keeps keys it is not given),
+    # so removing the link pruned a file its own folder still holds.
+    assert kb.registry.records()["link.md"]["via"] == ""
+    (other / "link.md").unlink()
+    assert kb.ingest([other], follow_links=True).deleted == []
+    assert kb.stats()["documents"] == 1
+
+
+def test_an_unchanged_file_first_reached_by_a_link_moves_to_its_folder_without_embedding(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    own, other = tmp_path / "own", tmp_path / "other"
+    own.mkdir()
+    other.mkdir()
+    (own / "a.md").write_text("# A\n\nAlpha facts about leave.\n")
+    (other / "link.md").symlink_to(own / "a.md")
+    assert kb.ingest([other], follow_links=True).added == ["link.md"]
+    embedded = kb.model.embeddings.texts_embedded  # type: ignore[attr-defined]
+    assert kb.ingest([own]).unchanged == ["link.md"]
+    assert kb.model.embeddings.texts_embedded == embedded  # type: ignore[attr-defined]
+    assert kb.registry.records()["link.md"]["via"] == ""  # its folder owns it now
+    (other / "link.md").unlink()
+    assert kb.ingest([other], follow_links=True).deleted == []
+    assert kb.stats()["documents"] == 1

@@ -150,8 +150,8 @@ class Ingester:
                 current
                 and current.get("version") == version_of(doc)
                 and current.get("source") == doc.source  # a moved file is rewritten
-                and current.get("via", "") == doc.via
             ):
+                self._reroute(doc.doc_id, current, doc.via, registry)
                 # A crash after a commit may have left the old version's chunks behind.
                 self._chunks.delete_other_versions(doc.doc_id, version_of(doc))
                 report.unchanged.append(doc.doc_id)
@@ -212,6 +212,19 @@ class Ingester:
             self._registry.forget(doc_id)
             del registry[doc_id]
 
+    def _reroute(
+        self, doc_id: str, current: DocRecord, via: str, registry: dict[str, DocRecord]
+    ) -> None:
+        """An unchanged file reached by another route: record the route that owns it (the
+        folder that prunes it) without re-embedding anything. Its own folder wins over a
+        followed link, so ingesting the link's folder never takes the file from it."""
+        recorded = str(current.get("via") or "")
+        if via == recorded or (via and not recorded):
+            return
+        record: DocRecord = {**current, "via": via}  # "" (not absent): an upsert merges keys
+        self._registry.commit({doc_id: record})
+        registry[doc_id] = record
+
     def _ingest_batch(
         self,
         docs: Sequence[SourceDocument],
@@ -269,7 +282,7 @@ class Ingester:
                 "version": version,
                 "content_hash": doc.content_hash,
                 "source": doc.source,
-                **({"via": doc.via} if doc.via else {}),
+                "via": doc.via,  # "" too: an upsert keeps a key it is not given
                 "chunks": len(chunks),
                 "ingested_at": now,
             }

@@ -34,7 +34,7 @@ class DocRecord(TypedDict, total=False):
     version: str  # the first 16 hex digits of the content hash; "" marks a tombstone
     content_hash: str
     source: str  # absolute path of the file, or the corpus name for API documents
-    via: str  # the symbolic link under the ingested folder that reached the file, if any
+    via: str  # the symbolic link under the ingested folder that reached the file, or ""
     chunks: int
     ingested_at: str  # ISO 8601, UTC
 
