@@ -245,16 +245,22 @@ def test_a_link_named_through_a_linked_folder_is_pruned_when_it_goes(
     assert report.deleted == ["link.md"] and report.added == ["a.md"]
 
 
-def test_a_file_reached_by_its_folder_and_by_a_link_is_never_re_embedded(
-    kb: KnowledgeBase, tmp_path: Path
-) -> None:
-    # Regression: alternating the two routes reported "updated" and embedded the file
-    # again each time; its own folder now owns it, whatever the order.
+def _file_and_link(tmp_path: Path) -> tuple[Path, Path]:
+    """``own/a.md`` and ``other/link.md`` pointing at it."""
     own, other = tmp_path / "own", tmp_path / "other"
     own.mkdir()
     other.mkdir()
     (own / "a.md").write_text("# A\n\nAlpha facts about leave.\n")
     (other / "link.md").symlink_to(own / "a.md")
+    return own, other
+
+
+def test_a_file_reached_by_its_folder_and_by_a_link_is_never_re_embedded(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    # Regression: alternating the two routes reported "updated" and embedded the file
+    # again each time; its own folder now owns it, whatever the order.
+    own, other = _file_and_link(tmp_path)
     emb = kb.model.embeddings
     assert kb.ingest([own]).added == ["a.md"]
     embedded = emb.texts_embedded  # type: ignore[attr-defined]
@@ -270,11 +276,7 @@ def test_a_file_reached_by_its_folder_and_by_a_link_is_never_re_embedded(
 def test_a_file_first_reached_by_a_link_is_owned_by_its_folder_once_ingested_there(
     kb: KnowledgeBase, tmp_path: Path
 ) -> None:
-    own, other = tmp_path / "own", tmp_path / "other"
-    own.mkdir()
-    other.mkdir()
-    (own / "a.md").write_text("# A\n\nAlpha facts about leave.\n")
-    (other / "link.md").symlink_to(own / "a.md")
+    own, other = _file_and_link(tmp_path)
     assert kb.ingest([other], follow_links=True).added == ["link.md"]
     assert kb.registry.records()["link.md"]["via"] == str(other / "link.md")
     (own / "a.md").write_text("# A\n\nAlpha facts about leave, revised.\n")
@@ -290,11 +292,7 @@ def test_a_file_first_reached_by_a_link_is_owned_by_its_folder_once_ingested_the
 def test_an_unchanged_file_first_reached_by_a_link_moves_to_its_folder_without_embedding(
     kb: KnowledgeBase, tmp_path: Path
 ) -> None:
-    own, other = tmp_path / "own", tmp_path / "other"
-    own.mkdir()
-    other.mkdir()
-    (own / "a.md").write_text("# A\n\nAlpha facts about leave.\n")
-    (other / "link.md").symlink_to(own / "a.md")
+    own, other = _file_and_link(tmp_path)
     assert kb.ingest([other], follow_links=True).added == ["link.md"]
     embedded = kb.model.embeddings.texts_embedded  # type: ignore[attr-defined]
     assert kb.ingest([own]).unchanged == ["link.md"]
