@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -43,6 +44,7 @@ from tools.kb.knowledge_base import KBConfig, KnowledgeBase  # noqa: E402
 
 SAMPLE_KB = REPO / "examples" / "kb"
 QUESTIONS = REPO / "examples" / "questions.jsonl"
+PASSAGE_RE = re.compile(r'^<source label="Passage \d+">', re.M)
 SCHEMA_NODE = {"Plan": "route", "PassageGrades": "grade", "Reflection": "reflect"}
 ANSWER = "According to the knowledge base, the answer is given in the cited policy [internal-1]."
 
@@ -88,7 +90,9 @@ class ModelServer:
                  "kb_queries": [question], "web_queries": [question], "translations": []}
             )  # fmt: skip
         elif schema == "PassageGrades":
-            n = str(messages[-1].get("content") or "").count("\nPassage ")
+            # one grade per fenced passage (tools.answer.context_builder.fence); a count in
+            # another format made every grading "unusable" and inflated the calls
+            n = len(PASSAGE_RE.findall(str(messages[-1].get("content") or "")))
             message["content"] = json.dumps({"grades": ["correct"] * max(1, n)})
         elif schema == "Reflection":
             message["content"] = json.dumps({"sufficient": True})
@@ -216,6 +220,14 @@ def main() -> None:
                 print(
                     f"  {label:<22} p50 {pct(values, 50):7.0f} ms   p95 {pct(values, 95):7.0f} ms"
                 )
+            # A fallback taken silently would make these figures meaningless: say so.
+            unusable = Counter(
+                w.split(";")[0]
+                for r in runs
+                for w in r["out"].get("warnings") or []
+                if "unusable" in w or "failed" in w
+            )
+            print(f"  fallbacks: {dict(unusable) or 'none'}")
             node_ms: dict[str, list[float]] = {}
             for r in runs:
                 for node, ms in (r["out"].get("timings") or {}).items():
