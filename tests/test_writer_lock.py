@@ -159,3 +159,22 @@ def test_processes_opening_a_new_store_at_once_all_succeed(tmp_path: Path) -> No
         for child in children:
             out, err = child.communicate(timeout=120)
             assert child.returncode == 0 and out.strip() == "opened", err[-500:]
+
+
+def test_a_filesystem_without_locks_is_a_warning_not_a_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import errno
+
+    from tools.kb import writer_lock
+
+    def no_locks(fd: int, op: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(writer_lock.fcntl, "flock", no_locks)
+    team_a, _ = _teams(tmp_path)
+    with KnowledgeBase(
+        KBConfig(home=tmp_path / "home", collection="team"), embedding_model=hash_model()
+    ) as kb:
+        assert len(kb.ingest([team_a]).added) == 7
+    assert any("not serialised across processes" in r.getMessage() for r in caplog.records)

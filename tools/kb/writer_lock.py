@@ -98,6 +98,13 @@ def writer_lock(
                         waiting(note)
                     told = True
                 time.sleep(POLL_S)
+            except OSError as exc:  # e.g. ENOLCK: a network filesystem without locks
+                log.warning(
+                    "cannot lock %s (%s): writes to %s are not serialised across processes",
+                    path, exc.strerror or exc, what,
+                )  # fmt: skip
+                yield
+                return
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%H:%M:%S')}".encode(), 0)
         try:
