@@ -30,7 +30,7 @@ import threading
 import time
 import warnings
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ sys.path.insert(0, str(REPO))
 from graph import Context, build_agent_graph, build_graph  # noqa: E402
 from nodes import resources  # noqa: E402
 from tests.fakes import hash_model  # noqa: E402
+from tests.local_provider import serve  # noqa: E402
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase  # noqa: E402
 
 SAMPLE_KB = REPO / "examples" / "kb"
@@ -72,10 +73,8 @@ class ModelServer:
                 length = int(self.headers.get("content-length") or 0)
                 owner.reply(self, json.loads(self.rfile.read(length) or b"{}"))
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.httpd, base = serve(Handler)
+        self.url = f"{base}/v1"
 
     def reply(self, handler: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
         messages = body.get("messages") or []

@@ -295,14 +295,15 @@ class RuleServer:
                 if not isinstance(sys.exc_info()[1], ConnectionError):  # a client hung up
                     super().handle_error(request, client_address)
 
-        self.httpd = Server(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        # imported here, in the main process only: a worker imports nothing from another tree
+        from tests.local_provider import serve
+
+        self.httpd, self.url = serve(Handler, Server)
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        from tests.local_provider import stop
+
+        stop(self.httpd)
 
     def answer(self, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int]]:
         messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]

@@ -63,6 +63,23 @@ class Recorded:
     at: float = 0.0
 
 
+def serve(
+    handler: type[BaseHTTPRequestHandler],
+    server_class: type[ThreadingHTTPServer] = ThreadingHTTPServer,
+) -> tuple[ThreadingHTTPServer, str]:
+    """Start ``handler`` on a free loopback port in a daemon thread; returns the server
+    (``stop`` it) and its base URL."""
+    httpd = server_class(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, f"http://127.0.0.1:{httpd.server_address[1]}"
+
+
+def stop(httpd: ThreadingHTTPServer) -> None:
+    httpd.shutdown()
+    httpd.server_close()
+
+
 class LocalServer:
     """Threaded HTTP server on a free port; ``thread.start()`` or use as a context manager."""
 

@@ -16,7 +16,7 @@ import logging
 import threading
 import traceback
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, cast
 
@@ -30,7 +30,7 @@ from cli.main import main
 from graph import Context, build_agent_graph, build_graph
 from nodes import resources
 from tests.fakes import hash_model
-from tests.local_provider import LocalServer, Reply, closed_port
+from tests.local_provider import LocalServer, Reply, closed_port, serve, stop
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.websearch import SearchCache, WebSearchSettings, set_default_cache
 
@@ -95,14 +95,10 @@ class Recorder:
 
             do_GET = do_POST = do_PATCH = do_PUT = _handle
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.httpd, self.url = serve(Handler)
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        stop(self.httpd)
 
 
 def _reset_langsmith() -> None:

@@ -221,7 +221,7 @@ class Ingester:
         recorded = str(current.get("via") or "")
         if via == recorded or (via and not recorded):
             return
-        record: DocRecord = {**current, "via": via}  # "" (not absent): an upsert merges keys
+        record: DocRecord = {**current, "via": via}
         self._registry.commit({doc_id: record})
         registry[doc_id] = record
 
@@ -282,7 +282,7 @@ class Ingester:
                 "version": version,
                 "content_hash": doc.content_hash,
                 "source": doc.source,
-                "via": doc.via,  # "" too: an upsert keeps a key it is not given
+                **({"via": doc.via} if doc.via else {}),
                 "chunks": len(chunks),
                 "ingested_at": now,
             }

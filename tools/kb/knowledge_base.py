@@ -162,10 +162,15 @@ class KnowledgeBase:
             self.config.embedding, base_url=self.config.embedding_base_url
         )
         self.tokenizer = make_tokenizer(self.config.chinese_tokenizer, stem=self.config.stem)
-        # Two processes opening a new store at once race in Chroma's own set-up ("table
-        # collections already exists"): opening is serialised like writing.
+        # Two processes opening a new embedded store at once race in Chroma's own set-up
+        # ("table collections already exists"): opening it is serialised like writing. A
+        # server sets itself up once.
         opening = lock_path(write_lock_dir(self.home), self.location.describe(), "")
-        with writer_lock(opening, timeout=write_lock_timeout(), what="the store", best_effort=True):
+        with (
+            writer_lock(opening, timeout=write_lock_timeout(), what="the store", best_effort=True)
+            if self.location.host is None
+            else contextlib.nullcontext()
+        ):
             self._client = open_client(self.location)
             if not self.config.create:
                 require_collection(self._client, self.config.collection, self.location.describe())

@@ -26,6 +26,7 @@ from chromadb.api.models.Collection import Collection
 from tools.kb.store import StoreGuard
 
 GENERATION_ID = "__generation__"
+_OPTIONAL_EMPTY = {"via": ""}  # DocRecord's optional keys, as written when absent
 
 
 class DocRecord(TypedDict, total=False):
@@ -66,10 +67,15 @@ class Registry:
         return str(metas[0].get("generation", "")) if metas and metas[0] else ""
 
     def commit(self, records: Mapping[str, DocRecord]) -> None:
-        """Point documents at versions and change the generation, in one write."""
+        """Point documents at versions and change the generation, in one write.
+
+        Each record replaces the stored one whole: Chroma's upsert keeps a metadata key it
+        is not given, so an optional key a record lacks is written empty (else a file
+        reached directly kept the link route it once had, and the link's removal pruned
+        it)."""
         ids = [*records, GENERATION_ID]
         metas: list[dict[str, Any]] = [
-            *(dict(r) for r in records.values()),
+            *({**_OPTIONAL_EMPTY, **r} for r in records.values()),
             {"generation": uuid.uuid4().hex},
         ]
         names = ", ".join(list(records)[:3]) + ("…" if len(records) > 3 else "")
