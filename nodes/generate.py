@@ -16,6 +16,7 @@ from prompts import answer as P
 from tools.answer.citations import assign_labels, validate_citations
 from tools.answer.context_builder import BuiltContext, build_context
 from tools.policy.offline import extractive_answer, no_information
+from tools.policy.refusal import check_answer
 from tools.text import estimate_tokens
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
@@ -144,10 +145,33 @@ def _answer_message_id(state: Mapping[str, Any], checked: str) -> str | None:
     return state.get("answer_message_id") or None
 
 
+def checked_refusal(state: Mapping[str, Any]) -> tuple[str, str]:
+    """A model-written answer after the refusal rule (``tools.policy.refusal``), and why
+    it was replaced ('' when kept). Notes appended after the model's draft (the web
+    failure sentence) are kept; offline answers pass unchanged."""
+    answer = str(state.get("answer") or "")
+    draft = str(state.get("answer_draft") or "").strip()
+    if not draft or not answer.startswith(draft):
+        return answer, ""
+    sources = state.get("sources") or []
+    by_label = {str(s.get("label")): s for s in sources}
+    cited = [by_label[c["label"]] for c in validate_citations(draft, sources).cited]
+    verdict = check_answer(
+        draft, state["question"], cited, state.get("language", "en"), given=sources
+    )
+    if verdict.answer == draft:
+        return answer, ""
+    return f"{verdict.answer}{answer[len(draft) :]}", verdict.reason
+
+
 async def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Keep only labels that name a source in the context; list the cited sources."""
-    check = validate_citations(state.get("answer", ""), state.get("sources") or [])
+    """Apply the refusal rule, keep only labels that name a source in the context, list
+    the cited sources."""
+    answer, refusal_reason = checked_refusal(state)
+    check = validate_citations(answer, state.get("sources") or [])
     warnings = []
+    if refusal_reason:
+        warnings.append(f"answer replaced by the refusal: {refusal_reason}")
     if check.unknown_labels:
         warnings.append(
             f"dropped citation labels that match no source: {', '.join(check.unknown_labels)}"

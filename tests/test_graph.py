@@ -310,7 +310,9 @@ def test_checked_answer_replaces_the_streamed_draft(
         "PassageGrades": [grade_every("correct")],
         "Reflection": [{"sufficient": True}],
     }
-    scripted.answer = lambda m: "Draft with a bad label [internal-7] and a good one [internal-1]."
+    scripted.answer = lambda m: (
+        "Annual leave is 18 days [internal-7] for 5 to 10 years of service [internal-1]."
+    )
     streamed, final = stream_messages(
         "annual leave days", ctx(tmp_path, model="custom:scripted", crosslingual=False)
     )

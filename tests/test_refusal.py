@@ -1,0 +1,115 @@
+"""The refusal rule of model-written answers (tools/policy/refusal.py), and through ``cite``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nodes.generate import checked_refusal
+from tools.policy.refusal import MIN_SUPPORT, check_answer, is_refusal, support
+
+# Same-event passages without the figure asked for (RGB's "negative" kind), in the
+# project's own words.
+NEGATIVE = (
+    "2022年北京冬奥会于2月4日开幕，共有91个国家和地区的代表团参加。"
+    "中国代表团在开幕式上第一个入场的是旗手。"
+)
+POSITIVE = "2022年北京冬奥会中国代表团共获得9枚金牌，位列金牌榜第三。"
+QUESTION = "2022年北京冬奥会中国代表团获得了多少枚金牌？"
+
+
+def src(label: str, text: str) -> dict[str, Any]:
+    return {"label": label, "kind": "internal", "number": int(label[-2]), "text": text}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "没找到相关信息。",
+        "没有找到相关的信息",
+        "来源中没有提到中国代表团的金牌数。",
+        "抱歉，无法根据提供的资料回答这个问题。",
+        "No relevant information found.",
+        "The sources do not mention how many gold medals China won.",
+        "The provided context doesn't contain that figure.",
+        "I cannot determine this from the passages.",
+    ],
+)
+def test_refusals_in_any_wording_are_recognised(text: str) -> None:
+    assert is_refusal(text)
+
+
+@pytest.mark.parametrize("text", ["中国代表团获得9枚金牌 [内部-1]。", "China won 9 gold medals."])
+def test_answers_are_not_refusals(text: str) -> None:
+    assert not is_refusal(text)
+
+
+def test_reworded_refusal_becomes_the_canonical_sentence() -> None:
+    got = check_answer("来源中没有提到金牌数。", QUESTION, [], "zh")
+    assert got.refused and got.answer == "没找到相关信息。" and got.reason == "refusal reworded"
+    exact = check_answer("No relevant information found.", "q?", [], "en")
+    assert exact.refused and exact.reason == ""
+
+
+def test_an_answer_citing_nothing_is_refused() -> None:
+    got = check_answer("中国代表团获得了9枚金牌。", QUESTION, [], "zh")
+    assert got.refused and got.reason == "the answer cites no source"
+
+
+def test_an_answer_its_cited_passage_does_not_hold_is_refused() -> None:
+    # The model answers from memory and cites an on-topic passage without the figure.
+    answer = "中国代表团共获得9枚金牌，位列金牌榜第三 [内部-1]。"
+    got = check_answer(answer, QUESTION, [src("[内部-1]", NEGATIVE)], "zh")
+    assert got.refused and got.answer == "没找到相关信息。"
+    assert got.support < MIN_SUPPORT and "occur in the sources" in got.reason
+
+
+def test_an_answer_other_given_passages_hold_is_kept() -> None:
+    answer = "中国代表团共获得9枚金牌，位列金牌榜第三 [内部-1]。"
+    given = [src("[内部-1]", NEGATIVE), src("[内部-2]", POSITIVE)]
+    got = check_answer(answer, QUESTION, given[:1], "zh", given=given)
+    assert not got.refused
+
+
+def test_a_short_paraphrase_is_not_judged_by_support() -> None:
+    # Two new words ("six", "give") against a table row: too little to measure.
+    row = "| 5 to less than 10 years | 18 days |"
+    question = "How many days of annual leave after 6 years of service?"
+    answer = "Six years of service give 18 days [internal-1]."
+    assert not check_answer(answer, question, [src("[internal-1]", row)], "en").refused
+
+
+def test_an_answer_its_cited_passage_holds_is_kept() -> None:
+    answer = "中国代表团共获得9枚金牌，位列金牌榜第三 [内部-1]。"
+    got = check_answer(answer, QUESTION, [src("[内部-1]", POSITIVE)], "zh")
+    assert not got.refused and got.answer == answer and got.support == 1.0
+
+
+def test_an_english_paraphrase_keeping_the_facts_words_passes() -> None:
+    passage = "Employees receive eighteen days of paid annual leave after one year of service."
+    answer = "After a year of service, employees are given 18 days of paid leave [internal-1]."
+    share, n = support(answer, "How much annual leave do employees get?", [passage])
+    assert n >= 3 and share >= MIN_SUPPORT
+
+
+def test_cite_replaces_only_the_draft_and_keeps_the_web_note() -> None:
+    draft = "The sources do not say."
+    state = {
+        "question": "Who won?",
+        "language": "en",
+        "answer": f"{draft}\n\nLive web results were unavailable: web search not configured.",
+        "answer_draft": draft,
+        "sources": [],
+    }
+    answer, reason = checked_refusal(state)
+    assert answer == (
+        "No relevant information found.\n\n"
+        "Live web results were unavailable: web search not configured."
+    )
+    assert reason == "refusal reworded"
+
+
+def test_offline_answers_pass_the_refusal_rule_unchanged() -> None:
+    state = {"question": "q", "answer": "Quoted sentence [internal-1].", "sources": []}
+    assert checked_refusal(state) == ("Quoted sentence [internal-1].", "")
