@@ -91,14 +91,21 @@ def evaluate_rgb(
     max_questions: int | None = None,
     embedding: str = "local",
     kb_factory: Any = None,
+    context: dict[str, Any] | None = None,
+    home: Path | None = None,
 ) -> dict[str, Any]:
-    """Per question: a throw-away KB from its passages, an offline answer, no web."""
+    """Per question: a throw-away KB from its passages, an offline answer, no web.
+
+    ``context`` overrides Context fields; ``home`` keeps the embedding cache between runs
+    (a temporary directory otherwise). ``records`` has each question's confidence and
+    outcome, so a table of refusal thresholds needs one run at ``refusal_threshold`` 0."""
     rows = list(read_jsonl(path))[: max_questions or None]
     graph = build_graph()
     correct = rejected = 0
     validity: list[float] = []
     latencies: list[float] = []
-    with tempfile.TemporaryDirectory(prefix="hybrid-rag-rgb-") as tmp:
+    records: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="hybrid-rag-rgb-", dir=home) as tmp:
         for i, row in enumerate(rows):
             n_neg = passages if negatives_only else round(passages * noise)
             chosen = list(row.get("negative") or [])[:n_neg]
@@ -109,18 +116,23 @@ def evaluate_rgb(
                 for j, t in enumerate(chosen)
                 if str(t).strip()
             ]
-            config = KBConfig(home=Path(tmp), collection=f"rgb-{i:04d}", embedding=embedding)
+            config = KBConfig(
+                home=home or Path(tmp), collection=f"rgb-{i:04d}", embedding=embedding
+            )
             kb = kb_factory(config) if kb_factory else KnowledgeBase(config)
             try:
                 kb.ingest_documents(docs)
                 resources.register_kb(kb)
                 ctx = Context(
-                    data_home=tmp,
-                    collection=config.collection,
-                    embedding=embedding,
-                    search_provider="none",
-                    model="offline",
-                    fast_model="offline",
+                    **{
+                        "search_provider": "none",
+                        "model": "offline",
+                        "fast_model": "offline",
+                        **(context or {}),
+                        "data_home": str(home or tmp),
+                        "collection": config.collection,
+                        "embedding": embedding,
+                    }
                 )
                 started = time.perf_counter()
                 out = asyncio.run(graph.ainvoke({"question": str(row["query"])}, context=ctx))
@@ -129,11 +141,18 @@ def evaluate_rgb(
                 kb.drop()
                 resources.close_all()
             answer = str(out.get("answer") or "")
-            if any(marker in answer for marker in NO_INFO):
-                rejected += 1
-            elif _gold_found(answer, row.get("answer")):
-                correct += 1
+            refused = any(marker in answer for marker in NO_INFO)
+            right = not refused and _gold_found(answer, row.get("answer"))
+            rejected += refused
+            correct += right
             validity.append(float(out.get("citation_validity", 1.0)))
+            records.append(
+                {
+                    "confidence": float(out.get("confidence") or 0),
+                    "refused": refused,
+                    "correct": right,
+                }
+            )
     n = len(rows)
     return {
         "questions": n,
@@ -145,4 +164,19 @@ def evaluate_rgb(
         "citation_validity": round(sum(validity) / len(validity), 4) if validity else 1.0,
         "p50_ms": round(percentile(latencies, 50), 1),
         "p95_ms": round(percentile(latencies, 95), 1),
+        "records": records,
     }
+
+
+def refusal_table(
+    answered: list[dict[str, Any]], negatives: list[dict[str, Any]], thresholds: list[float]
+) -> list[tuple[float, float, float]]:
+    """(threshold, accuracy, rejection rate) from ``records`` of runs that never refused
+    (``refusal_threshold`` 0): at ``t`` a question whose confidence is below ``t`` is
+    refused, the others keep their answer (the refusal is the answer's last rule)."""
+    rows = []
+    for t in thresholds:
+        acc = sum(r["correct"] and r["confidence"] >= t for r in answered) / max(1, len(answered))
+        rej = sum(r["refused"] or r["confidence"] < t for r in negatives) / max(1, len(negatives))
+        rows.append((t, round(acc, 4), round(rej, 4)))
+    return rows

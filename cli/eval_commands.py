@@ -203,6 +203,7 @@ def cmd_rgb(args: argparse.Namespace) -> int:
         max_questions=args.max_questions,
         embedding=args.embedding,
     )
+    result.pop("records")  # per-question detail, for bench/bench_grounding.py
     if args.json:
         print_json(result)
         return 0

@@ -145,6 +145,15 @@ class Context:
         ge=0.0,
         le=1.0,
     )
+    refusal_threshold: float = _f(
+        0.2,
+        "Offline (no-LLM) answers: calibrated probability that the knowledge base answers "
+        "below which the extractive answer declines ('No relevant information found') "
+        "instead of quoting. Lower keeps more right answers, higher refuses more "
+        "unanswerable questions (bench/README.md, 'Rejection').",
+        ge=0.0,
+        le=1.0,
+    )
     max_iterations: int = _f(2, "Re-retrieval rounds after the first retrieval.", ge=0, le=5)
     num_rewrites: int = _f(
         3, "Extra knowledge-base queries besides the original question.", ge=0, le=6

@@ -460,7 +460,7 @@ async def offline_answer(state: AgentState, runtime: Runtime[Context]) -> dict[s
         if built.omitted:
             warnings.append(f"{built.omitted} sources left out to fit context_token_budget")
         confidence = float(_confidence(state)["confidence"])
-        if refuses(confidence, ctx.confidence_threshold):
+        if refuses(confidence, ctx.refusal_threshold):
             answer = no_information(language)
         else:
             answer = extractive_answer(state["question"], built.included, language)

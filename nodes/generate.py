@@ -27,7 +27,7 @@ log = logging.getLogger("hybrid_rag.nodes")
 
 
 def refuses(confidence: float, threshold: float) -> bool:
-    """The offline answer's rule (both graphs): below ``confidence_threshold`` the
+    """The offline answer's rule (both graphs): below ``refusal_threshold`` the
     calibrated probability that the evidence answers is too low to quote from it."""
     return confidence < threshold
 
@@ -117,7 +117,7 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                     f"answer model call failed ({type(exc).__name__}); used extractive answer"
                 )
         if not answer:
-            if refuses(float(state.get("confidence") or 0), ctx.confidence_threshold):
+            if refuses(float(state.get("confidence") or 0), ctx.refusal_threshold):
                 answer = no_information(language)
             else:
                 answer = extractive_answer(state["question"], built.included, language)

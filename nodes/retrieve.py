@@ -20,6 +20,7 @@ from nodes.tracing import annotate_run
 from tools.answer.sources import Source, chunk_to_source, web_to_source
 from tools.errors import HybridRagError, kb_unavailable
 from tools.kb.knowledge_base import KnowledgeBase, Retrieval
+from tools.policy.confidence import is_keyword_selection, search_answerability
 from tools.websearch import SKIPPED_BY_USER, WebSearchClient, WebSearchError, default_cache
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
@@ -30,12 +31,19 @@ RESULTS_PER_QUERY = 10  # results asked of the provider per query, before top_k_
 
 
 def merge_sources(old: Sequence[Source], new: Sequence[Source]) -> list[Source]:
-    """Deduplicate by id across queries and iterations, keeping the best relevance."""
+    """Deduplicate by id across queries and iterations, keeping the best relevance and,
+    separately, the best answerability of the searches that found the chunk (keeping one
+    copy whole dropped the other's answerability, so confidence depended on which copy
+    ranked higher)."""
     best: dict[str, Source] = {s["id"]: s for s in old}
     for s in new:
         current = best.get(s["id"])
-        if current is None or s.get("relevance", 0.0) > current.get("relevance", 0.0):
+        if current is None:
             best[s["id"]] = s
+            continue
+        kept = s if s.get("relevance", 0.0) > current.get("relevance", 0.0) else current
+        answerability = max(s.get("answerability", 0.0), current.get("answerability", 0.0))
+        best[s["id"]] = {**kept, "answerability": answerability}
     return sorted(best.values(), key=lambda s: -s.get("relevance", 0.0))
 
 
@@ -53,15 +61,29 @@ async def retrieve_internal(state: State, runtime: Runtime[Context]) -> dict[str
     emit(runtime, "retrieving", queries=queries)
     found: list[Source] = []
 
-    def run() -> tuple[KnowledgeBase, list[Retrieval]]:
+    question = state["question"]
+
+    def run() -> tuple[KnowledgeBase, list[Retrieval], float]:
         kb = get_kb(ctx)  # opening the store is blocking too
-        anchor = None if ctx.embed_every_query else state["question"]
-        return kb, kb.retrieve_many(queries, ctx.top_k_internal * 2, anchor=anchor)
+        anchor = None if ctx.embed_every_query else question
+        k = ctx.top_k_internal * 2
+        searches = kb.retrieve_many(queries, k, anchor=anchor)
+        # The question's own search: what keyword selections' hits are judged by (served
+        # from the knowledge base's per-run cache when the question was searched before).
+        own = next((r for q, r in zip(queries, searches, strict=True) if q == question), None)
+        if own is None and any(is_keyword_selection(q, question) for q in queries):
+            own = kb.retrieve_many([question], k, anchor=anchor)[0]
+        return kb, searches, own.answerability if own else 0.0
 
     with timed("retrieve_internal", timings):
         try:
-            kb, searches = await asyncio.to_thread(run)  # Chroma and BM25 are blocking work
-            found = [chunk_to_source(h, r.answerability) for r in searches for h in r.hits]
+            # Chroma and BM25 are blocking work
+            kb, searches, asked = await asyncio.to_thread(run)
+            found = [
+                chunk_to_source(h, search_answerability(q, question, r.answerability, asked))
+                for q, r in zip(queries, searches, strict=True)
+                for h in r.hits
+            ]
             hits = [h for r in searches for h in r.hits]
             if not hits and kb.stats()["chunks"] == 0:
                 warnings.append("the knowledge base is empty: run 'hybrid-rag ingest PATH'")

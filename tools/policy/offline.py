@@ -107,6 +107,7 @@ INTERNAL_CUES_EN = (
     "procedure",
 )
 _YEAR_RE = re.compile(r"(?<!\d)(20\d\d)(?!\d)")
+_SAME_SENTENCE = re.compile(r"[\W_]+")
 
 # The KB probe is the calibrated answerability (a probability). Above STRONG the KB
 # "knows" the topic (no cue needed). Chosen on dev data with the default embedder
@@ -127,8 +128,15 @@ def _has_cue(text: str, cues: tuple[str, ...]) -> list[str]:
     return [c for c in cues if c in low]
 
 
-def offline_route(question: str, kb_probe: float, *, now: datetime | None = None) -> RouteDecision:
-    """Route by time-sensitivity cues, internal cues and what the KB holds."""
+def offline_route(
+    question: str,
+    kb_probe: float,
+    *,
+    now: datetime | None = None,
+    strong: float = KB_PROBE_STRONG,
+) -> RouteDecision:
+    """Route by time-sensitivity cues, internal cues and what the KB holds (``strong``:
+    the probe above which the KB alone answers; bench/bench_routing.py sweeps it)."""
     year_now = (now or datetime.now(UTC)).year
     time_cues = _has_cue(question, TIME_CUES_ZH + TIME_CUES_EN)
     years = [int(y) for y in _YEAR_RE.findall(question) if int(y) >= year_now]
@@ -136,13 +144,13 @@ def offline_route(question: str, kb_probe: float, *, now: datetime | None = None
         time_cues.append(str(years[0]))
     internal_cues = _has_cue(question, INTERNAL_CUES_ZH + INTERNAL_CUES_EN)
     probe = f"KB probe {kb_probe:.2f}"
-    if time_cues and (internal_cues or kb_probe >= KB_PROBE_STRONG):
+    if time_cues and (internal_cues or kb_probe >= strong):
         return RouteDecision(
             "both", f"time-sensitive ({', '.join(time_cues[:3])}) and internal ({probe})"
         )
     if time_cues:
         return RouteDecision("search", f"time-sensitive cues: {', '.join(time_cues[:3])}; {probe}")
-    if internal_cues or kb_probe >= KB_PROBE_STRONG:
+    if internal_cues or kb_probe >= strong:
         cues = (
             f"internal cues: {', '.join(c.strip() for c in internal_cues[:3])}; "
             if internal_cues
@@ -233,9 +241,12 @@ def extractive_answer(
     chosen: list[str] = []
     seen: set[str] = set()
     for _, _, sentence, lab in scored:
-        if sentence in seen:
+        # The same sentence in two sources (a reposted news item) differs only in spaces
+        # and punctuation: quoting it twice would take the place of another sentence.
+        key = _SAME_SENTENCE.sub("", sentence.casefold())
+        if key in seen:
             continue
-        seen.add(sentence)
+        seen.add(key)
         chosen.append(f"{sentence.rstrip()} {lab}")
         if len(chosen) >= max_sentences:
             break

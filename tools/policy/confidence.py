@@ -1,0 +1,31 @@
+"""Which searches are evidence that the knowledge base answers the question.
+
+The KB confidence of a turn is the best calibrated answerability (``tools.kb.answerability``)
+among the searches that found its sources. The calibration was fitted on searches of the
+question itself; a query made only of some of the question's words (an offline keyword
+variant, the coverage rule's "missing terms" query) is a retrieval aid, not such a
+search: its term-coverage features measure the words it kept, so dropping the words no
+passage holds ("金牌 得主") made it look fully covered (answerability 0.73 where the
+question's own search gives 0.26) and the max over queries refused or answered by which
+variant happened to run. Its hits carry the question's own answerability instead (never
+more than their own). Paraphrases and translations (a model's rewrites) are searches of
+the question's meaning and count as they are.
+"""
+
+from __future__ import annotations
+
+from tools.kb.tokenizers import words_of
+
+
+def is_keyword_selection(query: str, question: str) -> bool:
+    """A query made only of the question's words, other than the question itself."""
+    return query.strip() != question.strip() and words_of(query, question)
+
+
+def search_answerability(
+    query: str, question: str, answerability: float, question_answerability: float
+) -> float:
+    """The answerability a search's hits carry as evidence for ``question``."""
+    if is_keyword_selection(query, question):
+        return min(answerability, question_answerability)
+    return answerability
