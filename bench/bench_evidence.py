@@ -62,6 +62,8 @@ SETS: dict[str, Callable[[Path], BeirData]] = {
 }
 METHODS: tuple[FusionMethod, ...] = ("minmax", "zscore", "rrf")
 WEIGHTS = [round(0.05 * i, 2) for i in range(21)]
+# The per-query weight of ``adaptive`` fusion: base weight x slope (tools.kb.fusion).
+SLOPES = [0.5, 1.0, 1.5, 2.0, 3.0]
 PARAMS_DIR = REPO / "tools" / "kb" / "answerability_params"
 
 
@@ -128,12 +130,14 @@ def _order_single(side: str) -> Callable[[dict[str, Any]], list[int]]:
     return order
 
 
-def _order_fused(method: FusionMethod, w: float) -> Callable[[dict[str, Any]], list[int]]:
+def _order_fused(
+    method: FusionMethod, w: float, slope: float = 0.0
+) -> Callable[[dict[str, Any]], list[int]]:
     def order(p: dict[str, Any]) -> list[int]:
         keys = [str(i) for i in range(len(p["doc"]))]
         vec = {k: p["cos"][i] for i, k in enumerate(keys)}
         bm = {k: p["bm25"][i] for i, k in enumerate(keys)}
-        fused = fuse(vec, bm, method=method, vector_weight=w)
+        fused = fuse(vec, bm, method=method, vector_weight=w, adaptive_slope=slope)
         return sorted(range(len(keys)), key=lambda i: (-fused[keys[i]], i))
 
     return order
@@ -150,6 +154,9 @@ def stage_fusion(args: argparse.Namespace) -> None:
         for method in METHODS:
             for w in WEIGHTS:
                 row[f"{method}@{w}"] = _ndcg(pools, _order_fused(method, w))
+        for slope in SLOPES:
+            for w in WEIGHTS:
+                row[f"adaptive@{w}/{slope}"] = _ndcg(pools, _order_fused("adaptive", w, slope))
         table[name] = row
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"fusion-{slug(args.embedding)}.json").write_text(json.dumps(table, indent=1))
@@ -174,6 +181,7 @@ def stage_fusion(args: argparse.Namespace) -> None:
         return row[key] - max(row["bm25"], row["vector"])
 
     configs = [f"{m}@{w}" for m in METHODS for w in WEIGHTS]
+    configs += [f"adaptive@{w}/{s}" for s in SLOPES for w in WEIGHTS]
 
     # The rule that picks the shipped default: the largest *worst-case* gain over the
     # better single retriever (a mean can hide a set the hybrid loses on).
@@ -181,13 +189,19 @@ def stage_fusion(args: argparse.Namespace) -> None:
         return max(configs, key=lambda c: (min(gain(n, c) for n in sets), c))
 
     print("\n## leave one data set out (choose on the others: largest worst-case gain)")
-    print(f"{'left out':<11} {'chosen':<12} {'hybrid':>7} {'bm25':>7} {'vector':>7} {'margin':>7}")
+    print(
+        f"{'left out':<11} {'chosen':<18} {'hybrid':>7} {'bm25':>7} {'vector':>7} {'margin':>7}"
+        f"   {'static chosen':<14} {'margin':>7}"
+    )
+    static = [c for c in configs if not c.startswith("adaptive")]
     for held in names:
-        chosen = choose([n for n in names if n != held])
+        others = [n for n in names if n != held]
+        chosen = choose(others)
+        plain = max(static, key=lambda c: (min(gain(n, c) for n in others), c))
         row = table[held]
         print(
-            f"{held:<11} {chosen:<12} {row[chosen]:>7.4f} {row['bm25']:>7.4f} "
-            f"{row['vector']:>7.4f} {gain(held, chosen):>+7.4f}"
+            f"{held:<11} {chosen:<18} {row[chosen]:>7.4f} {row['bm25']:>7.4f} "
+            f"{row['vector']:>7.4f} {gain(held, chosen):>+7.4f}   {plain:<14} {gain(held, plain):>+7.4f}"
         )
     overall = choose(names)
     print(

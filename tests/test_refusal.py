@@ -80,6 +80,19 @@ def test_a_short_paraphrase_is_not_judged_by_support() -> None:
     assert not check_answer(answer, question, [src("[internal-1]", row)], "en").refused
 
 
+def test_a_short_answer_no_passage_holds_is_refused() -> None:
+    # Names from the model's memory, cited to an on-topic passage without them.
+    got = check_answer("隋文静、韩聪 [内部-1]。", QUESTION, [src("[内部-1]", NEGATIVE)], "zh")
+    assert got.refused and got.support == 0.0
+
+
+def test_a_verdict_is_not_new_content() -> None:
+    claim = "Annual leave carries over to the next year."
+    passage = "Up to five unused days carry over to the next year."
+    for answer in ("Yes [internal-1].", "No [internal-1]."):
+        assert not check_answer(answer, claim, [src("[internal-1]", passage)], "en").refused
+
+
 def test_an_answer_its_cited_passage_holds_is_kept() -> None:
     answer = "中国代表团共获得9枚金牌，位列金牌榜第三 [内部-1]。"
     got = check_answer(answer, QUESTION, [src("[内部-1]", POSITIVE)], "zh")

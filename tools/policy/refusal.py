@@ -42,6 +42,25 @@ MIN_SUPPORT = 0.3
 # ("Six years give 18 days" of a table row "5 to 10 years | 18 days" adds two words).
 MIN_TERMS = 3
 
+# Verdict words carry no fact of their own ("Yes [web-1]." on a claim).
+_VERDICT_WORDS = frozenset(
+    [
+        "yes",
+        "no",
+        "true",
+        "fals",
+        "correct",
+        "incorrect",
+        "是",
+        "否",
+        "对",
+        "不",
+        "不是",
+        "正确",
+        "错误",
+    ]
+)
+
 _REFUSAL_RE = re.compile(
     "|".join(
         [
@@ -91,7 +110,7 @@ def support(answer: str, question: str, passages: Sequence[str]) -> tuple[float,
     and how many such terms there are."""
     tokenize = _terms()
     asked = set(tokenize(question))
-    new = {t for t in tokenize(LABEL_RE.sub(" ", answer)) if t not in asked}
+    new = {t for t in tokenize(LABEL_RE.sub(" ", answer)) if t not in asked} - _VERDICT_WORDS
     if not new:
         return 1.0, 0
     found: set[str] = set()
@@ -126,7 +145,7 @@ def check_answer(
             return AnswerCheck(canonical, True, reason, 0.0)
         return AnswerCheck(canonical, True, "the answer cites no source", 0.0)
     share, n = support(answer, question, [source_text(s) for s in (given or cited)])
-    if n >= MIN_TERMS and share < MIN_SUPPORT:
+    if (n >= MIN_TERMS and share < MIN_SUPPORT) or (n > 0 and share == 0.0):
         return AnswerCheck(
             canonical,
             True,
