@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from graph import Context, build_graph
+from nodes import resources
 from nodes.generate import checked_refusal
+from tests.fakes import ScriptedChatModel, grade_every, hash_model
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
+from tools.kb.loaders import SourceDocument, content_hash
 from tools.policy.refusal import MIN_SUPPORT, check_answer, is_refusal, support
 
 # Same-event passages without the figure asked for (RGB's "negative" kind), in the
@@ -126,3 +134,67 @@ def test_cite_replaces_only_the_draft_and_keeps_the_web_note() -> None:
 def test_offline_answers_pass_the_refusal_rule_unchanged() -> None:
     state = {"question": "q", "answer": "Quoted sentence [internal-1].", "sources": []}
     assert checked_refusal(state) == ("Quoted sentence [internal-1].", "")
+
+
+# -- through the state graph, with a scripted model -----------------------------------
+
+NEGATIVES = [
+    "2022年北京冬奥会于2月4日在国家体育场开幕，共有91个国家和地区的代表团参加。",
+    "北京冬奥会花样滑冰比赛在首都体育馆举行，双人滑项目吸引了众多观众。",
+    "冬奥会期间，首都体育馆共举办了花样滑冰和短道速滑两个项目的比赛。",
+    "双人滑自由滑比赛于2月19日晚进行，现场观众为选手们加油助威。",
+    "本届冬奥会共设7个大项、15个分项、109个小项。",
+]
+
+
+@pytest.fixture
+def negatives_kb(tmp_path: Path) -> Iterator[KnowledgeBase]:
+    kb = KnowledgeBase(KBConfig(home=tmp_path / "home"), embedding_model=hash_model())
+    kb.ingest_documents(
+        [
+            SourceDocument(f"n{i}", f"news/n{i}.md", t, content_hash(t), False)
+            for i, t in enumerate(NEGATIVES)
+        ]  # fmt: skip
+    )
+    resources.register_kb(kb)
+    yield kb
+    resources.close_all()
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        ("北京冬奥会双人滑金牌得主是隋文静和韩聪 [内部-1]。", "occur in the sources"),
+        ("资料中没有提到双人滑金牌得主。", "refusal reworded"),
+        ("隋文静和韩聪获得了金牌。", "cites no source"),
+    ],
+)
+def test_graph_answers_the_negatives_with_the_refusal(
+    negatives_kb: KnowledgeBase,
+    tmp_path: Path,
+    scripted: ScriptedChatModel,
+    reply: str,
+    reason: str,
+) -> None:
+    """RGB's negative kind: same-event passages without the answer. Whatever the model
+    says, the answer is 没找到相关信息 (and the warning says why)."""
+    scripted.structured = {
+        "Plan": [{"route": "knowledge", "reason": "r"}],
+        "PassageGrades": [grade_every("ambiguous")],
+        "Reflection": [{"sufficient": True}],
+    }
+    scripted.answer = lambda m: reply
+    out = asyncio.run(
+        build_graph().ainvoke(
+            {"question": "北京冬奥会双人滑金牌得主是谁？"},
+            context=Context(
+                data_home=str(tmp_path / "home"),
+                search_provider="none",
+                model="custom:scripted",
+                crosslingual=False,
+            ),
+        )
+    )
+    assert out["answer"].startswith("没找到相关信息。")
+    assert out["citations"] == []
+    assert any(reason in w for w in out["warnings"])
