@@ -154,7 +154,7 @@ def negatives_kb(tmp_path: Path) -> Iterator[KnowledgeBase]:
         [
             SourceDocument(f"n{i}", f"news/n{i}.md", t, content_hash(t), False)
             for i, t in enumerate(NEGATIVES)
-        ]  # fmt: skip
+        ]
     )
     resources.register_kb(kb)
     yield kb
