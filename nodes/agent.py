@@ -51,8 +51,7 @@ from langgraph.runtime import Runtime
 from nodes.approval import APPROVAL_ERRORS, tool_approval
 from nodes.common import emit, timed
 from nodes.crosslingual import translated_queries
-from nodes.generate import build_prompt, failure_sentence, refuses, web_unavailable
-from nodes.grade import internal_confidence, web_confidence
+from nodes.generate import build_prompt, failure_sentence, web_unavailable
 from nodes.models import OFFLINE, load_chat_model
 from nodes.prepare import prepare
 from nodes.rerank import effective_reranker
@@ -71,6 +70,7 @@ from prompts.agent import (
 from tools.answer.agent_tools import GOOGLE_SEARCH, INTERNAL_SEARCH, SourceRegistry, make_tools
 from tools.errors import HybridRagError, kb_unavailable
 from tools.kb.rerank import make_reranker
+from tools.policy.decisions import Decision, Evidence, decide, kept_internal, strategy_label
 from tools.policy.offline import extractive_answer, no_information, offline_route
 from tools.websearch import default_locale
 
@@ -222,10 +222,13 @@ def web_failure_note(state: Mapping[str, Any], language: str) -> str:
 
 
 def answer_sources(state: Mapping[str, Any], ctx: Context) -> list[dict[str, Any]]:
-    """The best sources per kind, labels unchanged (registry order is label order)."""
+    """The best sources per kind, labels unchanged (registry order is label order); on a
+    web fallback the KB passages ``tools.policy.kept_internal`` keeps, as in the state graph."""
     internal = [s for s in state.get("sources") or [] if s.get("kind") != "web"]
     web = [s for s in state.get("sources") or [] if s.get("kind") == "web"]
-    return [*internal[: ctx.top_k_internal], *web[: ctx.top_k_web]]
+    fallback = bool((state.get("decision") or {}).get("web_fallback"))
+    internal = kept_internal(internal[: ctx.top_k_internal], fallback)
+    return [*internal, *web[: ctx.top_k_web]]
 
 
 def bounded_answer(state: Mapping[str, Any], ctx: Context, reason: str) -> dict[str, Any]:
@@ -238,7 +241,7 @@ def bounded_answer(state: Mapping[str, Any], ctx: Context, reason: str) -> dict[
         "answer": f"{text} {note}{web_failure_note(state, language)}",
         "warnings": [f"agent stopped: {reason}; answered extractively from the sources gathered"],
         **route_of(state.get("tool_calls") or []),
-        **_confidence(state),
+        **_confidence(state, ctx),
     }
 
 
@@ -322,7 +325,7 @@ async def call_model(state: AgentState, runtime: Runtime[Context]) -> dict[str, 
         "answer_message_id": reply.id,
         "answer_draft": answer,
         **route_of(state.get("tool_calls") or []),
-        **_confidence(state),
+        **_confidence(state, ctx),
     }
 
 
@@ -413,19 +416,23 @@ async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[st
         registry = registry_of(state)
         tools = tools_for(registry, ctx, state)
         messages, done = await run_turn(tools, plan[: ctx.max_tool_calls], runtime)
-        strategy = {"knowledge": "vector", "search": "search", "both": "both"}[decision.route]
-        internal = registry.of_kind("internal")
-        # The state graph's corrective fallback: weak KB evidence → also search the web once
-        # (a second turn, as a model that read the weak results would take).
-        if (
-            decision.route == "knowledge"
-            and internal_confidence(internal) < ctx.confidence_threshold
-            and len(done) < ctx.max_tool_calls
-        ):
+        # The state graph's corrective fallback (tools.policy): weak KB evidence → also
+        # search the web once (a second turn, as a model that read the weak results would).
+        verdict = decide(
+            Evidence.of(
+                question,
+                registry.of_kind("internal"),
+                registry.of_kind("web"),
+                route=decision.route,
+                web_searched=any(call["name"] == GOOGLE_SEARCH for call, _ in done),
+            ),
+            ctx.confidence_threshold,
+        )
+        fell_back = verdict["search_web_now"] and len(done) < ctx.max_tool_calls
+        if fell_back:
             more, fallback = await run_turn(tools, [offline_call(GOOGLE_SEARCH, web_args)], runtime)
             messages.extend(more)
             done.extend(fallback)
-            strategy = "search_fallback"
         update = apply_outcomes(state, registry, done)
     if len(plan) > ctx.max_tool_calls:
         warnings.append(f"max_tool_calls ({ctx.max_tool_calls}) left planned searches out")
@@ -441,7 +448,8 @@ async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[st
         "crosslingual": report,
         "route": decision.route,
         "route_reason": f"offline rules: {decision.reason}",
-        "strategy": strategy,
+        "strategy": strategy_label(decision.route, fell_back),
+        "decision": {**verdict, "web_fallback": fell_back, "search_web_now": False},
         "warnings": [*warnings, *update["warnings"]],
         "timings": timings,
     }
@@ -459,8 +467,9 @@ async def offline_answer(state: AgentState, runtime: Runtime[Context]) -> dict[s
         _, built = build_prompt(state, ctx, answer_sources(state, ctx))
         if built.omitted:
             warnings.append(f"{built.omitted} sources left out to fit context_token_budget")
-        confidence = float(_confidence(state)["confidence"])
-        if refuses(confidence, ctx.confidence_threshold):
+        verdict = decision_of(state, ctx)
+        confidence = verdict["confidence"]
+        if verdict["refuse"]:
             answer = no_information(language)
         else:
             answer = extractive_answer(state["question"], built.included, language)
@@ -469,24 +478,34 @@ async def offline_answer(state: AgentState, runtime: Runtime[Context]) -> dict[s
     return {
         "answer": answer,
         "sources": built.included,
-        "confidence": round(confidence, 4),
+        "decision": verdict,
+        "confidence": confidence,
         "warnings": warnings,
         "timings": timings,
     }
 
 
-def _confidence(state: Mapping[str, Any]) -> dict[str, float]:
-    """The state graph's confidence (``nodes.grade``) for the route the run took."""
-    internal = internal_confidence(list(state.get("internal_docs") or []))
-    web = web_confidence(state["question"], list(state.get("web_docs") or []))
+def decision_of(state: Mapping[str, Any], ctx: Context) -> Decision:
+    """``tools.policy.decide`` over the agent's evidence: the sources its tools found, for
+    the route its tool calls took (the state graph's ``grade`` asks the same function)."""
     route = route_of(state.get("tool_calls") or []).get("route") or state.get("route")
-    if route == "search":
-        value = web
-    elif route == "knowledge" and state.get("strategy") != "search_fallback":
-        value = internal
-    else:
-        value = max(internal, web)
-    return {"confidence": round(value, 4)}
+    previous = state.get("decision") or {}
+    evidence = Evidence.of(
+        state["question"],
+        list(state.get("internal_docs") or []),
+        list(state.get("web_docs") or []),
+        route=route,
+        web_searched=bool(state.get("web_searched")),
+        fell_back=bool(previous.get("web_fallback")),
+    )
+    # The agent falls back only where offline_tools says so (a model picks its own tools).
+    return {**decide(evidence, ctx.confidence_threshold), "web_fallback": evidence.fell_back,
+            "search_web_now": False}  # fmt: skip
+
+
+def _confidence(state: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
+    verdict = decision_of(state, ctx)
+    return {"confidence": verdict["confidence"], "decision": verdict}
 
 
 # --- routing ---------------------------------------------------------------------------

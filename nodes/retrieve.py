@@ -30,12 +30,18 @@ RESULTS_PER_QUERY = 10  # results asked of the provider per query, before top_k_
 
 
 def merge_sources(old: Sequence[Source], new: Sequence[Source]) -> list[Source]:
-    """Deduplicate by id across queries and iterations, keeping the best relevance."""
+    """Deduplicate by id across queries and iterations: the copy with the best relevance,
+    carrying the best answerability any search gave the chunk (the evidence
+    ``tools.policy`` reads; keeping only the more relevant copy could lose it)."""
     best: dict[str, Source] = {s["id"]: s for s in old}
     for s in new:
         current = best.get(s["id"])
-        if current is None or s.get("relevance", 0.0) > current.get("relevance", 0.0):
+        if current is None:
             best[s["id"]] = s
+            continue
+        winner = s if s.get("relevance", 0.0) > current.get("relevance", 0.0) else current
+        answerability = max(s.get("answerability", 0.0), current.get("answerability", 0.0))
+        best[s["id"]] = {**winner, "answerability": answerability}
     return sorted(best.values(), key=lambda s: -s.get("relevance", 0.0))
 
 
