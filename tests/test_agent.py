@@ -24,9 +24,9 @@ from tools.answer.agent_tools import SourceRegistry, make_tools
 from tools.errors import StoreError
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.websearch import SearchCache, WebSearchSettings, set_default_cache
+from tools.websearch.settings import environment_variables
 
-SEARCH_ENV = ("SERPER_API_KEY", "SERPAPI_API_KEY", "SERPBASE_API_KEY", "SCAVIO_API_KEY",
-              "TAVILY_API_KEY", "BRAVE_API_KEY", "SEARXNG_BASE_URL", "WEBSEARCH_PROVIDER")  # fmt: skip
+SEARCH_ENV = environment_variables()  # every provider's key, URL, price; WEBSEARCH_PROVIDER
 Q = "How many days of annual leave after 6 years of service?"
 
 

@@ -17,6 +17,7 @@ from tests.fakes import ScriptedChatModel, grade_every, passages_in
 from tools.errors import ConfigError, InputError
 from tools.kb.knowledge_base import KnowledgeBase
 from tools.policy.offline import offline_rewrites
+from tools.websearch.settings import environment_variables
 
 
 def ctx(tmp_path: Path, **kw: Any) -> Context:
@@ -100,8 +101,7 @@ def test_a_warning_repeated_by_every_round_is_given_once(tmp_path: Path) -> None
 def test_time_sensitive_question_reports_web_not_configured(
     sample_kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for var in ("SERPER_API_KEY", "SERPAPI_API_KEY", "SERPBASE_API_KEY", "SCAVIO_API_KEY",
-                "TAVILY_API_KEY", "BRAVE_API_KEY", "SEARXNG_BASE_URL"):  # fmt: skip
+    for var in environment_variables():
         monkeypatch.delenv(var, raising=False)
     out = run(build_graph(), {"question": "What is the latest Python release today?"},
               Context(data_home=str(tmp_path / "home")))  # fmt: skip

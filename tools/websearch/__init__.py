@@ -10,6 +10,7 @@ Typical use::
 Nothing here reads the environment or touches the network at import time.
 """
 
+from . import adapters  # noqa: F401  (registers the built-in providers)
 from .approval import (
     MAX_EDITED_QUERIES,
     SKIPPED_BY_USER,
@@ -38,7 +39,14 @@ from .errors import (
     WebSearchRateLimitError,
     WebSearchTimeoutError,
 )
-from .providers import AUTO_ORDER, PROVIDERS, VALID_PROVIDERS, ProviderInfo
+from .providers import (
+    AUTO_ORDER,
+    PROVIDERS,
+    ProviderInfo,
+    register_provider,
+    unregister_provider,
+    valid_providers,
+)
 from .settings import WebSearchSettings
 from .shared_cache import RedisSharedCache, SharedCacheUnavailable
 from .text import build_params, clean_snippet, default_locale
@@ -50,7 +58,6 @@ __all__ = [
     "MAX_EDITED_QUERIES",
     "PROVIDERS",
     "SKIPPED_BY_USER",
-    "VALID_PROVIDERS",
     "CacheStats",
     "MultiSearchResponse",
     "ProviderInfo",
@@ -84,7 +91,10 @@ __all__ = [
     "parse_date",
     "parse_datetime",
     "parse_retry_after",
+    "register_provider",
     "search_sync",
     "set_default_cache",
     "shared_from_env",
+    "unregister_provider",
+    "valid_providers",
 ]

@@ -23,6 +23,7 @@ import httpx
 
 from tools.errors import InputError
 
+from .adapters import ddgs_search
 from .cache import SearchCache, cache_key, default_cache
 from .dates import iso_now
 from .errors import (
@@ -36,7 +37,7 @@ from .errors import (
     WebSearchTimeoutError,
     scrub,
 )
-from .providers import HTTP_PROVIDERS, ParsedPage, Provider, RequestSpec, ddgs_search, error_text
+from .providers import HTTP_PROVIDERS, ParsedPage, Provider, RequestSpec, error_text
 from .results import merge_ranked, normalise_items
 from .settings import WebSearchSettings
 from .text import build_params, normalize_query
