@@ -16,9 +16,9 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field
 
-from nodes.models import validate_model_spec
+from tools.chat_models import validate_model_spec
 from tools.errors import ConfigError
-from tools.kb.rerank import make_reranker
+from tools.kb.rerank import check_reranker
 from tools.kb.store import validate_collection_name
 from tools.websearch import valid_providers
 from tools.websearch.text import GL_RE, HL_RE
@@ -218,8 +218,7 @@ class Context:
                 f"answer_language must be {', '.join(allowed[:-1])} or {allowed[-1]}, "
                 f"got {self.answer_language!r}"
             )
-        if self.reranker.startswith("cross-encoder"):
-            make_reranker(self.reranker)  # fails now, naming what to install, not mid-run
+        check_reranker(self.reranker)  # names what to install; loads nothing (prepare does)
         validate_collection_name(self.collection)
 
     @classmethod

@@ -155,7 +155,7 @@ def test_model_that_never_says_sufficient_is_bounded(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Reflection on every round, however strong the evidence: the bound is under test.
-    monkeypatch.setattr("nodes.reflect.REFLECT_BELOW", 1.01)
+    monkeypatch.setattr("tools.policy.decisions.REFLECT_BELOW", 1.01)
     scripted.structured = {
         "Plan": [
             {

@@ -20,13 +20,13 @@ node branches on it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from typing_extensions import TypedDict
 
-from tools.policy.offline import text_overlap
+from tools.policy.offline import text_overlap, uncovered_terms
 
 Route = Literal["knowledge", "search", "both"]
 Grade = Literal["correct", "ambiguous", "incorrect"]
@@ -150,6 +150,49 @@ def kept_internal(internal: Sequence[Any], web_fallback: bool) -> list[Any]:
 def graded(passages: Sequence[S]) -> list[S]:
     """The passages a model grade keeps: all but those graded incorrect."""
     return [p for p in passages if p.get("grade") != "incorrect"]
+
+
+# --- reflection ---------------------------------------------------------------------------
+
+# "More likely not answered than answered": the calibrated probability's own midpoint,
+# not a tuned value. At or above it the evidence is strong and no model call is spent.
+REFLECT_BELOW = 0.5
+
+
+@dataclass(frozen=True)
+class NextStep:
+    """Reflection's verdict: enough evidence, or the next query and where to ask it."""
+
+    sufficient: bool
+    next_query: str = ""
+    source: Literal["internal", "web"] = "internal"
+
+
+def reflection_call_needed(confidence: float) -> bool:
+    """With a model, reflection spends a call only on weak evidence."""
+    return confidence < REFLECT_BELOW
+
+
+def offline_next_step(
+    question: str, route: str | None, web_failed: bool, evidence_texts: Sequence[str]
+) -> NextStep:
+    """The coverage rule: ask again for the question's terms no source covers, from the
+    KB (or, on the web route, from the web while it works)."""
+    missing = uncovered_terms(question, list(evidence_texts))
+    if not missing:
+        return NextStep(sufficient=True)
+    if route == "search":
+        # The KB was judged irrelevant; only another web query could help.
+        if web_failed:
+            return NextStep(sufficient=True)
+        return NextStep(sufficient=False, next_query=" ".join(missing), source="web")
+    return NextStep(sufficient=False, next_query=" ".join(missing), source="internal")
+
+
+def worth_asking(step: NextStep, tried: Collection[str]) -> bool:
+    """A next query is worth a round only when it is new in this turn."""
+    query = step.next_query.strip()
+    return not step.sufficient and bool(query) and step.next_query not in tried
 
 
 def strategy_label(route: str | None, web_fallback: bool, *, agent: bool = False) -> str:
