@@ -270,21 +270,3 @@ def test_context_validation_loads_nothing_and_sets_no_environment(
     monkeypatch.setattr(rerank, "_cross_encoder", lambda model: loaded.append(model))
     Context(reranker="cross-encoder:/nonexistent/model")
     assert loaded == [] and "HF_HUB_OFFLINE" not in os.environ
-
-
-def test_graph_imports_nodes_only_to_build_graphs() -> None:
-    """The run configuration and the persistence layer stand without ``nodes``: only the
-    two graph builders (and the state's reducers) import it at run time."""
-    import ast
-
-    root = Path(__file__).resolve().parent.parent / "graph"
-    builders = {"rag_graph.py", "agent_graph.py", "state.py"}
-    for path in root.glob("*.py"):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        runtime_imports = [
-            node.module
-            for node in tree.body  # module level: TYPE_CHECKING blocks are ast.If, skipped
-            if isinstance(node, ast.ImportFrom) and node.module
-        ]
-        uses_nodes = any(m == "nodes" or m.startswith("nodes.") for m in runtime_imports)
-        assert not uses_nodes or path.name in builders, path.name

@@ -25,7 +25,7 @@ from .cache import (
     set_default_cache,
     shared_from_env,
 )
-from .client import WebSearchClient, parse_retry_after, search_sync
+from .client import WebSearchClient, search_sync
 from .dates import parse_date, parse_datetime
 from .errors import (
     UnknownProviderError,
@@ -50,6 +50,7 @@ from .providers import (
 from .settings import WebSearchSettings
 from .shared_cache import RedisSharedCache, SharedCacheUnavailable
 from .text import build_params, clean_snippet, default_locale
+from .transport import parse_retry_after
 from .types import MultiSearchResponse, ResultKind, SearchParams, SearchResponse, WebResult
 from .urls import normalize_url
 
