@@ -14,6 +14,7 @@ from nodes.approval import require_checkpointer
 from nodes.common import emit, history_of
 from nodes.models import resolve_model_spec
 from nodes.reducers import fresh_turn
+from nodes.settings import resolve_run_settings
 from tools.errors import InputError
 from tools.kb.rerank import make_reranker
 from tools.kb.tokenizers import warm_up, warmed_up
@@ -62,6 +63,7 @@ async def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         await asyncio.to_thread(warm_up)
     raw, add_message = current_question(state)
     question = validate_question(raw, ctx.max_question_chars)
+    resolve_run_settings(ctx)  # the environment, read once for the whole run
     require_checkpointer(ctx)  # a run that may pause for approval must be resumable
     if ctx.reranker.startswith("cross-encoder"):  # a missing local model fails now, not mid-run
         await asyncio.to_thread(make_reranker, ctx.reranker)

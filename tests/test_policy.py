@@ -270,3 +270,28 @@ def test_context_validation_loads_nothing_and_sets_no_environment(
     monkeypatch.setattr(rerank, "_cross_encoder", lambda model: loaded.append(model))
     Context(reranker="cross-encoder:/nonexistent/model")
     assert loaded == [] and "HF_HUB_OFFLINE" not in os.environ
+
+
+def test_the_environment_is_read_once_per_run(
+    sample_kb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bug: every web search re-read the environment (WebSearchSettings.from_env per
+    search); ``prepare`` now resolves it once and the searches of the run share it."""
+    from graph import build_agent_graph, build_graph
+    from tools.websearch import WebSearchSettings
+
+    calls: list[str] = []
+    original = WebSearchSettings.from_env.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[WebSearchSettings], env: Any = None, **kw: Any) -> WebSearchSettings:
+        calls.append("read")
+        return original(cls, env, **kw)
+
+    monkeypatch.setattr(WebSearchSettings, "from_env", classmethod(counted))
+    context = Context(data_home=str(tmp_path / "home"), max_iterations=2, search_provider="serper")
+    question = {"question": "What is the latest news on our annual leave policy today?"}
+    out = asyncio.run(build_graph().ainvoke(question, context=context))
+    assert out["route"] in ("both", "search") and calls == ["read"]
+    calls.clear()
+    asyncio.run(build_agent_graph().ainvoke(question, context=context))
+    assert calls == ["read"]
