@@ -11,6 +11,8 @@ resumed after a pause, or a node called on its own, resolves it on first use.
 from __future__ import annotations
 
 import os
+import threading
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -22,7 +24,10 @@ from tools.websearch import WebSearchSettings
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
 
-_ATTRIBUTE = "_hybrid_rag_run_settings"
+# id(context) -> its settings; an entry leaves with its Context (weakref.finalize), so an
+# id reused by a later object never finds the old entry.
+_by_context: dict[int, RunSettings] = {}
+_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -61,11 +66,21 @@ def resolve_run_settings(ctx: Context, environ: Mapping[str, str] | None = None)
     except HybridRagError as exc:
         chroma_problem = exc
     settings = RunSettings(web, problem, host, port, chroma_problem)
-    object.__setattr__(ctx, _ATTRIBUTE, settings)
+    key = id(ctx)
+    with _lock:
+        if key not in _by_context:
+            weakref.finalize(ctx, _forget, key)
+        _by_context[key] = settings
     return settings
+
+
+def _forget(key: int) -> None:
+    with _lock:
+        _by_context.pop(key, None)
 
 
 def run_settings(ctx: Context) -> RunSettings:
     """The settings ``prepare`` resolved for this run (resolved now if it did not)."""
-    settings = getattr(ctx, _ATTRIBUTE, None)
-    return settings if isinstance(settings, RunSettings) else resolve_run_settings(ctx)
+    with _lock:
+        settings = _by_context.get(id(ctx))
+    return settings if settings is not None else resolve_run_settings(ctx)

@@ -550,3 +550,14 @@ def test_env_example_documents_every_variable_the_code_reads() -> None:
             read |= variables_read(path.read_text(encoding="utf-8"))
     machine = {"OMP_NUM_THREADS", "XDG_DATA_HOME"}  # the platform's, not the project's
     assert read - machine <= documented, sorted(read - machine - documented)
+
+
+def test_the_configuration_tables_name_every_providers_variable() -> None:
+    """README's and DEPLOYMENT's tables list what each registered web-search provider
+    needs (its key, or its URL for a keyless self-hosted one)."""
+    from tools.websearch import PROVIDERS
+
+    needed = {info.key_env or info.base_url_env for info in PROVIDERS.values()} - {None}
+    for doc in (ROOT / "README.md", ROOT / "docs" / "DEPLOYMENT.md"):
+        text = doc.read_text(encoding="utf-8")
+        assert {n for n in needed if f"`{n}`" not in text} == set(), doc.name

@@ -295,3 +295,22 @@ def test_the_environment_is_read_once_per_run(
     calls.clear()
     asyncio.run(build_agent_graph().ainvoke(question, context=context))
     assert calls == ["read"]
+
+
+def test_run_settings_stay_off_the_context_and_leave_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+
+    from nodes import settings as run_settings_module
+
+    monkeypatch.setenv("SERPER_API_KEY", "SENTINEL-run-settings-key")
+    context = Context(data_home=str(tmp_path), search_provider="serper")
+    resolved = run_settings_module.resolve_run_settings(context)
+    assert resolved.web is not None and resolved.web.chain() == ("serper",)
+    assert run_settings_module.run_settings(context) is resolved  # not read again
+    assert "SENTINEL-run-settings-key" not in repr(vars(context))  # no key on the context
+    key = id(context)
+    del context
+    gc.collect()
+    assert key not in run_settings_module._by_context
