@@ -31,11 +31,12 @@ from nodes.crosslingual import translated_queries
 from nodes.generate import build_prompt
 from nodes.models import OFFLINE
 from nodes.resources import get_kb
+from nodes.search import locale_setting
 from prompts.agent import AGENT_OFFLINE_NOTE_EN, AGENT_OFFLINE_NOTE_ZH
 from tools.errors import HybridRagError, kb_unavailable
 from tools.policy.decisions import Evidence, decide, strategy_label
 from tools.policy.offline import extractive_answer, no_information, offline_route
-from tools.websearch import default_locale
+from tools.websearch.text import search_locale
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.agent_graph import AgentState
@@ -76,9 +77,7 @@ async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[st
             warnings.append(kb_unavailable(exc))
         decision = offline_route(question, probe)
         emit(runtime, "routed", route=decision.route, reason=decision.reason)
-        hl, gl = default_locale(question)
-        hl = hl if ctx.hl == "auto" else ctx.hl
-        gl = gl if ctx.gl == "auto" else ctx.gl
+        hl, gl = search_locale(question, *locale_setting(ctx))
         web_args = {"query": question, "hl": hl, "gl": gl}
         plan: list[ToolCall] = []
         if decision.route in ("knowledge", "both"):

@@ -23,7 +23,7 @@ from langgraph.runtime import Runtime
 from nodes.approval import APPROVAL_ERRORS
 from nodes.common import emit
 from nodes.rerank import effective_reranker
-from nodes.search import search_service
+from nodes.search import locale_setting, search_service
 from prompts.agent import BOUND_TOOL_MESSAGE
 from tools.answer import agent_tools as work
 from tools.answer.agent_tools import (
@@ -69,15 +69,16 @@ async def _internal_search(query: str, runtime: ToolRuntime) -> tuple[str, dict[
 
 
 async def _google_search(
-    query: str, runtime: ToolRuntime, hl: str = "zh-CN", gl: str = "cn"
+    query: str, runtime: ToolRuntime, hl: str | None = None, gl: str | None = None
 ) -> tuple[str, dict[str, Any]]:
     ctx = cast("Context", runtime.context)
+    default_hl, default_gl = locale_setting(ctx)  # what the model leaves out: as configured
     return await work.google_search(
         search_service(ctx, runtime.state),
         registry_of(runtime.state),
         query,
-        hl,
-        gl,
+        default_hl if hl is None else hl,
+        default_gl if gl is None else gl,
         top_k=ctx.top_k_web,
         snippet_chars=ctx.snippet_chars,
     )

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph.runtime import Runtime
 
 from nodes.common import emit, timed
-from nodes.search import search_service
+from nodes.search import locale_setting, search_service
 from nodes.tracing import annotate_run
 from tools.answer.sources import Source
 
@@ -73,12 +73,12 @@ async def search_web(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     timings: dict[str, float] = {}
     update: dict[str, Any] = {"web_searched": True}
+    hl, gl = locale_setting(ctx)  # 'auto': each query's own language
     with timed("search_web", timings):
-        # 'auto' leaves hl/gl to the client, which derives them from the query language.
         found = await search_service(ctx, state).search_web(
             _queries(state, "web", "web_queries"),
-            hl=None if ctx.hl == "auto" else ctx.hl,
-            gl=None if ctx.gl == "auto" else ctx.gl,
+            hl=hl,
+            gl=gl,
             num=RESULTS_PER_QUERY,
             top_k=ctx.top_k_web,
             announce=lambda queries: emit(runtime, "searching", queries=queries),

@@ -15,6 +15,12 @@ if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
 
 
+def locale_setting(ctx: Context) -> tuple[str | None, str | None]:
+    """The context's ``hl``/``gl`` for a search: ``None`` for 'auto', which the search
+    then takes from the query's language (``tools.websearch.text.search_locale``)."""
+    return (None if ctx.hl == "auto" else ctx.hl, None if ctx.gl == "auto" else ctx.gl)
+
+
 def search_service(ctx: Context, state: Mapping[str, Any]) -> SearchService:
     """Searches under ``ctx``; a web search first asks a person when ``approve_web_search``
     says so (once skipped in this step, later searches are skipped without asking)."""

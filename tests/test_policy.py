@@ -314,3 +314,36 @@ def test_run_settings_stay_off_the_context_and_leave_with_it(
     del context
     gc.collect()
     assert key not in run_settings_module._by_context
+
+
+def test_one_locale_rule_for_every_web_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bug: hl/gl were chosen three ways; the agent's tool defaulted to zh-CN/cn for any
+    query. Now what the model leaves out is the context's setting, else the query's
+    language, as in the state graph and the offline agent."""
+    from langgraph.prebuilt import ToolRuntime
+
+    from nodes.agent_tools import AGENT_TOOLS
+    from tools.websearch.text import search_locale
+
+    seen: list[tuple[str, str]] = []
+
+    async def capture(service: Any, registry: Any, query: str, hl: Any, gl: Any, **_: Any) -> Any:
+        seen.append(search_locale(query, hl, gl))
+        return "ok", {"ok": True}
+
+    monkeypatch.setattr("nodes.agent_tools.work.google_search", capture)
+
+    def call(context: Context, **args: Any) -> None:
+        runtime = ToolRuntime(state={"language": "en"}, context=context, config={},
+                              stream_writer=lambda _: None, tool_call_id="1", store=None)  # fmt: skip
+        asyncio.run(AGENT_TOOLS["google_search"].ainvoke(
+            {"name": "google_search", "id": "1", "type": "tool_call",
+             "args": {**args, "runtime": runtime}}))  # fmt: skip
+
+    call(Context(data_home=str(tmp_path)), query="latest python release")
+    call(Context(data_home=str(tmp_path)), query="今天上海的天气")
+    call(Context(data_home=str(tmp_path), hl="de"), query="latest python release")
+    call(Context(data_home=str(tmp_path)), query="news", hl="fr", gl="fr")
+    assert seen == [("en", "us"), ("zh-CN", "cn"), ("de", "us"), ("fr", "fr")]

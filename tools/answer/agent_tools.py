@@ -170,8 +170,14 @@ class InternalSearchArgs(BaseModel):
 
 class GoogleSearchArgs(BaseModel):
     query: str = Field(description="The web search query.")
-    hl: str = Field(default="zh-CN", description="Interface language, e.g. 'zh-CN' or 'en'.")
-    gl: str = Field(default="cn", description="Two-letter country code, e.g. 'cn' or 'us'.")
+    hl: str | None = Field(
+        default=None,
+        description="Interface language, e.g. 'zh-CN' or 'en'; default: the query's language.",
+    )
+    gl: str | None = Field(
+        default=None,
+        description="Two-letter country code, e.g. 'cn' or 'us'; default: by the query's language.",
+    )
 
 
 async def internal_search(
@@ -206,8 +212,8 @@ async def google_search(
     service: SearchService,
     registry: SourceRegistry,
     query: str,
-    hl: str = "zh-CN",
-    gl: str = "cn",
+    hl: str | None = None,
+    gl: str | None = None,
     *,
     top_k: int = 5,
     snippet_chars: int = 280,
