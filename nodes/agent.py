@@ -51,7 +51,7 @@ from prompts.agent import (
     NO_TOOLS_LEFT_ZH,
 )
 from tools.errors import HybridRagError
-from tools.policy.decisions import Decision, Evidence, decide, kept_internal
+from tools.policy.decisions import Decision, Evidence, decide, kept_internal, record
 from tools.policy.offline import extractive_answer
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
@@ -210,12 +210,11 @@ async def run_tools(state: AgentState, runtime: Runtime[Context]) -> dict[str, A
     return {**update, "messages": replies, "timings": _add_ms(state, "run_tools", started)}
 
 
-def decision_of(state: Mapping[str, Any], ctx: Context) -> Decision:
-    """``tools.policy.decide`` over the agent's evidence: the sources its tools found, for
-    the route its tool calls took (the state graph's ``grade`` asks the same function)."""
+def evidence_of(state: Mapping[str, Any]) -> Evidence:
+    """The agent's evidence: the sources its tools found, for the route its calls took."""
     route = route_of(state.get("tool_calls") or []).get("route") or state.get("route")
     previous = state.get("decision") or {}
-    evidence = Evidence.of(
+    return Evidence.of(
         state["question"],
         list(state.get("internal_docs") or []),
         list(state.get("web_docs") or []),
@@ -223,6 +222,12 @@ def decision_of(state: Mapping[str, Any], ctx: Context) -> Decision:
         web_searched=bool(state.get("web_searched")),
         fell_back=bool(previous.get("web_fallback")),
     )
+
+
+def decision_of(state: Mapping[str, Any], ctx: Context) -> Decision:
+    """``tools.policy.decide`` over the agent's evidence (the state graph's ``grade`` asks
+    the same function)."""
+    evidence = evidence_of(state)
     # The agent falls back only where offline_tools says so (a model picks its own tools).
     return {**decide(evidence, ctx.confidence_threshold), "web_fallback": evidence.fell_back,
             "search_web_now": False}  # fmt: skip
@@ -230,7 +235,11 @@ def decision_of(state: Mapping[str, Any], ctx: Context) -> Decision:
 
 def _confidence(state: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
     verdict = decision_of(state, ctx)
-    return {"confidence": verdict["confidence"], "decision": verdict}
+    return {
+        "confidence": verdict["confidence"],
+        "decision": verdict,
+        "evidence": record(evidence_of(state)),
+    }
 
 
 # --- routing ---------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.messages.tool import ToolCall, tool_call
 from langgraph.runtime import Runtime
 
-from nodes.agent import answer_sources, decision_of, web_failure_note
+from nodes.agent import answer_sources, decision_of, evidence_of, web_failure_note
 from nodes.agent_tools import (
     GOOGLE_SEARCH,
     INTERNAL_SEARCH,
@@ -34,7 +34,7 @@ from nodes.resources import get_kb
 from nodes.search import locale_setting
 from prompts.agent import AGENT_OFFLINE_NOTE_EN, AGENT_OFFLINE_NOTE_ZH
 from tools.errors import HybridRagError, kb_unavailable
-from tools.policy.decisions import Evidence, decide, strategy_label
+from tools.policy.decisions import Evidence, decide, record, strategy_label
 from tools.policy.offline import extractive_answer, no_information, offline_route
 from tools.websearch.text import search_locale
 
@@ -152,6 +152,7 @@ async def offline_answer(state: AgentState, runtime: Runtime[Context]) -> dict[s
         "answer": answer,
         "sources": built.included,
         "decision": verdict,
+        "evidence": record(evidence_of(state)),
         "confidence": confidence,
         "warnings": warnings,
         "timings": timings,

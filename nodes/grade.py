@@ -30,6 +30,7 @@ from tools.policy.decisions import (
     decide,
     graded,
     kept_internal,
+    record,
     strategy_label,
 )
 
@@ -102,9 +103,8 @@ async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 warnings.append("document grading output unusable; used relevance scores")
             else:
                 internal, grades = result
-        decision: Decision = decide(
-            evidence_of({**state, "internal_docs": internal}, grades), ctx.confidence_threshold
-        )
+        evidence = evidence_of({**state, "internal_docs": internal}, grades)
+        decision: Decision = decide(evidence, ctx.confidence_threshold)
         update: dict[str, Any] = {
             "internal_docs": kept_internal(internal, decision["search_web_now"])
         }
@@ -114,6 +114,7 @@ async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     emit(runtime, "graded", confidence=decision["confidence"], strategy=strategy)
     return {
         **update,
+        "evidence": record(evidence),
         "decision": decision,
         "confidence": decision["confidence"],
         "strategy": strategy,

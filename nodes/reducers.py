@@ -32,6 +32,7 @@ def fresh_turn() -> dict[str, Any]:
         "route_reason": "",
         "strategy": "",
         "decision": {},
+        "evidence": {},
         "confidence": 0.0,
         "iteration": 0,
         "reasoning": [],

@@ -11,7 +11,7 @@ import pytest
 from langgraph.runtime import Runtime
 
 from graph import Context
-from nodes.agent import answer_sources, decision_of
+from nodes.agent import answer_sources, decision_of, evidence_of
 from nodes.generate import refuses, web_failure_reason
 from nodes.grade import after_grade, grade
 from nodes.retrieve import merge_sources
@@ -23,6 +23,7 @@ from tools.policy.decisions import (
     kb_confidence,
     kept_internal,
     needs_web_fallback,
+    record,
     strategy_label,
 )
 
@@ -144,6 +145,7 @@ def test_both_graphs_decide_the_same_on_the_same_evidence(
     agent_state = {**common, "sources": [*internal, *web], "internal_docs": internal,
                    "web_docs": web, "tool_calls": [{"name": c} for c in calls]}  # fmt: skip
     verdict = decision_of(agent_state, context)
+    assert graded["evidence"] == record(evidence_of(agent_state))  # the same evidence
     for key in ("confidence", "kb_confidence", "web_confidence", "refuse"):
         assert graded["decision"][key] == verdict[key], key
     assert graded["confidence"] == verdict["confidence"]

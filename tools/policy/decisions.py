@@ -82,6 +82,29 @@ class Evidence:
         )
 
 
+class EvidenceRecord(TypedDict):
+    """:class:`Evidence` as the state keeps it (plain lists, so checkpoints serialise it)."""
+
+    route: str | None
+    kb_answerability: list[float]
+    web_overlap: list[float]
+    grades: list[str]
+    web_searched: bool
+    fell_back: bool
+
+
+def record(evidence: Evidence) -> EvidenceRecord:
+    """The state's copy of ``evidence`` (what the turn's decision was taken on)."""
+    return {
+        "route": evidence.route,
+        "kb_answerability": [round(v, 4) for v in evidence.kb_answerability],
+        "web_overlap": [round(v, 4) for v in evidence.web_overlap],
+        "grades": list(evidence.grades),
+        "web_searched": evidence.web_searched,
+        "fell_back": evidence.fell_back,
+    }
+
+
 class Decision(TypedDict):
     """What :func:`decide` concluded (a plain dict, so the state can checkpoint it)."""
 
