@@ -5,9 +5,9 @@
                   └(offline)─→ offline_tools → offline_answer → cite → finalize
 
 The model chooses between ``internal_search`` and ``google_search``
-(``tools/answer/agent_tools.py``) until it answers, bounded by ``Context.max_model_calls``
+(``nodes/agent_tools.py``) until it answers, bounded by ``Context.max_model_calls``
 and ``Context.max_tool_calls`` in the nodes and by :data:`RECURSION_LIMIT` here.
-Without a model, a deterministic rule stands in (see ``nodes/agent.py``). Answers
+Without a model, a deterministic rule stands in (see ``nodes/agent_offline.py``). Answers
 pass the same citation check (``cite``) and run record (``finalize``) as the state
 graph, and the output has the state graph's fields plus ``model_calls``.
 """
@@ -23,15 +23,8 @@ from langgraph.types import Checkpointer
 from graph.context import Context, field_bound
 from graph.rag_graph import Node, with_default_context
 from graph.state import InputState, OutputState, State
-from nodes.agent import (
-    after_model,
-    after_prepare,
-    agent_prepare,
-    call_model,
-    offline_answer,
-    offline_tools,
-    run_tools,
-)
+from nodes.agent import after_model, after_prepare, agent_prepare, call_model, run_tools
+from nodes.agent_offline import offline_answer, offline_tools
 from nodes.finalize import finalize
 from nodes.generate import cite
 

@@ -16,11 +16,11 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field
 
-from nodes.models import validate_model_spec
+from tools.chat_models import validate_model_spec
 from tools.errors import ConfigError
-from tools.kb.rerank import make_reranker
+from tools.kb.rerank import check_reranker
 from tools.kb.store import validate_collection_name
-from tools.websearch import VALID_PROVIDERS
+from tools.websearch import valid_providers
 from tools.websearch.text import GL_RE, HL_RE
 
 
@@ -59,7 +59,7 @@ def _one_of(*alternatives: str) -> str:
 
 _MODEL = _one_of("auto", "offline", r"[A-Za-z0-9_.-]+:\S+")
 _MODEL_EXPECTED = "'auto', 'offline' or 'provider:model'"
-_PROVIDER = "|".join(["auto", "none", *VALID_PROVIDERS])
+_PROVIDER = "|".join(["auto", "none", *valid_providers()])
 _PROVIDERS = rf"^ *(?:{_PROVIDER}) *(?:, *(?:{_PROVIDER}) *)*$"
 
 
@@ -106,7 +106,7 @@ class Context:
         "Web search provider: a name (serper, serpapi, serpbase, scavio, tavily, brave, searxng, "
         "ddgs), 'auto' (first one configured), 'none', or a comma-separated failover list.",
         pattern=_PROVIDERS,
-        expected=f"auto, none, one of {', '.join(VALID_PROVIDERS)}, or a comma-separated "
+        expected=f"auto, none, one of {', '.join(valid_providers())}, or a comma-separated "
         "failover list of them",
     )
     search_timeout: float = _f(10.0, "Seconds one web search request may take.", ge=0.1, le=120.0)
@@ -227,8 +227,7 @@ class Context:
                 f"answer_language must be {', '.join(allowed[:-1])} or {allowed[-1]}, "
                 f"got {self.answer_language!r}"
             )
-        if self.reranker.startswith("cross-encoder"):
-            make_reranker(self.reranker)  # fails now, naming what to install, not mid-run
+        check_reranker(self.reranker)  # names what to install; loads nothing (prepare does)
         validate_collection_name(self.collection)
 
     @classmethod

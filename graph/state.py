@@ -22,6 +22,7 @@ from typing_extensions import TypedDict
 
 from nodes.reducers import add_warnings, merge_or_reset
 from tools.answer.sources import Source
+from tools.policy.decisions import Decision, EvidenceRecord
 
 Route = Literal["knowledge", "search", "both"]
 
@@ -44,8 +45,10 @@ class OutputState(TypedDict, total=False):
     crosslingual: dict[str, Any]
     route: Route
     route_reason: str
-    strategy: str
+    strategy: str  # a reporting label derived from ``decision`` (tools.policy.strategy_label)
     confidence: float
+    evidence: EvidenceRecord  # what the turn's last decision was taken on
+    decision: Decision  # the last tools.policy.decide() of the turn (fallback, refusal)
     iteration: int
     reasoning: list[dict[str, Any]]
     search_cost: float

@@ -32,7 +32,7 @@ from langgraph.types import interrupt
 from pydantic import ValidationError
 
 from nodes.resources import web_settings
-from tools.answer.agent_tools import WebApproval
+from tools.answer.search_service import WebApproval
 from tools.errors import ConfigError
 from tools.websearch import (
     SKIPPED_BY_USER,
@@ -106,12 +106,12 @@ def web_search_decision(
 
 
 def tool_approval(ctx: Context, state: Mapping[str, Any]) -> WebApproval:
-    """:func:`web_search_decision` as the agent's ``google_search`` hook for one step: once
-    the user skips, later calls in the step are skipped too without asking again."""
+    """:func:`web_search_decision` as the search service's hook for one step (both graphs):
+    once the user skips, later searches in the step are skipped too without asking again."""
     turn = {"web_error": state.get("web_error") or ""}
 
     def approve(
-        settings: WebSearchSettings, queries: list[str], *, hl: str, gl: str, num: int
+        settings: WebSearchSettings, queries: list[str], *, hl: str | None, gl: str | None, num: int
     ) -> WebSearchDecision | None:
         decision = web_search_decision(ctx, turn, settings, queries, hl=hl, gl=gl, num=num)
         if decision is not None and decision.action == "skip":

@@ -21,10 +21,12 @@ log = logging.getLogger("hybrid_rag.nodes")
 
 async def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
+    decision = state.get("decision")
     record = {
         "graph": "agent" if state.get("tool_calls") else "state",
         "route": state.get("route"),
         "strategy": state.get("strategy"),
+        "web_fallback": bool(decision and decision.get("web_fallback")),
         "confidence": state.get("confidence"),
         "iterations": state.get("iteration"),
         "search_cost": state.get("search_cost"),

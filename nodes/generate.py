@@ -26,10 +26,10 @@ if TYPE_CHECKING:  # types only: at run time nodes never import graph/
 log = logging.getLogger("hybrid_rag.nodes")
 
 
-def refuses(confidence: float, threshold: float) -> bool:
-    """The offline answer's rule (both graphs): below ``refusal_threshold`` the
-    calibrated probability that the evidence answers is too low to quote from it."""
-    return confidence < threshold
+def refuses(state: Mapping[str, Any]) -> bool:
+    """The offline answer's refusal, as the turn's ``tools.policy.decide`` concluded (no
+    decision yet means no evidence: refuse)."""
+    return bool((state.get("decision") or {}).get("refuse", True))
 
 
 def select_sources(state: Mapping[str, Any], ctx: Context) -> list[dict[str, Any]]:
@@ -48,7 +48,8 @@ def web_unavailable(state: Mapping[str, Any]) -> str | None:
 
 def web_failure_reason(state: Mapping[str, Any]) -> str | None:
     """Why live results are missing, if the run wanted them."""
-    wanted = state.get("route") in ("search", "both") or state.get("strategy") == "search_fallback"
+    fallback = bool((state.get("decision") or {}).get("web_fallback"))
+    wanted = state.get("route") in ("search", "both") or fallback
     return web_unavailable(state) if wanted else None
 
 
@@ -117,7 +118,7 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                     f"answer model call failed ({type(exc).__name__}); used extractive answer"
                 )
         if not answer:
-            if refuses(float(state.get("confidence") or 0), ctx.refusal_threshold):
+            if refuses(state):
                 answer = no_information(language)
             else:
                 answer = extractive_answer(state["question"], built.included, language)

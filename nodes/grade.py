@@ -22,18 +22,21 @@ from nodes.models import OFFLINE, fast_model
 from prompts.internal import GRADE_SYSTEM
 from tools.answer.context_builder import fence
 from tools.answer.sources import Source
-from tools.policy.offline import text_overlap
+from tools.policy.decisions import (
+    TOP_N,
+    Decision,
+    Evidence,
+    Grade,
+    decide,
+    graded,
+    kept_internal,
+    record,
+    strategy_label,
+)
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
     from graph.state import State
-
-TOP_N = 3
-KEEP_ON_FALLBACK = 2
-
-
-Grade = Literal["correct", "ambiguous", "incorrect"]
-POINTS: dict[str, float] = {"correct": 1.0, "ambiguous": 0.5, "incorrect": 0.0}
 
 
 class PassageGrades(BaseModel):
@@ -42,23 +45,11 @@ class PassageGrades(BaseModel):
     grades: list[Grade] = Field(description="one grade per passage, in order")
 
 
-def internal_confidence(docs: Sequence[Mapping[str, Any]]) -> float:
-    """The calibrated probability that the KB evidence answers (``tools.kb.answerability``):
-    the best of the searches that found these documents."""
-    return max((float(d.get("answerability") or 0.0) for d in docs), default=0.0)
-
-
-def web_confidence(question: str, docs: Sequence[Mapping[str, Any]]) -> float:
-    top = [
-        text_overlap(question, f"{d.get('title', '')} {d.get('text', '')}") for d in docs[:TOP_N]
-    ]
-    return sum(top) / len(top) if top else 0.0
-
-
 async def _model_grades(
     spec: str, question: str, docs: Sequence[Source]
-) -> tuple[list[Source], float] | None:
-    """Grade the top passages in one call; None when the output is unusable.
+) -> tuple[list[Source], list[Grade]] | None:
+    """Grade the top passages in one call: the passages the grades keep (``tools.policy``)
+    and the grades; None when the output is unusable.
 
     Passages graded before (the run came back here after the web fallback) keep their
     grade and are not sent again: when all of the top ones have one, no call is made."""
@@ -76,51 +67,58 @@ async def _model_grades(
         if out is None or len(out.grades) != len(fresh):
             return None  # unusable grades: fall back to scores for all
         given = iter(out.grades)
-    graded: list[Source] = [doc if "grade" in doc else {**doc, "grade": next(given)} for doc in top]
-    kept = [doc for doc in graded if doc["grade"] != "incorrect"]
-    points = sum(POINTS[doc["grade"]] for doc in graded)
-    return [*kept, *docs[TOP_N:]], points / len(top)
+    with_grades: list[Source] = [
+        doc if "grade" in doc else {**doc, "grade": next(given)} for doc in top
+    ]
+    grades: list[Grade] = [doc["grade"] for doc in with_grades]  # type: ignore[misc]
+    return [*graded(with_grades), *docs[TOP_N:]], grades
+
+
+def evidence_of(state: Mapping[str, Any], grades: Sequence[Grade] = ()) -> Evidence:
+    """The state graph's evidence for ``tools.policy.decide``."""
+    return Evidence.of(
+        state["question"],
+        list(state.get("internal_docs") or []),
+        list(state.get("web_docs") or []),
+        route=state.get("route", "both"),
+        web_searched=bool(state.get("web_searched")),
+        fell_back=bool((state.get("decision") or {}).get("web_fallback")),
+        grades=grades,
+    )
 
 
 async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     question: str = state["question"]
-    route = state.get("route", "both")
     internal = list(state.get("internal_docs") or [])
-    web = list(state.get("web_docs") or [])
     timings: dict[str, float] = {}
     warnings: list[str] = []
+    grades: list[Grade] = []
     emit(runtime, "grading")
     with timed("grade", timings):
-        internal_conf = internal_confidence(internal)
         spec = fast_model(state, ctx)
         if spec != OFFLINE and internal and state.get("iteration", 0) == 0:
-            graded = await _model_grades(spec, question, internal)
-            if graded is None:
+            result = await _model_grades(spec, question, internal)
+            if result is None:
                 warnings.append("document grading output unusable; used relevance scores")
             else:
-                internal, internal_conf = graded
-        web_conf = web_confidence(question, web)
-        update: dict[str, Any] = {"internal_docs": internal}
-        searched = bool(state.get("web_searched"))
-        if route == "search":
-            confidence, strategy = web_conf, "search"
-        elif route == "both":
-            confidence, strategy = max(internal_conf, web_conf), "both"
-        else:
-            confidence = internal_conf
-            strategy = state.get("strategy") or "vector"
-        if route != "search" and internal_conf < ctx.confidence_threshold and not searched:
-            # Corrective fallback: keep the two best KB results beside the web results.
-            update["internal_docs"] = internal[:KEEP_ON_FALLBACK]
-            strategy = "search_fallback"
+                internal, grades = result
+        evidence = evidence_of({**state, "internal_docs": internal}, grades)
+        decision: Decision = decide(
+            evidence, ctx.confidence_threshold, refusal=ctx.refusal_threshold
+        )
+        update: dict[str, Any] = {
+            "internal_docs": kept_internal(internal, decision["search_web_now"])
+        }
+        if decision["search_web_now"]:
             update["next_source"] = ""
-        elif searched and state.get("strategy") == "search_fallback":
-            confidence, strategy = max(internal_conf, web_conf), "search_fallback"
-    emit(runtime, "graded", confidence=round(confidence, 3), strategy=strategy)
+    strategy = strategy_label(state.get("route"), decision["web_fallback"])
+    emit(runtime, "graded", confidence=decision["confidence"], strategy=strategy)
     return {
         **update,
-        "confidence": round(confidence, 4),
+        "evidence": record(evidence),
+        "decision": decision,
+        "confidence": decision["confidence"],
         "strategy": strategy,
         "warnings": warnings,
         "timings": timings,
@@ -128,7 +126,7 @@ async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
 
 def after_grade(state: Mapping[str, Any]) -> Literal["search_web", "reflect"]:
-    """Fall back to the web once, when the KB evidence is weak."""
-    if state.get("strategy") == "search_fallback" and not state.get("web_searched"):
+    """Fall back to the web once, when the KB evidence is weak (``tools.policy``)."""
+    if (state.get("decision") or {}).get("search_web_now") and not state.get("web_searched"):
         return "search_web"
     return "reflect"

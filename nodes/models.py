@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib.util
 import os
 import threading
 import weakref
@@ -25,24 +24,29 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 
+from tools.chat_models import (  # noqa: F401  (register_* re-exported for callers)
+    AUTO_MODEL,
+    OFFLINE,
+    custom_chat_model,
+    register_chat_model,
+    unregister_chat_model,
+    validate_model_spec,
+)
 from tools.errors import ConfigError
 from tools.settings import model_timeout
 
 if TYPE_CHECKING:
     from graph.context import Context
 
-AUTO_MODEL = "openai:gpt-4o-mini"
 # A hung endpoint costs at most (1 + MAX_RETRIES) x HYBRID_RAG_MODEL_TIMEOUT per call; every
 # model step falls back to its offline rule, so a run still answers (with a warning).
 MAX_RETRIES = 1
-OFFLINE = "offline"
 # Internal calls (router, rewriter, grader, reflection, translation) carry LangGraph's
 # "nostream" tag so they stay out of the "messages" stream: only the answer streams.
 # (The former "langsmith:nostream" tag is not honoured by LangGraph 1.x.)
 NOSTREAM = RunnableConfig(tags=[TAG_NOSTREAM])
 
 _lock = threading.Lock()
-_custom: dict[str, BaseChatModel] = {}
 
 
 class _NoLoop:
@@ -64,16 +68,6 @@ def _loop() -> Any:
         return _NO_LOOP
 
 
-def register_chat_model(name: str, model: BaseChatModel) -> None:
-    with _lock:
-        _custom[name] = model
-
-
-def unregister_chat_model(name: str) -> None:
-    with _lock:
-        _custom.pop(name, None)
-
-
 def resolve_model_spec(spec: str, *, fallback: str | None = None) -> str:
     """Turn ``auto`` into a concrete spec or ``offline`` (reads the environment now)."""
     spec = spec.strip()
@@ -92,31 +86,11 @@ def fast_model(state: Mapping[str, Any], ctx: Context) -> str:
     return str(state.get("fast_mode") or resolve_model_spec(ctx.fast_model, fallback=ctx.model))
 
 
-def validate_model_spec(field: str, spec: str) -> None:
-    """Fail at configuration time for a model that cannot be built (no call is made)."""
-    provider, _, name = spec.partition(":")
-    if spec in ("auto", OFFLINE) or provider == "openai":
-        return
-    if provider == "custom":
-        with _lock:
-            if name not in _custom:
-                raise ConfigError(f"{field}: no custom model registered under {name!r}")
-        return
-    if importlib.util.find_spec(f"langchain_{provider.replace('-', '_')}") is None:
-        raise ConfigError(
-            f"{field} {spec!r}: provider {provider!r} needs its LangChain integration "
-            f"(pip install langchain-{provider}); installed: openai"
-        )
-
-
 def load_chat_model(spec: str) -> BaseChatModel:
     """Build (once) the chat model named by a resolved spec."""
     provider, _, name = spec.partition(":")
     if provider == "custom":
-        with _lock:
-            if name not in _custom:
-                raise ConfigError(f"no custom model registered under {name!r}")
-            return _custom[name]
+        return custom_chat_model(name)
     # Everything that changes the client is part of the key: a new base URL or key in
     # the environment must not be served the client built for the old one.
     key = (

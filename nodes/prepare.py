@@ -14,7 +14,9 @@ from nodes.approval import require_checkpointer
 from nodes.common import emit, history_of
 from nodes.models import resolve_model_spec
 from nodes.reducers import fresh_turn
+from nodes.settings import resolve_run_settings
 from tools.errors import InputError
+from tools.kb.rerank import make_reranker
 from tools.kb.tokenizers import warm_up, warmed_up
 from tools.policy.offline import answer_language
 
@@ -61,7 +63,10 @@ async def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         await asyncio.to_thread(warm_up)
     raw, add_message = current_question(state)
     question = validate_question(raw, ctx.max_question_chars)
+    resolve_run_settings(ctx)  # the environment, read once for the whole run
     require_checkpointer(ctx)  # a run that may pause for approval must be resumable
+    if ctx.reranker.startswith("cross-encoder"):  # a missing local model fails now, not mid-run
+        await asyncio.to_thread(make_reranker, ctx.reranker)
     messages = state.get("messages") or []
     history = history_of(messages if add_message else messages[:-1])
     # "auto" models are resolved once here (the environment is read once per run).

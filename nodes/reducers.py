@@ -31,6 +31,8 @@ def fresh_turn() -> dict[str, Any]:
         "route": "both",
         "route_reason": "",
         "strategy": "",
+        "decision": {},
+        "evidence": {},
         "confidence": 0.0,
         "iteration": 0,
         "reasoning": [],

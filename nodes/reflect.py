@@ -20,16 +20,17 @@ from nodes.common import emit, structured_call, timed
 from nodes.models import OFFLINE, fast_model
 from prompts.internal import REFLECT_SYSTEM
 from tools.answer.context_builder import fence
-from tools.policy.offline import uncovered_terms
+from tools.policy.decisions import (
+    REFLECT_BELOW,
+    NextStep,
+    offline_next_step,
+    reflection_call_needed,
+    worth_asking,
+)
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
     from graph.state import State
-
-
-# "More likely not answered than answered": the calibrated probability's own midpoint,
-# not a tuned value. At or above it the evidence is strong and no call is spent.
-REFLECT_BELOW = 0.5
 
 
 class Reflection(BaseModel):
@@ -46,16 +47,10 @@ def _offline(state: Mapping[str, Any]) -> Reflection:
     texts = [
         f"{d.get('heading', '')} {d.get('title', '')} {d.get('text', '')}" for d in _evidence(state)
     ]
-    missing = uncovered_terms(state["question"], texts)
-    if not missing:
-        return Reflection(sufficient=True)
-    web_possible = not state.get("web_error") and state.get("route") != "knowledge"
-    if state.get("route") == "search":
-        # The KB was judged irrelevant; only another web query could help.
-        if not web_possible:
-            return Reflection(sufficient=True)
-        return Reflection(sufficient=False, next_query=" ".join(missing), source="web")
-    return Reflection(sufficient=False, next_query=" ".join(missing), source="internal")
+    step = offline_next_step(
+        state["question"], state.get("route"), bool(state.get("web_error")), texts
+    )
+    return Reflection(sufficient=step.sufficient, next_query=step.next_query, source=step.source)
 
 
 async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -71,7 +66,7 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         if iteration >= ctx.max_iterations:
             decision = Reflection(sufficient=True)
             note = f"iteration bound reached ({ctx.max_iterations})"
-        elif spec != OFFLINE and confidence >= REFLECT_BELOW:
+        elif spec != OFFLINE and not reflection_call_needed(confidence):
             decision = Reflection(sufficient=True)
             note = f"strong evidence (confidence {confidence:.2f} >= {REFLECT_BELOW}): no call"
         else:
@@ -91,10 +86,9 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                     warnings.append(f"reflection output unusable ({error}); used coverage rule")
                 else:
                     decision, note = out, "model"
-            tried = {step.get("query") for step in reasoning}
-            if not decision.sufficient and (
-                not decision.next_query.strip() or decision.next_query in tried
-            ):
+            tried = {str(step.get("query")) for step in reasoning}
+            step = NextStep(decision.sufficient, decision.next_query, decision.source)
+            if not decision.sufficient and not worth_asking(step, tried):
                 decision, note = Reflection(sufficient=True), f"{note}; no new query to try"
     if decision.sufficient:
         reasoning.append({"step": iteration, "action": "sufficient", "query": "", "note": note})

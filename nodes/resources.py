@@ -12,8 +12,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nodes.settings import run_settings
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.settings import chroma_server_env
 from tools.websearch import WebSearchSettings
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
@@ -29,9 +29,11 @@ def kb_config(ctx: Context) -> KBConfig:
     LangGraph server is pointed at the shared one), else Chroma is embedded."""
     host, port = ctx.chroma_host or None, ctx.chroma_port
     if host is None:
-        env_host, env_port = chroma_server_env()
-        if env_host:
-            host, port = env_host, env_port or port
+        settings = run_settings(ctx)
+        if settings.chroma_problem is not None:
+            raise settings.chroma_problem
+        if settings.chroma_host:
+            host, port = settings.chroma_host, settings.chroma_port or port
     return KBConfig(
         home=Path(ctx.data_home) if ctx.data_home else None,
         collection=ctx.collection,
@@ -73,13 +75,9 @@ def close_all() -> None:
 
 
 def web_settings(ctx: Context) -> WebSearchSettings | None:
-    """Search settings from the context and the environment; None when disabled."""
-    if ctx.search_provider.strip().lower() == "none":
-        return None
-    return WebSearchSettings.from_env(
-        provider=ctx.search_provider,
-        snippet_chars=ctx.snippet_chars,
-        timeout=ctx.search_timeout,
-        max_attempts=ctx.search_max_attempts,
-        time_budget=ctx.search_time_budget,
-    )
+    """This run's search settings (``nodes.settings``: the environment read once per run);
+    None when disabled."""
+    settings = run_settings(ctx)
+    if settings.web_problem is not None:
+        raise settings.web_problem
+    return settings.web

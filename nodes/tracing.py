@@ -24,24 +24,26 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from tools.websearch.settings import url_credentials
+from tools.websearch.settings import key_variables, url_credentials
 
 log = logging.getLogger("hybrid_rag.tracing")
 _URL_USERINFO = re.compile(r"(\b[a-z][a-z0-9+.-]*://)[^/\s@:]+:[^/\s@]+@", re.I)
 
-# Environment variables whose *values* must never leave the process in a trace.
-SECRET_ENV_VARS = (
+# Environment variables whose *values* must never leave the process in a trace, besides
+# the web-search providers' keys, which come from the provider table (secret_env_vars).
+OTHER_SECRET_ENV_VARS = (
     "OPENAI_API_KEY",
     "LANGSMITH_API_KEY",
     "LANGCHAIN_API_KEY",
-    "SERPBASE_API_KEY",
-    "SERPER_API_KEY",
-    "SERPAPI_API_KEY",
-    "SCAVIO_API_KEY",
-    "TAVILY_API_KEY",
-    "BRAVE_API_KEY",
     "CHROMA_API_KEY",
 )
+
+
+def secret_env_vars() -> tuple[str, ...]:
+    """Every secret variable: the ones above and every registered provider's key."""
+    return (*OTHER_SECRET_ENV_VARS, *key_variables())
+
+
 REDACTED = "[redacted]"
 # Secrets shorter than this are not scrubbed (they would match ordinary text).
 _MIN_SECRET_LEN = 8
@@ -128,7 +130,7 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     and the passwords of URLs set in ``*_URL`` variables (``SEARXNG_BASE_URL``, the
     checkpoint database…) in every form, Basic-auth base64 included."""
     env = os.environ if environ is None else environ
-    names = [*SECRET_ENV_VARS, *(k for k in env if k.startswith("WEBSEARCH_") and "KEY" in k)]
+    names = [*secret_env_vars(), *(k for k in env if k.startswith("WEBSEARCH_") and "KEY" in k)]
     candidates = [env.get(n) or "" for n in names]
     for name, value in env.items():
         if name.endswith("_URL") and "@" in value:

@@ -20,6 +20,7 @@ import httpx
 from langgraph_sdk import get_client
 
 from tests.ports import free_port, owns_listening_port
+from tools.websearch.settings import environment_variables
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_KB = REPO / "examples" / "kb"
@@ -27,9 +28,8 @@ LANGGRAPH = Path(sys.executable).parent / "langgraph"
 START_DEADLINE_S = 90.0
 # Variables that would take the server out of offline mode or send traces.
 SCRUBBED_ENV = (
-    "OPENAI_API_KEY", "OPENAI_BASE_URL", "SERPBASE_API_KEY", "SERPER_API_KEY",
-    "SERPAPI_API_KEY", "SCAVIO_API_KEY", "TAVILY_API_KEY", "BRAVE_API_KEY",
-    "SEARXNG_BASE_URL", "WEBSEARCH_PROVIDER", "CHROMA_HOST", "CHROMA_PORT",
+    *environment_variables(),  # every web-search provider's key, URL and price
+    "OPENAI_API_KEY", "OPENAI_BASE_URL", "CHROMA_HOST", "CHROMA_PORT",
     "LANGSMITH_API_KEY", "LANGCHAIN_API_KEY", "LANGCHAIN_TRACING_V2",
 )  # fmt: skip
 

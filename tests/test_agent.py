@@ -12,21 +12,25 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.prebuilt import ToolRuntime
 
 from cli.main import main
 from graph import Context, build_agent_graph, build_graph
 from nodes import resources
 from nodes.agent import after_model, after_prepare
+from nodes.agent_tools import AGENT_TOOLS
 from nodes.models import register_chat_model, unregister_chat_model
 from tests.agent_fakes import LocalLLMServer, ToolScriptedChatModel, ask, call, serper_rows
 from tests.fakes import hash_model
-from tools.answer.agent_tools import SourceRegistry, make_tools
+from tools.answer import agent_tools
+from tools.answer.agent_tools import SourceRegistry
+from tools.answer.search_service import SearchService
 from tools.errors import StoreError
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.websearch import SearchCache, WebSearchSettings, set_default_cache
+from tools.websearch.settings import environment_variables
 
-SEARCH_ENV = ("SERPER_API_KEY", "SERPAPI_API_KEY", "SERPBASE_API_KEY", "SCAVIO_API_KEY",
-              "TAVILY_API_KEY", "BRAVE_API_KEY", "SEARXNG_BASE_URL", "WEBSEARCH_PROVIDER")  # fmt: skip
+SEARCH_ENV = environment_variables()  # every provider's key, URL, price; WEBSEARCH_PROVIDER
 Q = "How many days of annual leave after 6 years of service?"
 
 
@@ -483,31 +487,44 @@ def test_tools_never_raise() -> None:
     def bad_settings() -> WebSearchSettings | None:
         return WebSearchSettings(provider="serper")  # no key
 
-    tools = {t.name: t for t in make_tools(SourceRegistry("en"), kb_getter=broken_kb,
-                                           web_settings_getter=bad_settings)}  # fmt: skip
+    service = SearchService(kb=broken_kb, web_settings=bad_settings)
 
-    async def go(name: str, args: dict[str, Any]) -> ToolMessage:
-        msg = await tools[name].ainvoke(
-            {"name": name, "args": args, "id": "1", "type": "tool_call"}
+    def go(name: str, **args: Any) -> tuple[str, dict[str, Any]]:
+        run = (
+            agent_tools.internal_search if name == "internal_search" else agent_tools.google_search
         )
-        assert isinstance(msg, ToolMessage)
-        return msg
+        return asyncio.run(run(service, SourceRegistry("en"), **args))
 
-    kb_msg = asyncio.run(go("internal_search", {"query": "leave"}))
-    assert "knowledge base is unavailable" in str(kb_msg.content) and not kb_msg.artifact["ok"]
-    web_msg = asyncio.run(go("google_search", {"query": "news", "hl": "en", "gl": "usa"}))
-    assert "invalid gl 'usa'" in str(web_msg.content)
-    web_msg = asyncio.run(go("google_search", {"query": "news"}))
-    assert "not configured" in str(web_msg.content) and "SERPER_API_KEY" in str(web_msg.content)
+    kb_text, kb_outcome = go("internal_search", query="leave")
+    assert "knowledge base is unavailable" in kb_text and not kb_outcome["ok"]
+    web_text, _ = go("google_search", query="news", hl="en", gl="usa")
+    assert "invalid gl 'usa'" in web_text
+    web_text, web_outcome = go("google_search", query="news")
+    assert "not configured" in web_text and "SERPER_API_KEY" in web_text
+    assert web_outcome["status"] == "unavailable"
 
 
 def test_empty_kb_is_a_clear_tool_message(tmp_path: Path) -> None:
     with KnowledgeBase(KBConfig(home=tmp_path / "empty"), embedding_model=hash_model()) as kb:
-        (tool, _) = make_tools(SourceRegistry("en"), kb_getter=lambda: kb,
-                               web_settings_getter=lambda: None)  # fmt: skip
-        msg = asyncio.run(tool.ainvoke({"name": "internal_search", "args": {"query": "leave"},
-                                        "id": "1", "type": "tool_call"}))  # fmt: skip
-    assert "knowledge base is empty" in str(msg.content)
+        service = SearchService(kb=lambda: kb, web_settings=lambda: None)
+        text, outcome = asyncio.run(
+            agent_tools.internal_search(service, SourceRegistry("en"), "leave")
+        )
+    assert "knowledge base is empty" in text and outcome["status"] == "empty"
+
+
+def test_the_tools_read_their_run_from_the_tool_runtime(kb_home: Path) -> None:
+    """No closure: the LangChain tool finds the knowledge base through ``runtime.context``
+    and continues the labels of ``runtime.state``; the model never sees ``runtime``."""
+    tool = AGENT_TOOLS["internal_search"]
+    assert set(tool.tool_call_schema.model_json_schema()["properties"]) == {"query"}
+    earlier = {"id": "x", "kind": "internal", "label": "[internal-1]", "number": 1, "text": "t"}
+    runtime = ToolRuntime(state={"language": "en", "sources": [earlier]}, context=ctx(kb_home),
+                          config={}, stream_writer=lambda _: None, tool_call_id="1", store=None)  # fmt: skip
+    msg = asyncio.run(tool.ainvoke({"name": "internal_search", "id": "1", "type": "tool_call",
+                                    "args": {"query": Q, "runtime": runtime}}))  # fmt: skip
+    assert isinstance(msg, ToolMessage) and msg.artifact["ok"]
+    assert msg.artifact["sources"][0]["label"] == "[internal-2]"  # after the state's [internal-1]
 
 
 def test_graph_shape_and_routing() -> None:

@@ -462,20 +462,102 @@ def test_persistence_snippets_keep_threads_in_the_data_home(doc: str, sandboxes:
     assert (sandbox.data_home / "checkpoints.sqlite").exists()
 
 
+_ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+def _constants(tree: ast.Module) -> dict[str, str]:
+    """The module's ``NAME = "VALUE"`` string constants (``ENV_HOME = "HYBRID_RAG_HOME"``)."""
+    out: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and isinstance(node.value.value, str):
+                    out[target.id] = node.value.value
+    return out
+
+
+def _is_environ(node: ast.expr) -> bool:
+    """``os.environ``, ``environ``, or a mapping named ``env``/``environ`` standing for it."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "environ"
+    return isinstance(node, ast.Name) and node.id in ("environ", "env")
+
+
+def variables_read(source: str) -> set[str]:
+    """Every environment variable a module reads by name, however it reads it:
+    ``os.environ.get(X)`` / ``.pop`` / ``[X]`` / ``X in os.environ``, ``os.getenv(X)``,
+    a helper whose name says env (``seconds_env(X)``, ``_env_number(X)``), or a
+    ``(field, os.environ.get(X))`` table; ``X`` a literal or a module constant."""
+    tree = ast.parse(source)
+    constants = _constants(tree)
+
+    def name_of(node: ast.expr) -> str | None:
+        value = node.value if isinstance(node, ast.Constant) else None
+        if isinstance(node, ast.Name):
+            value = constants.get(node.id)
+        return value if isinstance(value, str) and _ENV_NAME.match(value) else None
+
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        candidates: list[ast.expr] = []
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func
+            method = func.attr if isinstance(func, ast.Attribute) else ""
+            called = func.id if isinstance(func, ast.Name) else method
+            if (
+                (method in ("get", "pop") and _is_environ(func.value))
+                or called == "getenv"
+                or ("env" in called.lower() and called != "setenv")
+            ):  # type: ignore[union-attr]
+                candidates.append(node.args[0])
+        elif isinstance(node, ast.Subscript) and _is_environ(node.value):
+            if not isinstance(getattr(node, "ctx", None), ast.Store):
+                candidates.append(node.slice)
+        elif isinstance(node, ast.Compare) and any(_is_environ(c) for c in node.comparators):
+            candidates.append(node.left)
+        found |= {n for n in map(name_of, candidates) if n}
+    return found
+
+
+def test_the_variable_scanner_sees_every_way_of_reading_one() -> None:
+    source = (
+        'import os\nfrom os import environ, getenv\nHOME_VAR = "A_HOME"\n'
+        'a = os.environ.get("A_GET")\nb = os.getenv("A_GETENV")\nc = environ["A_ITEM"]\n'
+        'd = os.environ.get(HOME_VAR)\ne = seconds_env("A_HELPER", 1.0)\n'
+        'f = "A_IN" in os.environ\ndef g(env):\n    return env.get("A_MAPPING")\n'
+        'os.environ["NOT_READ"] = "1"\n'
+    )
+    assert variables_read(source) == {
+        "A_GET", "A_GETENV", "A_ITEM", "A_HOME", "A_HELPER", "A_IN", "A_MAPPING"
+    }  # fmt: skip
+
+
 def test_env_example_documents_every_variable_the_code_reads() -> None:
     # langgraph.json reads .env (git-ignored); .env.example is what a user copies.
     import json
+
+    from tools.websearch.settings import environment_variables
 
     assert json.loads((ROOT / "langgraph.json").read_text())["env"] == ".env"
     assert ".env" in (ROOT / ".gitignore").read_text().split()
     example = (ROOT / ".env.example").read_text()
     documented = set(re.findall(r"^# ?([A-Z][A-Z0-9_]+)=", example, re.M))
-    read: set[str] = set()
+    # Names built at run time come from the table that builds them: the web-search
+    # providers' keys, base URLs and prices.
+    read: set[str] = set(environment_variables())
     for folder in ("cli", "graph", "nodes", "tools"):
         for path in (ROOT / folder).rglob("*.py"):
-            text = path.read_text(encoding="utf-8")
-            read |= set(re.findall(r"environ(?:\.get)?[(\[]\"([A-Z][A-Z0-9_]+)\"", text))
-            # every helper that reads a variable by name: _env_number, seconds_env, ...
-            read |= set(re.findall(r"_env\w*\(\s*\"([A-Z][A-Z0-9_]+)\"", text))
+            read |= variables_read(path.read_text(encoding="utf-8"))
     machine = {"OMP_NUM_THREADS", "XDG_DATA_HOME"}  # the platform's, not the project's
     assert read - machine <= documented, sorted(read - machine - documented)
+
+
+def test_the_configuration_tables_name_every_providers_variable() -> None:
+    """README's and DEPLOYMENT's tables list what each registered web-search provider
+    needs (its key, or its URL for a keyless self-hosted one)."""
+    from tools.websearch import PROVIDERS
+
+    needed = {info.key_env or info.base_url_env for info in PROVIDERS.values()} - {None}
+    for doc in (ROOT / "README.md", ROOT / "docs" / "DEPLOYMENT.md"):
+        text = doc.read_text(encoding="utf-8")
+        assert {n for n in needed if f"`{n}`" not in text} == set(), doc.name

@@ -44,10 +44,9 @@ from tests.fakes import ScriptedChatModel, grade_every, hash_model
 from tests.local_provider import LocalServer, Recorded, Reply, closed_port
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.websearch import SearchCache, WebSearchSettings, set_default_cache
+from tools.websearch.settings import environment_variables
 
-KEY_ENV = ("SERPBASE_API_KEY", "SERPER_API_KEY", "SERPAPI_API_KEY", "SCAVIO_API_KEY",
-           "TAVILY_API_KEY", "BRAVE_API_KEY", "SEARXNG_BASE_URL", "SERPER_BASE_URL",
-           "SERPBASE_BASE_URL", "WEBSEARCH_PROVIDER", "OPENAI_API_KEY", "OPENAI_BASE_URL")  # fmt: skip
+KEY_ENV = (*environment_variables(), "OPENAI_API_KEY", "OPENAI_BASE_URL")
 FAST: dict[str, Any] = {
     "timeout": 1.0,  # generous enough that a loaded machine still gets its 5xx answer
     "max_attempts": 2,

@@ -163,12 +163,12 @@ def test_llm_reranker_falls_back_on_unparseable_output(
         "PassageGrades": [grade_every("correct")],
         "Reflection": [{"sufficient": True}],
     }
-    scripted.answer = lambda m: "Answer [internal-1]."
+    scripted.answer = lambda m: "Annual leave is 18 days [internal-1]."
     out = ask(
         tmp_path, "annual leave days", model="custom:scripted", reranker="llm", crosslingual=False
     )
     assert any("llm reranking unusable" in w for w in out["warnings"])
-    assert out["answer"].startswith("Answer [internal-1]")
+    assert out["answer"].startswith("Annual leave is 18 days [internal-1]")
 
 
 def test_auto_reranker_is_lexical_offline_and_none_with_a_model() -> None:

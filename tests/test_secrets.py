@@ -29,22 +29,21 @@ from cli import common
 from cli.main import main
 from graph import Context, build_agent_graph, build_graph
 from nodes import resources
+from nodes.tracing import secret_env_vars
 from tests.fakes import hash_model
 from tests.local_provider import LocalServer, Reply, closed_port, serve, stop
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.websearch import SearchCache, WebSearchSettings, set_default_cache
+from tools.websearch.settings import key_variables
 
+# One sentinel per secret the project knows (the provider table's keys included), some in
+# their real formats.
 SENTINELS: dict[str, str] = {
+    **{name: f"SENTINEL-{name.lower()}-{i:06d}" for i, name in enumerate(secret_env_vars())},
     "OPENAI_API_KEY": "sk-SENTINEL-openai-000111",
-    "SERPER_API_KEY": "SENTINEL-serper-000222",
-    "SERPAPI_API_KEY": "SENTINEL-serpapi-000333",
-    "SERPBASE_API_KEY": "SENTINEL-serpbase-000444",
-    "SCAVIO_API_KEY": "SENTINEL-scavio-000555",
     "TAVILY_API_KEY": "tvly-SENTINEL-000666",
-    "BRAVE_API_KEY": "SENTINEL-brave-000777",
     "LANGSMITH_API_KEY": "lsv2_pt_SENTINEL_000888",
     "LANGCHAIN_API_KEY": "lsv2_pt_SENTINEL_000999",
-    "CHROMA_API_KEY": "SENTINEL-chroma-001000",
 }
 URL_PASSWORD = "SENTINELurlpass001111"  # SEARXNG_BASE_URL user:password@host
 FAST = {"timeout": 2.0, "max_attempts": 2, "backoff_base": 0.01, "backoff_max": 0.02}
@@ -165,8 +164,7 @@ def _all_secrets() -> list[str]:
     return [*SENTINELS.values(), URL_PASSWORD]
 
 
-WEB_KEYS = [v for k, v in SENTINELS.items() if k.removesuffix("_API_KEY").lower() in
-            ("serper", "serpapi", "serpbase", "scavio", "tavily", "brave")]  # fmt: skip
+WEB_KEYS = [SENTINELS[name] for name in key_variables()]
 
 
 def _leaks(text: str) -> list[str]:

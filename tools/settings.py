@@ -10,6 +10,7 @@ a function is called, never at import time.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from tools.errors import ConfigError
@@ -39,13 +40,17 @@ def data_home(override: str | os.PathLike[str] | None = None) -> Path:
     return home
 
 
-def chroma_server_env() -> tuple[str | None, int | None]:
-    """``($CHROMA_HOST, $CHROMA_PORT)``, each ``None`` when unset or empty.
+def chroma_server_env(
+    environ: Mapping[str, str] | None = None,
+) -> tuple[str | None, int | None]:
+    """``($CHROMA_HOST, $CHROMA_PORT)`` of ``environ`` (default ``os.environ``), each
+    ``None`` when unset or empty.
 
     The CLI and the graph servers (replicas) read the Chroma server's location here when
     nothing more specific (an option, the run's context) names one."""
-    host = os.environ.get("CHROMA_HOST", "").strip() or None
-    raw = os.environ.get("CHROMA_PORT", "").strip()
+    env = os.environ if environ is None else environ
+    host = env.get("CHROMA_HOST", "").strip() or None
+    raw = env.get("CHROMA_PORT", "").strip()
     if not raw:
         return host, None
     try:

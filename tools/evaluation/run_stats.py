@@ -75,7 +75,12 @@ def report(runs: list[dict[str, Any]], unreadable: int = 0) -> dict[str, Any]:
         by_strategy[str(r.get("strategy"))] = by_strategy.get(str(r.get("strategy")), 0) + 1
         by_route[str(r.get("route"))] = by_route.get(str(r.get("route")), 0) + 1
     kb_routed = [r for r in runs if r.get("route") == "knowledge"]
-    fallbacks = sum(1 for r in kb_routed if r.get("strategy") == "search_fallback")
+    # The decision recorded; records written before it existed carry only the label.
+    fallbacks = sum(
+        1
+        for r in kb_routed
+        if r.get("web_fallback", r.get("strategy") == "search_fallback") is True
+    )
     rate = fallbacks / len(kb_routed) if kb_routed else 0.0
     cost = sum(float(r.get("search_cost") or 0) for r in runs)
     out: dict[str, Any] = {

@@ -16,6 +16,7 @@ Rerankers, by name (``Context.reranker``):
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import threading
@@ -149,6 +150,18 @@ def _cross_encoder(model: str) -> ScoringReranker:
         reranker = ScoringReranker(f"cross-encoder:{model}", score)
         _cross_cache[model] = reranker
         return reranker
+
+
+def check_reranker(spec: str) -> None:
+    """Validate a reranker spec without loading anything (configuration checks have no
+    side effects): a cross-encoder needs sentence-transformers; its model is loaded, and
+    its local availability checked, by :func:`make_reranker` when a run starts."""
+    spec = (spec or "none").strip()
+    cross = spec == "cross-encoder" or spec.startswith("cross-encoder:")
+    if cross and importlib.util.find_spec("sentence_transformers") is None:
+        raise ConfigError(
+            f"reranker {spec!r} needs sentence-transformers: pip install 'hybrid-rag[rerank]'"
+        )
 
 
 def make_reranker(spec: str) -> Reranker:

@@ -1,6 +1,8 @@
-"""Rules that stand in for a model: routing, rewriting, grading, extractive answers.
+"""The product's decisions and the rules that stand in for a model.
 
-``offline`` holds the deterministic no-LLM strategies both graphs fall back to, and the
-routing thresholds on the knowledge base's calibrated probe; ``untrusted`` what retrieved
-text may not become in an answer (a quoted instruction, markup).
+``decisions`` holds every decision both graphs take (confidence, web fallback, what to
+keep, refusal, reflection) as pure functions over a typed ``Evidence``; ``offline`` the
+deterministic no-LLM strategies both graphs fall back to (routing on the knowledge base's
+calibrated probe, rewriting, extractive answers); ``untrusted`` what retrieved text may
+not become in an answer (a quoted instruction, markup).
 """

@@ -14,6 +14,9 @@ the question's meaning and count as they are.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar, cast
+
 from tools.kb.tokenizers import words_of
 
 
@@ -29,3 +32,27 @@ def search_answerability(
     if is_keyword_selection(query, question):
         return min(answerability, question_answerability)
     return answerability
+
+
+S = TypeVar("S", bound=Mapping[str, Any])
+
+
+def as_question_evidence(
+    question: str,
+    queries: Sequence[str],
+    hits_per_query: Sequence[int],
+    sources: Sequence[S],
+    question_answerability: float,
+) -> list[S]:
+    """``sources`` (the hits of ``queries`` in order, ``hits_per_query`` each) with the
+    answerability each carries as evidence for ``question`` (:func:`search_answerability`)."""
+    out: list[S] = []
+    it = iter(sources)
+    for query, n in zip(queries, hits_per_query, strict=True):
+        for _ in range(n):
+            src = next(it)
+            value = search_answerability(
+                query, question, float(src.get("answerability") or 0.0), question_answerability
+            )
+            out.append(cast(S, {**src, "answerability": value}))
+    return out

@@ -10,6 +10,7 @@ Typical use::
 Nothing here reads the environment or touches the network at import time.
 """
 
+from . import adapters  # noqa: F401  (registers the built-in providers)
 from .approval import (
     MAX_EDITED_QUERIES,
     SKIPPED_BY_USER,
@@ -24,7 +25,7 @@ from .cache import (
     set_default_cache,
     shared_from_env,
 )
-from .client import WebSearchClient, parse_retry_after, search_sync
+from .client import WebSearchClient, search_sync
 from .dates import parse_date, parse_datetime
 from .errors import (
     UnknownProviderError,
@@ -38,10 +39,18 @@ from .errors import (
     WebSearchRateLimitError,
     WebSearchTimeoutError,
 )
-from .providers import AUTO_ORDER, PROVIDERS, VALID_PROVIDERS, ProviderInfo
+from .providers import (
+    AUTO_ORDER,
+    PROVIDERS,
+    ProviderInfo,
+    register_provider,
+    unregister_provider,
+    valid_providers,
+)
 from .settings import WebSearchSettings
 from .shared_cache import RedisSharedCache, SharedCacheUnavailable
 from .text import build_params, clean_snippet, default_locale
+from .transport import parse_retry_after
 from .types import MultiSearchResponse, ResultKind, SearchParams, SearchResponse, WebResult
 from .urls import normalize_url
 
@@ -50,7 +59,6 @@ __all__ = [
     "MAX_EDITED_QUERIES",
     "PROVIDERS",
     "SKIPPED_BY_USER",
-    "VALID_PROVIDERS",
     "CacheStats",
     "MultiSearchResponse",
     "ProviderInfo",
@@ -84,7 +92,10 @@ __all__ = [
     "parse_date",
     "parse_datetime",
     "parse_retry_after",
+    "register_provider",
     "search_sync",
     "set_default_cache",
     "shared_from_env",
+    "unregister_provider",
+    "valid_providers",
 ]

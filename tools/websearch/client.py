@@ -15,7 +15,6 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from types import TracebackType
 from typing import Any
 
@@ -23,23 +22,20 @@ import httpx
 
 from tools.errors import InputError
 
+from .adapters import ddgs_search
 from .cache import SearchCache, cache_key, default_cache
 from .dates import iso_now
 from .errors import (
-    WebSearchAuthError,
     WebSearchError,
     WebSearchFailoverError,
-    WebSearchNetworkError,
     WebSearchNotConfiguredError,
-    WebSearchProviderError,
-    WebSearchRateLimitError,
     WebSearchTimeoutError,
-    scrub,
 )
-from .providers import HTTP_PROVIDERS, ParsedPage, Provider, RequestSpec, ddgs_search, error_text
+from .providers import HTTP_PROVIDERS, ParsedPage, Provider, RequestSpec
 from .results import merge_ranked, normalise_items
 from .settings import WebSearchSettings
 from .text import build_params, normalize_query
+from .transport import LOG_FILTER, http_once, install_log_filter
 from .types import MultiSearchResponse, SearchParams, SearchResponse
 
 logger = logging.getLogger(__name__)
@@ -47,53 +43,6 @@ USER_AGENT = "hybrid-rag-websearch/0.1"
 
 Clock = Callable[[], datetime]
 Sleep = Callable[[float], Awaitable[None]]
-
-
-class _RedactingFilter(logging.Filter):
-    """Scrubs credentials from httpx/httpcore log lines.
-
-    httpx logs every request URL at INFO, and SerpApi carries its key in the URL.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        # Every configured secret seen by an open client (a handful of keys per process).
-        self.secrets: set[str] = set()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        cleaned = scrub(message, self.secrets)
-        if cleaned != message:
-            record.msg, record.args = cleaned, ()
-        return True
-
-
-_FILTER = _RedactingFilter()
-
-
-def _install_log_filter() -> None:
-    for name in ("httpx", "httpcore"):
-        log = logging.getLogger(name)
-        if _FILTER not in log.filters:
-            log.addFilter(_FILTER)
-
-
-def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta-seconds or HTTP date)."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
 class WebSearchClient:
@@ -123,8 +72,8 @@ class WebSearchClient:
         self._http: httpx.AsyncClient | None = None
 
     async def __aenter__(self) -> WebSearchClient:
-        _install_log_filter()
-        _FILTER.secrets.update(s for s in self.settings.secrets() if s and len(s) >= 4)
+        install_log_filter()
+        LOG_FILTER.secrets.update(s for s in self.settings.secrets() if s and len(s) >= 4)
         self._http = httpx.AsyncClient(
             transport=self._transport,
             timeout=self.settings.timeout,
@@ -366,72 +315,15 @@ class WebSearchClient:
     ) -> ParsedPage:
         if self._http is None:
             raise RuntimeError("WebSearchClient is not open: use 'async with WebSearchClient(...)'")
-        name, secrets = provider.name, self.settings.secrets()
-        timeout = min(self.settings.timeout, remaining)
-        try:
-            # httpx applies ``timeout`` to each read; a provider dripping its body byte by
-            # byte would never trip it. asyncio.timeout bounds the whole exchange.
-            async with asyncio.timeout(timeout):
-                resp = await self._http.request(
-                    spec.method,
-                    spec.url,
-                    headers=spec.headers,
-                    params=spec.params,
-                    json=spec.json,
-                    timeout=timeout,
-                )
-        except (httpx.TimeoutException, TimeoutError):
-            raise WebSearchTimeoutError(
-                name, f"no answer within {timeout:.1f}s", retryable=True
-            ) from None
-        except httpx.TransportError as exc:
-            # ``from None``: the httpx exception may carry the URL (and a key).
-            raise WebSearchNetworkError(
-                name, f"{type(exc).__name__}: {exc}", secrets=secrets, retryable=True
-            ) from None
-        except httpx.HTTPError as exc:
-            raise WebSearchProviderError(
-                name, f"{type(exc).__name__}: {exc}", secrets=secrets
-            ) from None
-        status = resp.status_code
-        if status >= 400:
-            raise self._status_error(name, resp, secrets)
-        try:
-            body: Any = resp.json()
-        except ValueError:
-            ctype = resp.headers.get("content-type", "?")
-            raise WebSearchProviderError(
-                name, f"invalid JSON in HTTP {status} response (content-type {ctype})"
-            ) from None
-        if not isinstance(body, dict):
-            raise WebSearchProviderError(name, f"unexpected JSON {type(body).__name__} body")
-        return provider.parse(body, params)
-
-    def _status_error(
-        self, name: str, resp: httpx.Response, secrets: Sequence[str]
-    ) -> WebSearchError:
-        status = resp.status_code
-        try:
-            detail = error_text(resp.json(), secrets=secrets)
-        except ValueError:
-            detail = error_text(resp.text, secrets=secrets)
-        reason = f"HTTP {status}" + (f": {detail}" if detail else "")
-        retry_after = parse_retry_after(resp.headers.get("retry-after"), self._now())
-        if status in (401, 403, 407, 422):
-            if name == "searxng" and status == 403:
-                reason += " (enable 'json' in search.formats of the SearXNG settings.yml)"
-            return WebSearchAuthError(name, reason, secrets=secrets)
-        if status == 429:
-            return WebSearchRateLimitError(
-                name, reason, secrets=secrets, retryable=True, retry_after=retry_after
-            )
-        if status in (402, 432):  # out of credits / plan limit: retrying will not help
-            return WebSearchRateLimitError(name, reason, secrets=secrets)
-        if status >= 500 or status == 408:
-            return WebSearchProviderError(
-                name, reason, secrets=secrets, retryable=True, retry_after=retry_after
-            )
-        return WebSearchProviderError(name, reason, secrets=secrets)
+        return await http_once(
+            self._http,
+            provider,
+            spec,
+            params,
+            timeout=min(self.settings.timeout, remaining),
+            secrets=self.settings.secrets(),
+            now=self._now,
+        )
 
 
 def _run_sync(coro_fn: Callable[[], Awaitable[Any]]) -> Any:

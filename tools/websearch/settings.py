@@ -12,10 +12,25 @@ from urllib.parse import unquote, urlsplit
 from tools.errors import ConfigError
 
 from .errors import UnknownProviderError
-from .providers import AUTO_ORDER, DDGS_INSTALL_HINT, PROVIDERS, VALID_PROVIDERS
+from .providers import AUTO_ORDER, DDGS_INSTALL_HINT, PROVIDERS, valid_providers
 
 ENV_PROVIDER = "WEBSEARCH_PROVIDER"
 ENV_PRICE_PREFIX = "WEBSEARCH_PRICE_"
+
+
+def key_variables() -> tuple[str, ...]:
+    """The environment variables holding the registered providers' keys: the secrets to
+    scrub from traces, logs and errors (one list, derived from the provider table)."""
+    return tuple(info.key_env for info in PROVIDERS.values() if info.key_env)
+
+
+def environment_variables() -> tuple[str, ...]:
+    """Every environment variable :meth:`WebSearchSettings.from_env` reads."""
+    names = [ENV_PROVIDER]
+    for name, info in PROVIDERS.items():
+        names += [v for v in (info.key_env, info.base_url_env) if v]
+        names.append(ENV_PRICE_PREFIX + name.upper())
+    return tuple(names)
 
 
 def _split(spec: str) -> tuple[str, ...]:
@@ -66,13 +81,13 @@ class WebSearchSettings:
         if not names:
             raise ConfigError("web search provider is empty")
         for name in names:
-            if name != "auto" and name not in VALID_PROVIDERS:
-                raise UnknownProviderError(name, VALID_PROVIDERS)
+            if name != "auto" and name not in PROVIDERS:
+                raise UnknownProviderError(name, valid_providers())
         if "auto" in names and len(names) > 1:
             raise ConfigError("'auto' cannot be part of a failover list")
         for key in (*self.api_keys, *self.base_urls, *self.prices):
-            if key not in VALID_PROVIDERS:
-                raise UnknownProviderError(key, VALID_PROVIDERS)
+            if key not in PROVIDERS:
+                raise UnknownProviderError(key, valid_providers())
         for label, value in (("timeout", self.timeout), ("time_budget", self.time_budget)):
             if value <= 0:
                 raise ConfigError(f"web search {label} must be positive, got {value!r}")
@@ -186,7 +201,7 @@ class WebSearchSettings:
         return {
             "provider": self.provider,
             "chain": list(self.chain()),
-            "configured": [n for n in VALID_PROVIDERS if n != "ddgs" and self.usable(n)],
+            "configured": [n for n in valid_providers() if n != "ddgs" and self.usable(n)],
             "skipped": list(self.skipped()),
             "base_urls": {n: safe(self.base_url(n)) for n in self.chain() if self.base_url(n)},
             "prices_usd": {n: self.price(n) for n in self.chain()},

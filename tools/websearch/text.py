@@ -65,6 +65,13 @@ def default_locale(query: str) -> tuple[str, str]:
     return ("zh-CN", "cn") if contains_cjk(query) else ("en", "us")
 
 
+def search_locale(query: str, hl: str | None = None, gl: str | None = None) -> tuple[str, str]:
+    """The one rule for a search's ``(hl, gl)``: the ones given, else by the query's
+    language (:func:`default_locale`); both graphs and the agent's tool follow it."""
+    default_hl, default_gl = default_locale(query)
+    return (default_hl if hl is None else hl.strip(), default_gl if gl is None else gl.strip())
+
+
 def normalize_query(query: str) -> str:
     """Whitespace collapsed and case folded: the form used in cache keys."""
     return " ".join(query.split()).casefold()
@@ -85,9 +92,7 @@ def build_params(
     query = " ".join(query.split())
     if len(query) > 2048:
         raise InputError(f"web search query is too long ({len(query)} characters, max 2048)")
-    default_hl, default_gl = default_locale(query)
-    hl = default_hl if hl is None else hl.strip()
-    gl = default_gl if gl is None else gl.strip()
+    hl, gl = search_locale(query, hl, gl)
     if not HL_RE.match(hl):
         raise InputError(f"invalid hl {hl!r}: expected a language code like 'en' or 'zh-CN'")
     if not GL_RE.match(gl):

@@ -1,0 +1,160 @@
+"""The agent without a model: a documented rule picks the tools and answers.
+
+``offline_route`` (cue words + KB probe) picks the tools, each is called once with the
+question (plus the state graph's web fallback on weak KB evidence, ``tools.policy``, as a
+second turn), and the answer is extractive exactly as in the state graph. It is labelled
+as such, never presented as a model; its calls and results are recorded in ``messages``
+as the model path records them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.messages.tool import ToolCall, tool_call
+from langgraph.runtime import Runtime
+
+from nodes.agent import answer_sources, decision_of, evidence_of, web_failure_note
+from nodes.agent_tools import (
+    GOOGLE_SEARCH,
+    INTERNAL_SEARCH,
+    SourceRegistry,
+    apply_outcomes,
+    run_calls,
+)
+from nodes.common import emit, timed
+from nodes.crosslingual import translated_queries
+from nodes.generate import build_prompt
+from nodes.models import OFFLINE
+from nodes.resources import get_kb
+from nodes.search import locale_setting
+from prompts.agent import AGENT_OFFLINE_NOTE_EN, AGENT_OFFLINE_NOTE_ZH
+from tools.errors import HybridRagError, kb_unavailable
+from tools.policy.decisions import Evidence, decide, record, strategy_label
+from tools.policy.offline import extractive_answer, no_information, offline_route
+from tools.websearch.text import search_locale
+
+if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+    from graph.agent_graph import AgentState
+    from graph.context import Context
+
+
+async def run_turn(
+    state: Mapping[str, Any], calls: list[ToolCall], runtime: Runtime[Context]
+) -> tuple[list[AnyMessage], list[tuple[ToolCall, dict[str, Any]]], SourceRegistry]:
+    """One offline tool-calling turn, recorded as the model path records it: the AI
+    message asking for ``calls``, then one tool message per call (same ``tool_call_id``)."""
+    messages: list[AnyMessage] = [AIMessage(content="", tool_calls=calls)] if calls else []
+    replies, done, registry = await run_calls(state, calls, runtime, budget=len(calls))
+    return [*messages, *replies], done, registry
+
+
+def offline_call(name: str, args: dict[str, Any]) -> ToolCall:
+    """A tool call of the offline rule, with a unique id as a model would give it."""
+    return tool_call(name=name, args=args, id=f"call_offline_{uuid.uuid4().hex[:16]}")
+
+
+async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """No model: a fixed rule picks the tools (route by cues + KB probe) and calls them.
+
+    The calls and their results go to ``messages`` exactly as on the model path (an AI
+    turn with ``tool_calls``, then the tool messages), so a chat UI shows the same trace.
+    """
+    ctx = runtime.context
+    question: str = state["question"]
+    timings: dict[str, float] = {}
+    warnings: list[str] = []
+    emit(runtime, "routing", mode=OFFLINE)
+    with timed("offline_tools", timings):
+        try:
+            probe = await asyncio.to_thread(lambda: get_kb(ctx).probe(question))
+        except HybridRagError as exc:
+            probe = 0.0
+            warnings.append(kb_unavailable(exc))
+        decision = offline_route(question, probe)
+        emit(runtime, "routed", route=decision.route, reason=decision.reason)
+        hl, gl = search_locale(question, *locale_setting(ctx))
+        web_args = {"query": question, "hl": hl, "gl": gl}
+        plan: list[ToolCall] = []
+        if decision.route in ("knowledge", "both"):
+            plan.append(offline_call(INTERNAL_SEARCH, {"query": question}))
+        if decision.route in ("search", "both"):
+            plan.append(offline_call(GOOGLE_SEARCH, web_args))
+        messages, done, registry = await run_turn(state, plan[: ctx.max_tool_calls], runtime)
+        # The state graph's corrective fallback (tools.policy): weak KB evidence → also
+        # search the web once (a second turn, as a model that read the weak results would).
+        verdict = decide(
+            Evidence.of(
+                question,
+                registry.of_kind("internal"),
+                registry.of_kind("web"),
+                route=decision.route,
+                web_searched=any(call["name"] == GOOGLE_SEARCH for call, _ in done),
+            ),
+            ctx.confidence_threshold,
+            refusal=ctx.refusal_threshold,
+        )
+        fell_back = verdict["search_web_now"] and len(done) < ctx.max_tool_calls
+        if fell_back:
+            more, fallback, registry = await run_turn(
+                {**state, "sources": registry.sources},
+                [offline_call(GOOGLE_SEARCH, web_args)],
+                runtime,
+            )
+            messages.extend(more)
+            done.extend(fallback)
+        update = apply_outcomes(state, registry, done)
+    if len(plan) > ctx.max_tool_calls:
+        warnings.append(f"max_tool_calls ({ctx.max_tool_calls}) left planned searches out")
+    report: dict[str, Any] = {}
+    if ctx.crosslingual:
+        # Same report as the state graph's rewrite step: offline, nothing is translated.
+        _, report = await translated_queries(ctx, question, OFFLINE)
+        if report.get("note"):
+            warnings.append(f"cross-lingual: {report['note']}")
+    return {
+        **update,
+        "messages": messages,
+        "crosslingual": report,
+        "route": decision.route,
+        "route_reason": f"offline rules: {decision.reason}",
+        "strategy": strategy_label(decision.route, fell_back),
+        "decision": {**verdict, "web_fallback": fell_back, "search_web_now": False},
+        "warnings": [*warnings, *update["warnings"]],
+        "timings": timings,
+    }
+
+
+async def offline_answer(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """The state graph's offline answer: extractive, refusing on weak evidence, labelled."""
+    ctx = runtime.context
+    language = state.get("language", "en")
+    timings: dict[str, float] = {}
+    warnings: list[str] = []
+    emit(runtime, "answering", mode=OFFLINE)
+    with timed("offline_answer", timings):
+        # Same budgeted selection as ``generate`` (labels are the registry's, unchanged).
+        _, built = build_prompt(state, ctx, answer_sources(state, ctx))
+        if built.omitted:
+            warnings.append(f"{built.omitted} sources left out to fit context_token_budget")
+        verdict = decision_of(state, ctx)
+        confidence = verdict["confidence"]
+        if verdict["refuse"]:
+            answer = no_information(language)
+        else:
+            answer = extractive_answer(state["question"], built.included, language)
+        note = AGENT_OFFLINE_NOTE_ZH if language == "zh" else AGENT_OFFLINE_NOTE_EN
+        answer = f"{answer} {note}{web_failure_note(state, language)}"
+    return {
+        "answer": answer,
+        "sources": built.included,
+        "decision": verdict,
+        "evidence": record(evidence_of(state)),
+        "confidence": confidence,
+        "warnings": warnings,
+        "timings": timings,
+    }

@@ -1,0 +1,31 @@
+"""The run's :class:`~tools.answer.search_service.SearchService`, built from the run's
+context and state: the shared knowledge base, the web-search settings and the approval
+rule. The state graph's retrieval nodes and the agent's tools search through it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from nodes.approval import tool_approval
+from nodes.resources import get_kb, web_settings
+from tools.answer.search_service import SearchService
+
+if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+    from graph.context import Context
+
+
+def locale_setting(ctx: Context) -> tuple[str | None, str | None]:
+    """The context's ``hl``/``gl`` for a search: ``None`` for 'auto', which the search
+    then takes from the query's language (``tools.websearch.text.search_locale``)."""
+    return (None if ctx.hl == "auto" else ctx.hl, None if ctx.gl == "auto" else ctx.gl)
+
+
+def search_service(ctx: Context, state: Mapping[str, Any]) -> SearchService:
+    """Searches under ``ctx``; a web search first asks a person when ``approve_web_search``
+    says so (once skipped in this step, later searches are skipped without asking)."""
+    return SearchService(
+        kb=lambda: get_kb(ctx),
+        web_settings=lambda: web_settings(ctx),
+        approve=tool_approval(ctx, state),
+    )

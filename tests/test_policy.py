@@ -1,0 +1,351 @@
+"""The decisions of both graphs (tools/policy/decisions.py): unit tests, then the same
+evidence through the state graph's ``grade`` and the agent's decision path."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.runtime import Runtime
+
+from graph import Context
+from nodes.agent import answer_sources, decision_of, evidence_of
+from nodes.generate import refuses, web_failure_reason
+from nodes.grade import after_grade, grade
+from nodes.retrieve import merge_sources
+from tools.answer.agent_tools import GOOGLE_SEARCH, INTERNAL_SEARCH
+from tools.policy.decisions import (
+    KEEP_ON_FALLBACK,
+    Evidence,
+    decide,
+    kb_confidence,
+    kept_internal,
+    needs_web_fallback,
+    record,
+    strategy_label,
+)
+
+Q = "How many days of annual leave after five years?"
+
+
+def test_kb_confidence_is_the_best_search_or_the_mean_grade() -> None:
+    assert kb_confidence(Evidence(kb_answerability=(0.2, 0.7, 0.4))) == 0.7
+    graded = Evidence(kb_answerability=(0.9,), grades=("correct", "ambiguous", "incorrect"))
+    assert kb_confidence(graded) == 0.5
+    assert kb_confidence(Evidence()) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("route", "answerability", "searched", "expected"),
+    [
+        ("knowledge", 0.1, False, True),  # weak KB, web not searched: fall back
+        ("knowledge", 0.1, True, False),  # already searched: never twice
+        ("knowledge", 0.9, False, False),  # strong KB
+        ("both", 0.1, False, True),
+        ("search", 0.0, False, False),  # the KB was not asked
+    ],
+)
+def test_needs_web_fallback(
+    route: Any, answerability: float, searched: bool, expected: bool
+) -> None:
+    evidence = Evidence(route=route, kb_answerability=(answerability,), web_searched=searched)
+    assert needs_web_fallback(evidence, 0.3) is expected
+
+
+def test_decide_confidence_by_route_and_refusal() -> None:
+    kb, web = (0.2,), (1.0, 0.5)
+    assert decide(Evidence("search", kb, web, web_searched=True), 0.3)["confidence"] == 0.75
+    assert decide(Evidence("both", kb, web, web_searched=True), 0.3)["confidence"] == 0.75
+    now = decide(Evidence("knowledge", kb, web), 0.3)
+    assert now["confidence"] == 0.2 and now["search_web_now"] and now["web_fallback"]
+    assert now["refuse"]
+    after = decide(Evidence("knowledge", kb, web, web_searched=True, fell_back=True), 0.3)
+    assert after["confidence"] == 0.75 and not after["search_web_now"] and after["web_fallback"]
+    assert not after["refuse"]
+
+
+def test_kept_internal_and_labels() -> None:
+    docs = [1, 2, 3, 4]
+    assert kept_internal(docs, True) == docs[:KEEP_ON_FALLBACK]
+    assert kept_internal(docs, False) == docs
+    assert strategy_label("knowledge", True) == "search_fallback"
+    assert strategy_label("knowledge", False) == "vector"
+    assert strategy_label("both", False) == "both"
+    assert strategy_label("search", False, agent=True) == "agent"
+
+
+def test_merge_sources_keeps_the_best_answerability_of_a_chunk() -> None:
+    """Bug: the more relevant copy of a chunk won whole, dropping the higher answerability
+    another search gave it (grade then saw a weaker KB than the searches found)."""
+    first = {"id": "c1", "kind": "internal", "relevance": 0.9, "answerability": 0.2}
+    second = {"id": "c1", "kind": "internal", "relevance": 0.5, "answerability": 0.8}
+    merged = merge_sources([first], [second])  # type: ignore[list-item]
+    assert len(merged) == 1
+    assert merged[0]["relevance"] == 0.9 and merged[0]["answerability"] == 0.8
+
+
+def test_no_node_branches_on_the_strategy_label() -> None:
+    """``strategy`` is a label: a state saying 'search_fallback' without the decision does
+    not send the run to the web nor report the web as wanted."""
+    state = {"strategy": "search_fallback", "route": "knowledge", "web_error": "down"}
+    assert after_grade(state) == "reflect"
+    assert web_failure_reason(state) is None
+    assert after_grade({**state, "decision": {"search_web_now": True}}) == "search_web"
+    assert web_failure_reason({**state, "decision": {"web_fallback": True}}) == "down"
+
+
+# --- the same evidence through both graphs ---------------------------------------------
+
+
+def _internal(n: int, answerability: float) -> list[dict[str, Any]]:
+    return [
+        {"id": f"c{i}", "kind": "internal", "text": f"passage {i}", "relevance": 1 - i / 10,
+         "answerability": answerability, "label": f"[internal-{i}]", "number": i}
+        for i in range(1, n + 1)
+    ]  # fmt: skip
+
+
+def _web(n: int) -> list[dict[str, Any]]:
+    return [
+        {"id": f"https://w{i}", "kind": "web", "title": "annual leave days",
+         "text": "five years of service", "label": f"[web-{i}]", "number": i}
+        for i in range(1, n + 1)
+    ]  # fmt: skip
+
+
+CASES = [
+    # route, KB answerability, web results, web searched, fallback taken before
+    ("knowledge", 0.9, 0, False, False),
+    ("knowledge", 0.05, 0, False, False),
+    ("knowledge", 0.05, 2, True, True),
+    ("both", 0.05, 3, True, False),
+    ("both", 0.7, 1, True, False),
+    ("search", 0.0, 2, True, False),
+]
+
+
+@pytest.mark.parametrize(("route", "answerability", "n_web", "searched", "fell_back"), CASES)
+def test_both_graphs_decide_the_same_on_the_same_evidence(
+    tmp_path: Path, route: str, answerability: float, n_web: int, searched: bool, fell_back: bool
+) -> None:
+    context = Context(data_home=str(tmp_path), confidence_threshold=0.3)
+    internal = _internal(4, answerability) if route != "search" else []
+    web = _web(n_web)
+    previous = {"web_fallback": True} if fell_back else {}
+    common = {"question": Q, "web_searched": searched, "decision": previous}
+    # The state graph: the grade node, offline.
+    rag_state = {**common, "route": route, "internal_docs": internal, "web_docs": web,
+                 "fast_mode": "offline", "iteration": 0}  # fmt: skip
+    graded = asyncio.run(grade(rag_state, Runtime(context=context)))  # type: ignore[arg-type]
+    # The agent: its tools' records and registry, the route its calls took.
+    calls = {"knowledge": [INTERNAL_SEARCH], "search": [GOOGLE_SEARCH],
+             "both": [INTERNAL_SEARCH, GOOGLE_SEARCH]}[route]  # fmt: skip
+    agent_state = {**common, "sources": [*internal, *web], "internal_docs": internal,
+                   "web_docs": web, "tool_calls": [{"name": c} for c in calls]}  # fmt: skip
+    verdict = decision_of(agent_state, context)
+    assert graded["evidence"] == record(evidence_of(agent_state))  # the same evidence
+    for key in ("confidence", "kb_confidence", "web_confidence", "refuse"):
+        assert graded["decision"][key] == verdict[key], key
+    assert graded["confidence"] == verdict["confidence"]
+    assert refuses({"decision": graded["decision"]}) == refuses({"decision": verdict})
+    # What is kept for the answer on a fallback: the same KB passages in both graphs.
+    if fell_back:
+        kept_agent = [s["id"] for s in answer_sources(agent_state, context) if s["kind"] != "web"]
+        assert kept_agent == [d["id"] for d in kept_internal(internal, True)]
+
+
+def test_run_statistics_count_the_fallback_decision_not_the_label() -> None:
+    from tools.evaluation.run_stats import report
+
+    runs = [
+        {"route": "knowledge", "strategy": "vector", "web_fallback": True},
+        {"route": "knowledge", "strategy": "search_fallback", "web_fallback": False},
+        {"route": "knowledge", "strategy": "search_fallback"},  # an older record: its label
+        {"route": "knowledge", "strategy": "vector"},
+    ]
+    assert report(runs)["fallback_rate"] == 0.5
+
+
+# --- route / grade / reflect decisions, node by node (no whole-graph run) -----------------
+
+
+@pytest.mark.parametrize(
+    ("question", "probe", "route"),
+    [
+        ("What is the latest Python release today?", 0.0, "search"),  # time cue, KB silent
+        ("What is our policy on annual leave?", 0.0, "knowledge"),  # internal cue
+        ("How many days of leave after 5 years?", 0.99, "knowledge"),  # the KB knows it
+        ("What is the latest news on our leave policy?", 0.0, "both"),  # time and internal
+        ("Who painted the Mona Lisa?", 0.0, "both"),  # no cue, no KB match: ask both
+    ],
+)
+def test_route_decision(question: str, probe: float, route: str) -> None:
+    from tools.policy.offline import offline_route
+
+    assert offline_route(question, probe).route == route
+
+
+def test_grade_node_falls_back_once_and_keeps_the_best_two(tmp_path: Path) -> None:
+    context = Context(data_home=str(tmp_path), confidence_threshold=0.3)
+    state = {"question": Q, "route": "knowledge", "internal_docs": _internal(4, 0.05),
+             "web_docs": [], "fast_mode": "offline", "iteration": 0}  # fmt: skip
+    first = asyncio.run(grade(state, Runtime(context=context)))  # type: ignore[arg-type]
+    assert [d["id"] for d in first["internal_docs"]] == ["c1", "c2"]
+    assert first["strategy"] == "search_fallback" and first["next_source"] == ""
+    assert after_grade({**state, **first}) == "search_web"
+    # Back from the web: no second fallback, both sources count.
+    back = {**state, **first, "web_docs": _web(2), "web_searched": True}
+    second = asyncio.run(grade(back, Runtime(context=context)))  # type: ignore[arg-type]
+    assert after_grade({**back, **second}) == "reflect"
+    assert second["confidence"] == max(0.05, second["decision"]["web_confidence"])
+    assert second["strategy"] == "search_fallback"
+
+
+def test_grade_node_strong_kb_evidence_stays_internal(tmp_path: Path) -> None:
+    context = Context(data_home=str(tmp_path), confidence_threshold=0.3)
+    state = {"question": Q, "route": "knowledge", "internal_docs": _internal(4, 0.8),
+             "web_docs": [], "fast_mode": "offline", "iteration": 0}  # fmt: skip
+    out = asyncio.run(grade(state, Runtime(context=context)))  # type: ignore[arg-type]
+    assert len(out["internal_docs"]) == 4 and out["strategy"] == "vector"
+    assert out["confidence"] == 0.8 and not out["decision"]["refuse"]
+    assert after_grade({**state, **out}) == "reflect"
+
+
+def test_reflection_decisions() -> None:
+    from tools.policy.decisions import (
+        NextStep,
+        offline_next_step,
+        reflection_call_needed,
+        worth_asking,
+    )
+
+    assert reflection_call_needed(0.2) and not reflection_call_needed(0.5)
+    covered = offline_next_step("annual leave days", "knowledge", False, ["Annual leave: days"])
+    assert covered.sufficient
+    more = offline_next_step("annual leave carryover", "knowledge", False, ["annual leave"])
+    assert more == NextStep(False, "carryover", "internal")
+    web = offline_next_step("python release date", "search", False, ["python"])
+    assert web.source == "web" and not web.sufficient
+    assert offline_next_step("python release date", "search", True, ["python"]).sufficient
+    assert worth_asking(more, tried=set()) and not worth_asking(more, tried={"carryover"})
+    assert not worth_asking(NextStep(False, "  "), tried=set())
+
+
+def test_reflect_node_offline_asks_for_uncovered_terms(tmp_path: Path) -> None:
+    from nodes.reflect import after_reflect, reflect
+
+    context = Context(data_home=str(tmp_path))
+    state = {"question": "annual leave carryover rules", "route": "knowledge",
+             "internal_docs": [{"id": "c1", "text": "annual leave"}], "web_docs": [],
+             "fast_mode": "offline", "iteration": 0, "reasoning": []}  # fmt: skip
+    out = asyncio.run(reflect(state, Runtime(context=context)))  # type: ignore[arg-type]
+    assert out["next_source"] == "internal" and "carryover" in out["next_query"]
+    assert out["iteration"] == 1 and after_reflect({**state, **out}) == "retrieve_internal"
+    bounded = {**state, "iteration": context.max_iterations}
+    done = asyncio.run(reflect(bounded, Runtime(context=context)))  # type: ignore[arg-type]
+    assert done["next_query"] == "" and after_reflect({**bounded, **done}) == "generate"
+
+
+# --- configuration: no side effects, no import circle ------------------------------------
+
+
+def test_context_validation_loads_nothing_and_sets_no_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Bug: Context(reranker="cross-encoder:...") loaded the model and set HF_HUB_OFFLINE
+    for the whole process while validating; now the check only looks for the package."""
+    import importlib.util
+    import os
+
+    from tools.kb import rerank
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: object() if name == "sentence_transformers" else real(name, *a),
+    )
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    loaded: list[str] = []
+    monkeypatch.setattr(rerank, "_cross_encoder", lambda model: loaded.append(model))
+    Context(reranker="cross-encoder:/nonexistent/model")
+    assert loaded == [] and "HF_HUB_OFFLINE" not in os.environ
+
+
+def test_the_environment_is_read_once_per_run(
+    sample_kb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bug: every web search re-read the environment (WebSearchSettings.from_env per
+    search); ``prepare`` now resolves it once and the searches of the run share it."""
+    from graph import build_agent_graph, build_graph
+    from tools.websearch import WebSearchSettings
+
+    calls: list[str] = []
+    original = WebSearchSettings.from_env.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[WebSearchSettings], env: Any = None, **kw: Any) -> WebSearchSettings:
+        calls.append("read")
+        return original(cls, env, **kw)
+
+    monkeypatch.setattr(WebSearchSettings, "from_env", classmethod(counted))
+    context = Context(data_home=str(tmp_path / "home"), max_iterations=2, search_provider="serper")
+    question = {"question": "What is the latest news on our annual leave policy today?"}
+    out = asyncio.run(build_graph().ainvoke(question, context=context))
+    assert out["route"] in ("both", "search") and calls == ["read"]
+    calls.clear()
+    asyncio.run(build_agent_graph().ainvoke(question, context=context))
+    assert calls == ["read"]
+
+
+def test_run_settings_stay_off_the_context_and_leave_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+
+    from nodes import settings as run_settings_module
+
+    monkeypatch.setenv("SERPER_API_KEY", "SENTINEL-run-settings-key")
+    context = Context(data_home=str(tmp_path), search_provider="serper")
+    resolved = run_settings_module.resolve_run_settings(context)
+    assert resolved.web is not None and resolved.web.chain() == ("serper",)
+    assert run_settings_module.run_settings(context) is resolved  # not read again
+    assert "SENTINEL-run-settings-key" not in repr(vars(context))  # no key on the context
+    key = id(context)
+    del context
+    gc.collect()
+    assert key not in run_settings_module._by_context
+
+
+def test_one_locale_rule_for_every_web_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bug: hl/gl were chosen three ways; the agent's tool defaulted to zh-CN/cn for any
+    query. Now what the model leaves out is the context's setting, else the query's
+    language, as in the state graph and the offline agent."""
+    from langgraph.prebuilt import ToolRuntime
+
+    from nodes.agent_tools import AGENT_TOOLS
+    from tools.websearch.text import search_locale
+
+    seen: list[tuple[str, str]] = []
+
+    async def capture(service: Any, registry: Any, query: str, hl: Any, gl: Any, **_: Any) -> Any:
+        seen.append(search_locale(query, hl, gl))
+        return "ok", {"ok": True}
+
+    monkeypatch.setattr("nodes.agent_tools.work.google_search", capture)
+
+    def call(context: Context, **args: Any) -> None:
+        runtime = ToolRuntime(state={"language": "en"}, context=context, config={},
+                              stream_writer=lambda _: None, tool_call_id="1", store=None)  # fmt: skip
+        asyncio.run(AGENT_TOOLS["google_search"].ainvoke(
+            {"name": "google_search", "id": "1", "type": "tool_call",
+             "args": {**args, "runtime": runtime}}))  # fmt: skip
+
+    call(Context(data_home=str(tmp_path)), query="latest python release")
+    call(Context(data_home=str(tmp_path)), query="今天上海的天气")
+    call(Context(data_home=str(tmp_path), hl="de"), query="latest python release")
+    call(Context(data_home=str(tmp_path)), query="news", hl="fr", gl="fr")
+    assert seen == [("en", "us"), ("zh-CN", "cn"), ("de", "us"), ("fr", "fr")]

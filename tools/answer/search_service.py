@@ -1,0 +1,179 @@
+"""One search service for both graphs: the knowledge base and the web, with the
+approval, cost and warning rules written once.
+
+The state graph's ``retrieve_internal`` / ``search_web`` nodes and the agent's
+``internal_search`` / ``google_search`` tools call :class:`SearchService` and render its
+outcome their own way (state updates; a tool message for the model). Nothing here
+raises for a source that cannot answer: a store error, a disabled or unconfigured web
+search, a skip by the person approving, a provider outage are outcomes with a status
+and an error text. The one exception is the ``approve`` hook, which may pause the run
+(LangGraph's ``interrupt``, see ``nodes.approval``) or reject a malformed decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from tools.answer.sources import Source, chunk_to_source, web_to_source
+from tools.errors import HybridRagError, kb_unavailable
+from tools.kb.knowledge_base import KnowledgeBase, Retrieval
+from tools.kb.rerank import Reranker, rerank_chunks
+from tools.websearch import (
+    SKIPPED_BY_USER,
+    SearchCache,
+    WebSearchClient,
+    WebSearchDecision,
+    WebSearchError,
+    WebSearchNotConfiguredError,
+    WebSearchSettings,
+    default_cache,
+)
+
+WEB_DISABLED = "web search is disabled (search_provider=none)"
+KB_EMPTY = "the knowledge base is empty: run 'hybrid-rag ingest PATH'"
+RERANK_POOL = 20  # first-stage candidates a reranker orders (at least top_k)
+
+
+class WebApproval(Protocol):
+    """Asked before a web search spends anything: a person's decision on searching
+    ``queries`` with ``settings``, or ``None`` when no approval is needed (it may pause
+    the run until the decision comes; see ``nodes.approval``)."""
+
+    def __call__(
+        self,
+        settings: WebSearchSettings,
+        queries: list[str],
+        *,
+        hl: str | None,
+        gl: str | None,
+        num: int,
+    ) -> WebSearchDecision | None: ...
+
+
+@dataclass
+class KBFound:
+    """What a knowledge-base search found: each search (with its calibrated
+    answerability), their hits as sources, or why there are none."""
+
+    searches: list[Retrieval] = field(default_factory=list)
+    sources: list[Source] = field(default_factory=list)
+    status: Literal["ok", "empty", "unavailable"] = "ok"
+    error: str = ""
+
+
+@dataclass
+class WebFound:
+    """What a web search did: the results as sources, cost and upstream calls, the
+    queries actually searched (a person may have edited them), or why nothing was."""
+
+    status: Literal["ok", "disabled", "skipped", "not_configured", "failed"] = "ok"
+    error: str = ""
+    queries: list[str] = field(default_factory=list)
+    edited: bool = False
+    sources: list[Source] = field(default_factory=list)
+    cost: float = 0.0
+    calls: int = 0
+    fetched_at: str = ""
+    warnings: list[str] = field(default_factory=list)
+    providers: str = ""
+    cache_hits: int = 0
+
+
+@dataclass
+class SearchService:
+    """One run's searches. ``kb`` and ``web_settings`` are called on each search (not
+    now), so building the service opens nothing; ``web_settings`` returns ``None`` when
+    web search is disabled."""
+
+    kb: Callable[[], KnowledgeBase]
+    web_settings: Callable[[], WebSearchSettings | None]
+    approve: WebApproval | None = None
+    cache: SearchCache | None = None
+
+    async def search_kb(
+        self,
+        queries: Sequence[str],
+        k: int,
+        *,
+        anchor: str | None = None,
+        reranker: Reranker | None = None,
+    ) -> KBFound:
+        """Top ``k`` chunks per query (``anchor``: see ``KnowledgeBase.retrieve_many``);
+        with a ``reranker``, the best ``k`` of a wider first stage (one query)."""
+
+        def run() -> KBFound:
+            kb = self.kb()  # opening the store is blocking too
+            if reranker is None:
+                searches = kb.retrieve_many(list(queries), k, anchor=anchor)
+            else:
+                wide = kb.retrieve_many(list(queries), max(RERANK_POOL, k), anchor=anchor)
+                searches = [
+                    Retrieval(rerank_chunks(q, r.hits, reranker, k), r.evidence, r.answerability)
+                    for q, r in zip(queries, wide, strict=True)
+                ]
+            found = KBFound(
+                searches,
+                [chunk_to_source(h, r.answerability) for r in searches for h in r.hits],
+            )
+            if not found.sources and kb.stats()["chunks"] == 0:
+                found.status, found.error = "empty", KB_EMPTY
+            return found
+
+        try:
+            return await asyncio.to_thread(run)  # Chroma and BM25 are blocking work
+        except HybridRagError as exc:
+            return KBFound(status="unavailable", error=kb_unavailable(exc))
+
+    async def search_web(
+        self,
+        queries: Sequence[str],
+        *,
+        hl: str | None,
+        gl: str | None,
+        num: int,
+        top_k: int,
+        announce: Callable[[list[str]], None] | None = None,
+    ) -> WebFound:
+        """Search ``queries`` (merged and re-ranked, cut to ``top_k``), after the person's
+        approval when one is needed; ``announce`` hears the queries about to be searched."""
+        wanted = list(queries)
+        try:
+            settings = self.web_settings()
+        except HybridRagError as exc:
+            return WebFound("failed", str(exc), wanted)
+        decision = (
+            self.approve(settings, wanted, hl=hl, gl=gl, num=num)
+            if self.approve is not None and settings is not None
+            else None
+        )
+        edited = bool(decision is not None and decision.queries)
+        if decision is not None and decision.queries:
+            wanted = list(decision.queries)
+        if announce is not None:
+            announce(wanted)
+        if settings is None:
+            return WebFound("disabled", WEB_DISABLED, wanted)
+        if decision is not None and decision.action == "skip":
+            return WebFound("skipped", SKIPPED_BY_USER, wanted)
+        try:
+            async with WebSearchClient(settings, cache=self.cache or default_cache()) as client:
+                multi = await client.search_many(wanted, hl=hl, gl=gl, num=num, top_k=top_k)
+        except WebSearchNotConfiguredError as exc:
+            return WebFound("not_configured", str(exc), wanted, edited, calls=exc.calls)
+        except (WebSearchError, HybridRagError) as exc:
+            calls = exc.calls if isinstance(exc, WebSearchError) else 0
+            return WebFound("failed", str(exc), wanted, edited, calls=calls)
+        return WebFound(
+            queries=wanted,
+            edited=edited,
+            sources=[web_to_source(r) for r in multi.results],
+            cost=multi.cost,
+            calls=multi.calls,
+            fetched_at=multi.fetched_at,
+            warnings=list(multi.warnings),
+            providers=",".join(sorted({r.provider for r in multi.responses})),
+            cache_hits=sum(r.cache_hit for r in multi.responses),
+        )
