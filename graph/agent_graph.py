@@ -32,6 +32,7 @@ from nodes.agent import (
     offline_tools,
     run_tools,
 )
+from nodes.deadline import late_call_model, late_run_tools
 from nodes.finalize import finalize
 from nodes.generate import cite
 
@@ -70,8 +71,10 @@ def build_agent_graph(
         ("cite", cite),
         ("finalize", finalize),
     )
+    # Past the run's deadline (run_timeout_s) these answer without the model and the web.
+    late: dict[str, Node[AgentState]] = {"call_model": late_call_model, "run_tools": late_run_tools}
     for name, node in nodes:
-        builder.add_node(name, with_default_context(node))
+        builder.add_node(name, with_default_context(node, late.get(name)))
     builder.add_edge(START, "agent_prepare")
     builder.add_conditional_edges("agent_prepare", after_prepare, ["call_model", "offline_tools"])
     builder.add_conditional_edges("call_model", after_model, ["run_tools", "cite"])

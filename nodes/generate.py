@@ -15,6 +15,7 @@ from nodes.models import OFFLINE, load_chat_model
 from prompts import answer as P
 from tools.answer.citations import assign_labels, validate_citations
 from tools.answer.context_builder import BuiltContext, build_context
+from tools.answer.notices import localize
 from tools.policy.offline import extractive_answer, no_information
 from tools.text import estimate_tokens
 
@@ -87,7 +88,7 @@ def build_prompt(
 
 def failure_sentence(language: str, reason: str) -> str:
     template = P.WEB_FAILURE_SENTENCE_ZH if language == "zh" else P.WEB_FAILURE_SENTENCE_EN
-    return template.format(reason=reason.rstrip("。."))
+    return template.format(reason=localize(reason, language).rstrip("。."))
 
 
 async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
