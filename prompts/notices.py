@@ -11,9 +11,7 @@ DEADLINE_SENTENCE_EN = (
     "The run deadline ({seconds:g} s) was reached: this answer uses what was gathered by then, "
     "without the remaining model and web steps."
 )
-DEADLINE_SENTENCE_ZH = (
-    "已到达本次运行的时限（{seconds:g} 秒）：此回答仅依据此前已获取的内容，未执行其余的模型和网络步骤。"
-)
+DEADLINE_SENTENCE_ZH = "已到达本次运行的时限（{seconds:g} 秒）：此回答仅依据此前已获取的内容，未执行其余的模型和网络步骤。"
 DEADLINE_TOOL_MESSAGE = "Not run: the run deadline was reached."
 
 ZH_NOTICES: tuple[tuple[str, str], ...] = (

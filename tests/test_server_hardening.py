@@ -8,7 +8,6 @@ langgraph-sdk on 127.0.0.1 where the point is about the server.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +136,4 @@ async def test_a_chinese_answer_carries_chinese_reasons(sample_home: Path) -> No
     assert out["language"] == "zh"
     assert "实时网络结果不可用：未配置网络搜索" in out["answer"], out["answer"]
     assert "web search" not in out["answer"]
-    assert out["warnings"] and not any("web search" in w for w in out["warnings"]), out[
-        "warnings"
-    ]
+    assert out["warnings"] and not any("web search" in w for w in out["warnings"]), out["warnings"]
