@@ -8,6 +8,9 @@ langgraph-sdk on 127.0.0.1 where the point is about the server.
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,17 @@ from graph import Context, build_graph
 from graph.agent_graph import build_agent_graph
 from graph.context import DEPLOYMENT_FIELDS, PER_RUN_FIELDS, api_context
 from nodes.prepare import current_question
+from tests.agent_fakes import LocalLLMServer
+from tests.langgraph_server import (
+    REPO,
+    SAMPLE_KB,
+    LocalServer,
+    ingest_sample_kb,
+    sdk,
+    start_server,
+    stop_server,
+    wait_until_ready,
+)
 from tests.local_provider import BlackHole
 from tools.answer.notices import localize
 from tools.errors import ConfigError
@@ -93,6 +107,17 @@ def test_other_configurable_keys_pass_and_misspelt_fields_fail() -> None:
         api_context({"confidnce_threshold": 0.5})
 
 
+async def test_citations_show_paths_relative_to_the_kb_not_the_servers(
+    sample_home: Path,
+) -> None:
+    ctx = Context(data_home=str(sample_home), search_provider="none")
+    out = await build_graph().ainvoke({"question": KB_QUESTION}, context=ctx)
+    paths = [c["path"] for c in out["citations"]]
+    assert paths and all(not p.startswith("/") for p in paths), paths
+    assert any(p.endswith("annual-leave.md") for p in paths), paths
+    assert str(sample_home.parent) not in repr(out)
+
+
 # --- 4. one run deadline ---------------------------------------------------------------
 
 
@@ -137,3 +162,206 @@ async def test_a_chinese_answer_carries_chinese_reasons(sample_home: Path) -> No
     assert "实时网络结果不可用：未配置网络搜索" in out["answer"], out["answer"]
     assert "web search" not in out["answer"]
     assert out["warnings"] and not any("web search" in w for w in out["warnings"]), out["warnings"]
+
+
+# --- through langgraph dev + langgraph-sdk ---------------------------------------------
+
+DRAFT = "After 6 years of service: 18 days [internal-1] [internal-9]."
+WEB_QUESTION = "What is the latest stable Python release today?"
+OFFLINE_KB = {"model": "offline", "search_provider": "none"}
+
+
+class ChatServer(LocalLLMServer):
+    """OpenAI-compatible: model ``hung`` accepts the request and never answers (until the
+    test ends); any other model answers ``DRAFT`` (whose ``[internal-9]`` the citation
+    check drops). ``/search`` answers like Serper, with no results."""
+
+    def __init__(self) -> None:
+        super().__init__([{"content": DRAFT}])
+        self.release = threading.Event()
+        self.hung = 0
+
+    def _chat(self, h: Any, body: dict[str, Any]) -> None:
+        if body.get("model") == "hung":
+            with self._lock:
+                self.hung += 1
+            self.release.wait(HANG_GUARD_S)
+            return
+        super()._chat(h, body)
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.set()
+        super().__exit__(*exc)
+
+
+@pytest.fixture(scope="module")
+def chat() -> Iterator[ChatServer]:
+    with ChatServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, chat: ChatServer) -> Iterator[LocalServer]:
+    base = tmp_path_factory.mktemp("hardening-server")
+    home = base / "home"
+    home.mkdir()
+    env = {
+        "OPENAI_BASE_URL": f"{chat.base_url}/v1",
+        "SERPER_API_KEY": "test-key",
+        "SERPER_BASE_URL": chat.base_url,
+    }
+    srv = start_server(home, base / "langgraph-dev.log", env=env)
+    try:
+        ingest_sample_kb(home)
+        wait_until_ready(srv)
+        yield srv
+    finally:
+        stop_server(srv)
+
+
+async def test_server_cancelled_run_then_new_question_answers_the_new_one(
+    server: LocalServer, chat: ChatServer
+) -> None:
+    client = sdk(server.url)
+    thread = (await client.threads.create())["thread_id"]
+    hung_before = chat.hung
+    run = await client.runs.create(
+        thread, "hybrid_rag", input={"question": KB_QUESTION},
+        context={"model": "openai:hung", "search_provider": "none"},
+    )  # fmt: skip
+    for _ in range(int(HANG_GUARD_S / 0.2)):  # until its first model call hangs
+        if chat.hung > hung_before:
+            break
+        await asyncio.sleep(0.2)
+    assert chat.hung > hung_before
+    await client.runs.cancel(thread, run["run_id"], wait=True)
+    out = await client.runs.wait(
+        thread, "hybrid_rag", input={"question": NEW_QUESTION}, context=OFFLINE_KB
+    )
+    assert isinstance(out, dict) and out["question"] == NEW_QUESTION, out
+    assert out["messages"][-2]["content"] == NEW_QUESTION
+
+
+async def test_server_unanswered_approval_then_new_question_answers_the_new_one(
+    server: LocalServer,
+) -> None:
+    client = sdk(server.url)
+    thread = (await client.threads.create())["thread_id"]
+    await client.runs.wait(
+        thread, "hybrid_rag", input={"question": WEB_QUESTION},
+        context={"model": "offline", "approve_web_search": True},
+    )  # fmt: skip
+    assert (await client.threads.get_state(thread))["next"] == ["search_web"]
+    out = await client.runs.wait(
+        thread, "hybrid_rag", input={"question": NEW_QUESTION}, context=OFFLINE_KB
+    )
+    assert isinstance(out, dict) and out["question"] == NEW_QUESTION, out
+
+
+@pytest.mark.parametrize(
+    "context",
+    [{"data_home": "CALLER_DIR"}, {"chroma_host": "127.0.0.1", "chroma_port": 9}],
+)
+async def test_server_refuses_caller_chosen_paths_and_hosts(
+    server: LocalServer, tmp_path: Path, context: dict[str, Any]
+) -> None:
+    client = sdk(server.url)
+    target = tmp_path / "caller-chose-this"
+    context = {k: str(target) if v == "CALLER_DIR" else v for k, v in context.items()}
+    out = await client.runs.wait(
+        None, "hybrid_rag", input={"question": KB_QUESTION},
+        context={**OFFLINE_KB, **context}, raise_error=False,
+    )  # fmt: skip
+    assert out["__error__"]["error"] == "ConfigError", out
+    assert "set per deployment" in out["__error__"]["message"]
+    assert not target.exists()  # nothing created where the caller pointed
+    # an assistant carrying them fails its runs the same way
+    bad = await client.assistants.create("hybrid_rag", context=context)
+    out = await client.runs.wait(
+        None, bad["assistant_id"], input={"question": KB_QUESTION}, raise_error=False
+    )
+    assert "set per deployment" in out["__error__"]["message"]
+
+
+async def test_server_citations_and_state_hold_no_server_path(server: LocalServer) -> None:
+    client = sdk(server.url)
+    thread = (await client.threads.create())["thread_id"]
+    out = await client.runs.wait(
+        thread, "hybrid_rag", input={"question": KB_QUESTION}, context=OFFLINE_KB
+    )
+    assert isinstance(out, dict) and out["citations"], out
+    assert all(c["path"] == c["doc_id"] for c in out["citations"])
+    state = await client.threads.get_state(thread)
+    assert str(SAMPLE_KB.parent) not in json.dumps(state)
+
+
+async def test_server_other_configurable_keys_pass(server: LocalServer) -> None:
+    client = sdk(server.url)
+    for graph_id in ("hybrid_rag", "tool_agent"):
+        out = await client.runs.wait(
+            None, graph_id, input={"question": KB_QUESTION},
+            config={"configurable": {"user_id": "u1", "model": "offline",
+                                     "search_provider": "none"}},
+            raise_error=False,
+        )  # fmt: skip
+        assert "__error__" not in out, out
+        assert "18 days" in out["answer"]
+
+
+async def test_server_hung_model_answers_at_the_run_deadline(
+    server: LocalServer, chat: ChatServer
+) -> None:
+    client = sdk(server.url)
+    for graph_id in ("hybrid_rag", "tool_agent"):
+        out = await asyncio.wait_for(
+            client.runs.wait(
+                None, graph_id, input={"question": KB_QUESTION},
+                context={"model": "openai:hung", "search_provider": "none", "run_timeout_s": 3},
+                raise_error=False,
+            ),
+            HANG_GUARD_S,
+        )  # fmt: skip
+        assert "__error__" not in out, out
+        assert "The run deadline (3 s) was reached" in out["answer"], out["answer"]
+        assert any("run deadline" in w for w in out["warnings"])
+
+
+async def test_server_streams_one_answer_bubble_when_the_check_changes_the_draft(
+    server: LocalServer,
+) -> None:
+    client = sdk(server.url)
+    for graph_id in ("hybrid_rag", "tool_agent"):
+        thread = (await client.threads.create())["thread_id"]
+        streamed: list[dict[str, Any]] = []
+        async for part in client.runs.stream(
+            thread, graph_id, input={"question": KB_QUESTION},
+            context={"search_provider": "none"},  # 'auto': the local chat model
+            stream_mode=["messages-tuple", "values"],
+        ):  # fmt: skip
+            assert part.event != "error", part.data
+            if part.event == "messages":
+                streamed.append(part.data[0])
+        state = (await client.threads.get_state(thread))["values"]
+        answer = state["answer"]
+        assert "[internal-9]" not in answer and answer != DRAFT, answer  # the check changed it
+        # AIMessageChunk (the draft's tokens) or ai (a node's message): one id, one bubble
+        bubbles = {m["id"] for m in streamed if m["type"].lower().startswith("ai")}
+        final_ai = [m for m in state["messages"] if m["type"] == "ai" and m["content"]]
+        assert len(bubbles) == 1, (graph_id, streamed)
+        assert bubbles == {final_ai[-1]["id"]}, graph_id
+        assert final_ai[-1]["content"] == answer
+
+
+async def test_server_chinese_question_gets_chinese_warnings(server: LocalServer) -> None:
+    client = sdk(server.url)
+    out = await client.runs.wait(
+        None, "hybrid_rag", input={"question": "今天上海的天气怎么样？"}, context=OFFLINE_KB
+    )
+    assert isinstance(out, dict) and out["language"] == "zh"
+    assert "网络搜索已关闭" in out["answer"], out["answer"]
+    assert out["warnings"] and not any("web search" in w for w in out["warnings"])
+
+
+def test_server_keeps_its_state_outside_the_repo(server: LocalServer) -> None:
+    assert not server.cwd.resolve().is_relative_to(REPO)
+    assert (server.cwd / ".langgraph_api").is_dir()  # where this server keeps its threads
