@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from tools.answer.notices import localize_all
+from nodes.notices import localize_all
 from tools.evaluation.run_stats import record_run
 from tools.settings import data_home, run_stats_path
 

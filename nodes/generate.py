@@ -12,10 +12,10 @@ from langgraph.runtime import Runtime
 
 from nodes.common import emit, timed
 from nodes.models import OFFLINE, load_chat_model
+from nodes.notices import localize
 from prompts import answer as P
 from tools.answer.citations import assign_labels, validate_citations
 from tools.answer.context_builder import BuiltContext, build_context
-from tools.answer.notices import localize
 from tools.policy.offline import extractive_answer, no_information
 from tools.text import estimate_tokens
 

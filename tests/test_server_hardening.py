@@ -20,6 +20,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from graph import Context, build_graph
 from graph.agent_graph import build_agent_graph
 from graph.context import DEPLOYMENT_FIELDS, PER_RUN_FIELDS, api_context
+from nodes.notices import localize
 from nodes.prepare import current_question
 from tests.agent_fakes import LocalLLMServer
 from tests.langgraph_server import (
@@ -33,7 +34,6 @@ from tests.langgraph_server import (
     wait_until_ready,
 )
 from tests.local_provider import BlackHole
-from tools.answer.notices import localize
 from tools.errors import ConfigError
 
 KB_QUESTION = "How many days of annual leave after 6 years of service?"
@@ -196,7 +196,8 @@ class ChatServer(LocalLLMServer):
 
 @pytest.fixture(scope="module")
 def chat() -> Iterator[ChatServer]:
-    with ChatServer() as server:
+    server = ChatServer()
+    with server:
         yield server
 
 
