@@ -74,7 +74,9 @@ def build_agent_graph(
     # Past the run's deadline (run_timeout_s) these answer without the model and the web.
     late: dict[str, Node[AgentState]] = {"call_model": late_call_model, "run_tools": late_run_tools}
     for name, node in nodes:
-        builder.add_node(name, with_default_context(node, late.get(name)))
+        builder.add_node(
+            name, with_default_context(node, late.get(name), starts_run=name == "agent_prepare")
+        )
     builder.add_edge(START, "agent_prepare")
     builder.add_conditional_edges("agent_prepare", after_prepare, ["call_model", "offline_tools"])
     builder.add_conditional_edges("call_model", after_model, ["run_tools", "cite"])

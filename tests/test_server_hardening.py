@@ -142,6 +142,22 @@ async def test_a_hung_model_ends_at_the_run_deadline_with_an_answer(
     assert any("run deadline" in w for w in out["warnings"]), out["warnings"]
 
 
+@pytest.mark.parametrize("builder", [build_graph, build_agent_graph])
+async def test_a_later_turn_is_not_bound_by_the_previous_turns_deadline(
+    sample_home: Path, builder: Any
+) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    graph = builder(checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "t-deadline"}}
+    ctx = Context(data_home=str(sample_home), search_provider="none")
+    await graph.ainvoke({"question": KB_QUESTION}, config, context=ctx)
+    await graph.aupdate_state(config, {"deadline": 0.0})  # the last turn's, long past
+    out = await graph.ainvoke({"question": NEW_QUESTION}, config, context=ctx)
+    assert not any("deadline" in w for w in out["warnings"]), out["warnings"]
+    assert "deadline" not in out["answer"]
+
+
 # --- 10. notices in the answer's language ----------------------------------------------
 
 
