@@ -17,8 +17,10 @@ install: $(BIN)/python
 install-dev: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 
+# The demo fills the data home everything else reads ($$HYBRID_RAG_HOME, default
+# ~/.local/share/hybrid-rag): the CLI, the README's Python example and langgraph dev.
 demo: install
-	HYBRID_RAG_HOME=$${HYBRID_RAG_HOME:-$(CURDIR)/.hybrid-rag} $(BIN)/hybrid-rag demo
+	$(BIN)/hybrid-rag demo
 
 test: install-dev
 	$(BIN)/ruff check .

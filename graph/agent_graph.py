@@ -25,6 +25,7 @@ from graph.rag_graph import Node, with_default_context
 from graph.state import InputState, OutputState, State
 from nodes.agent import after_model, after_prepare, agent_prepare, call_model, run_tools
 from nodes.agent_offline import offline_answer, offline_tools
+from nodes.deadline import late_call_model, late_run_tools
 from nodes.finalize import finalize
 from nodes.generate import cite
 
@@ -63,8 +64,12 @@ def build_agent_graph(
         ("cite", cite),
         ("finalize", finalize),
     )
+    # Past the run's deadline (run_timeout_s) these answer without the model and the web.
+    late: dict[str, Node[AgentState]] = {"call_model": late_call_model, "run_tools": late_run_tools}
     for name, node in nodes:
-        builder.add_node(name, with_default_context(node))
+        builder.add_node(
+            name, with_default_context(node, late.get(name), starts_run=name == "agent_prepare")
+        )
     builder.add_edge(START, "agent_prepare")
     builder.add_conditional_edges("agent_prepare", after_prepare, ["call_model", "offline_tools"])
     builder.add_conditional_edges("call_model", after_model, ["run_tools", "cite"])

@@ -9,8 +9,10 @@ run time (see ``nodes.models``).
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Annotated, Any, Literal, get_args
 
@@ -38,6 +40,7 @@ def _f(
     le: float | None = None,
     pattern: str | None = None,
     expected: str = "",
+    deployment: bool = False,
 ) -> Any:
     """A field with its description, bounds and pattern: the one source of both the
     published JSON schema (``minimum``/``maximum``/``pattern``, so Studio's form enforces
@@ -50,6 +53,8 @@ def _f(
     if pattern is not None:
         metadata["pattern"] = pattern
         metadata["expected"] = expected
+    if deployment:  # a server path, host or credential: set by the deployment, not a caller
+        metadata["deployment"] = True
     return field(default=default, metadata=metadata)
 
 
@@ -94,13 +99,26 @@ class Context:
         expected="'local', 'local:<name>' or 'openai:<model>'",
     )
     collection: str = _f("knowledge", "Chroma collection holding the knowledge base.")
-    data_home: str = _f("", "Data directory; empty means $HYBRID_RAG_HOME or the default.")
+    data_home: str = _f(
+        "",
+        "Data directory; empty means $HYBRID_RAG_HOME or the default. Per deployment: the "
+        "LangGraph server rejects it from API callers.",
+        deployment=True,
+    )
     chroma_host: str = _f(
         "",
         "Chroma server host; empty means the server's $CHROMA_HOST (and $CHROMA_PORT), "
-        "else embedded Chroma in data_home.",
+        "else embedded Chroma in data_home. Per deployment: the LangGraph server rejects it "
+        "from API callers.",
+        deployment=True,
     )
-    chroma_port: int = _f(8000, "Chroma server port (with chroma_host).", ge=1, le=65535)
+    chroma_port: int = _f(
+        8000,
+        "Chroma server port (with chroma_host). Per deployment, like chroma_host.",
+        ge=1,
+        le=65535,
+        deployment=True,
+    )
     search_provider: str = _f(
         "auto",
         "Web search provider: a name (serper, serpapi, serpbase, scavio, tavily, brave, searxng, "
@@ -197,6 +215,13 @@ class Context:
     )
     max_model_calls: int = _f(8, "Agent graph: most model calls per run.", ge=1, le=50)
     max_tool_calls: int = _f(8, "Agent graph: most tool calls per run.", ge=0, le=50)
+    run_timeout_s: float = _f(
+        90.0,
+        "Seconds one run may take: past it the remaining steps skip the models and the web "
+        "and the run answers from what it has gathered, saying so.",
+        ge=1.0,
+        le=3600.0,
+    )
 
     def __post_init__(self) -> None:
         # Types first (JSON clients send 5.0 for 5, CLI users "true"), then values.
@@ -239,6 +264,43 @@ class Context:
         if unknown:
             raise ConfigError(f"unknown context field(s): {', '.join(unknown)}")
         return cls(**values)
+
+
+# The fields an API caller may not set (server paths, hosts, credentials): the deployment
+# sets them (environment, ``langgraph.json``'s env); everything else is per run.
+DEPLOYMENT_FIELDS = frozenset(f.name for f in fields(Context) if f.metadata.get("deployment"))
+PER_RUN_FIELDS = frozenset(f.name for f in fields(Context)) - DEPLOYMENT_FIELDS
+
+
+def api_context(values: Mapping[str, Any]) -> Context:
+    """A server run's context, checked for what an API caller may send.
+
+    * Deployment fields (:data:`DEPLOYMENT_FIELDS`) other than their default are refused:
+      a caller must not choose the server's directories or the hosts it connects to.
+    * A key that is not a field passes (the server mirrors ``configurable`` into the
+      context, and platforms put ``user_id`` or thread metadata there), unless it looks
+      like a misspelt field (``confidnce_threshold``), which would silently run on the
+      default.
+    """
+    known = {k: v for k, v in values.items() if k in PER_RUN_FIELDS or k in DEPLOYMENT_FIELDS}
+    defaults = {f.name: f.default for f in fields(Context)}
+    refused = sorted(k for k in known if k in DEPLOYMENT_FIELDS and known[k] != defaults[k])
+    if refused:
+        raise ConfigError(
+            f"context field(s) {', '.join(refused)} are set per deployment (the server's "
+            "environment), not per run: remove them from the run or assistant"
+        )
+    misspelt = {
+        k: close[0]
+        for k in sorted(set(values) - set(known))
+        if (close := difflib.get_close_matches(k, defaults, n=1, cutoff=0.85))
+    }
+    if misspelt:
+        raise ConfigError(
+            f"unknown context field(s): {', '.join(misspelt)} (did you mean "
+            f"{', '.join(misspelt.values())}?)"
+        )
+    return Context(**known)
 
 
 def field_bound(name: str, bound: Literal["ge", "le"]) -> float:

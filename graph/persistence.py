@@ -31,7 +31,7 @@ import os
 import re
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -41,6 +41,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
 from graph import agent_graph, rag_graph
+from graph.thread_guard import OneWriterPerThread, file_lock
 from tools.errors import ConfigError
 from tools.settings import data_home
 
@@ -148,7 +149,15 @@ async def open_checkpointer(
             "SQLite checkpoints need langgraph-checkpoint-sqlite: "
             "pip install langgraph-checkpoint-sqlite (or 'hybrid-rag[dev]')"
         ) from exc
-    async with AsyncSqliteSaver.from_conn_string(str(location)) as sqlite_saver:
+
+    class OneWriterSqliteSaver(OneWriterPerThread, AsyncSqliteSaver):
+        """Saves only onto a thread's latest checkpoint (``graph.thread_guard``); the lock
+        is a file beside the database, shared by every process on this machine."""
+
+        def thread_lock(self, thread_id: str) -> AbstractAsyncContextManager[None]:
+            return file_lock(Path(f"{location}.lock"))
+
+    async with OneWriterSqliteSaver.from_conn_string(str(location)) as sqlite_saver:
         yield sqlite_saver
 
 

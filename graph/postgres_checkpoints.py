@@ -32,10 +32,13 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from graph.thread_guard import OneWriterPerThread, thread_key
 from tools.errors import CheckpointError, ConfigError
 
 CONNECT_TIMEOUT_S = 10
-POOL_MAX_SIZE = 4  # the saver serialises its queries; a spare covers the pool's check
+# The saver serialises its queries; one more holds a thread's lock while a turn is saved,
+# and a spare covers the pool's check.
+POOL_MAX_SIZE = 5
 # pg_advisory_lock key held while the checkpoint tables are created or migrated.
 SETUP_LOCK_KEY = 0x68796272_6964_7261  # "hybrid-ra"; any 63-bit constant would do
 POSTGRES_URL = re.compile(r"^postgres(?:ql)?://", re.IGNORECASE)
@@ -89,9 +92,10 @@ def parse_postgres_url(url: str) -> PostgresTarget:
     return PostgresTarget(url, where, password, timeout, raw_timeout is not None)
 
 
-class GuardedPostgresSaver(AsyncPostgresSaver):
+class GuardedPostgresSaver(OneWriterPerThread, AsyncPostgresSaver):
     """``AsyncPostgresSaver`` whose connection failures are ``CheckpointError``s naming the
-    server. Every query of the saver goes through ``_cursor``, so that is the one place."""
+    server (every query of the saver goes through ``_cursor``, so that is the one place),
+    and which saves only onto a thread's latest checkpoint (``graph.thread_guard``)."""
 
     def __init__(self, conn: AsyncConnectionPool[Any], target: PostgresTarget) -> None:
         super().__init__(conn)
@@ -99,9 +103,22 @@ class GuardedPostgresSaver(AsyncPostgresSaver):
 
     @asynccontextmanager
     async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[Any]:
+        async with self._named_errors(), super()._cursor(pipeline=pipeline) as cursor:
+            yield cursor
+
+    @asynccontextmanager
+    async def thread_lock(self, thread_id: str) -> AsyncIterator[None]:
+        """The thread's advisory lock, held by a transaction on a pooled connection of its
+        own (not ``_cursor``: the saver's own queries run while it is held)."""
+        pool: AsyncConnectionPool[Any] = self.conn  # type: ignore[assignment]
+        async with self._named_errors(), pool.connection() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (thread_key(thread_id),))
+            yield
+
+    @asynccontextmanager
+    async def _named_errors(self) -> AsyncIterator[None]:
         try:
-            async with super()._cursor(pipeline=pipeline) as cursor:
-                yield cursor
+            yield
         except PoolTimeout as exc:
             raise CheckpointError(
                 f"the checkpoint database (Postgres at {self.target.where}) gave no connection "

@@ -22,6 +22,7 @@ from langgraph.types import Checkpointer
 
 from graph.context import Context
 from graph.state import InputState, OutputState, State
+from nodes.deadline import late_search_web, within_deadline
 from nodes.finalize import finalize
 from nodes.generate import cite, generate
 from nodes.grade import after_grade, grade
@@ -47,8 +48,13 @@ class Node(Protocol[S_contra]):
     def __call__(self, state: S_contra, runtime: Runtime[Context]) -> Awaitable[dict[str, Any]]: ...
 
 
-def with_default_context(node: Node[S]) -> Node[S]:
-    """Give the node a default ``Context`` when the caller passed none.
+def with_default_context(
+    node: Node[S], late: Node[S] | None = None, *, starts_run: bool = False
+) -> Node[S]:
+    """Give the node a default ``Context`` when the caller passed none, and run it within
+    the run's deadline (``run_timeout_s``; past it, ``late`` or the node's offline form:
+    see ``nodes.deadline``). The node that ``starts_run`` sets the deadline: the one in
+    its state is the previous turn's.
 
     When LangSmith tracing is on, the node's run also gets a summary of its update
     (route, strategy, confidence, counts…) as metadata; see ``nodes.tracing``.
@@ -60,7 +66,10 @@ def with_default_context(node: Node[S]) -> Node[S]:
     async def run(state: S, runtime: Runtime[Context]) -> dict[str, Any]:
         if runtime.context is None:
             runtime = dataclasses.replace(runtime, context=Context())
-        update = await node(state, runtime)
+        if starts_run:
+            update = await node(state, runtime)
+        else:
+            update = await within_deadline(node, state, runtime, late)
         annotate_run(**run_summary(update, name))
         return update
 
@@ -95,9 +104,11 @@ def build_graph(*, checkpointer: Checkpointer = None) -> CompiledStateGraph[Any,
         ("cite", cite, "citation check"),
         ("finalize", finalize, "run statistics"),
     )
+    late: dict[str, Node[State]] = {"search_web": late_search_web}
     for name, node, step in nodes:
         # Node metadata shows in Studio and on the node's LangSmith run.
-        builder.add_node(name, with_default_context(node), metadata={"hybrid_rag.step": step})
+        wrapped = with_default_context(node, late.get(name), starts_run=name == "prepare")
+        builder.add_node(name, wrapped, metadata={"hybrid_rag.step": step})
     builder.add_edge(START, "prepare")
     builder.add_edge("prepare", "route")
     builder.add_edge("route", "rewrite")

@@ -76,6 +76,8 @@ class State(InputState, OutputState, total=False):
     sources: list[Source]
     answer_message_id: str | None
     answer_draft: str  # the model's reply as streamed (cite compares the checked text)
+    asked_id: str  # the human message the last prepare took as its question
+    deadline: float  # the run's end (epoch seconds): prepare sets it from run_timeout_s
     fast_mode: str  # the fast model's spec, resolved once per run by prepare (see mode)
     planned: dict[
         str, list[str]

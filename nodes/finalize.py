@@ -1,4 +1,5 @@
-"""``finalize``: record the run's statistics (never fails the run)."""
+"""``finalize``: record the run's statistics (never fails the run) and put the warnings
+in the answer's language."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langgraph.runtime import Runtime
+from langgraph.types import Overwrite
 
+from nodes.notices import localize_all
 from tools.evaluation.run_stats import record_run
 from tools.settings import data_home, run_stats_path
 
@@ -44,4 +47,8 @@ async def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         await asyncio.to_thread(write)
     except OSError as exc:  # statistics are best effort; the answer is not
         log.warning("could not record run statistics: %s", exc)
-    return {}
+    language = str(state.get("language") or "en")
+    warnings = list(state.get("warnings") or [])
+    localized = localize_all(warnings, language)
+    # The warnings in the answer's language (Overwrite: the reducer would append them).
+    return {"warnings": Overwrite(localized)} if localized != warnings else {}

@@ -12,6 +12,7 @@ from langgraph.runtime import Runtime
 
 from nodes.common import emit, timed
 from nodes.models import OFFLINE, load_chat_model
+from nodes.notices import localize
 from prompts import answer as P
 from tools.answer.citations import assign_labels, validate_citations
 from tools.answer.context_builder import BuiltContext, build_context
@@ -89,7 +90,7 @@ def build_prompt(
 
 def failure_sentence(language: str, reason: str) -> str:
     template = P.WEB_FAILURE_SENTENCE_ZH if language == "zh" else P.WEB_FAILURE_SENTENCE_EN
-    return template.format(reason=reason.rstrip("。."))
+    return template.format(reason=localize(reason, language).rstrip("。."))
 
 
 async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -136,13 +137,11 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     }
 
 
-def _answer_message_id(state: Mapping[str, Any], checked: str) -> str | None:
-    """The streamed draft's id when the checked answer is the draft as streamed, so chat
-    clients keep one message; otherwise a fresh id: LangGraph's ``messages`` stream only
-    carries a node's message whose id it has not streamed yet, and a text that differs
-    from the draft (a dropped label, an appended note) must reach every client."""
-    if checked != str(state.get("answer_draft") or "").strip():
-        return None
+def _answer_message_id(state: Mapping[str, Any]) -> str | None:
+    """The streamed draft's id, also when the check changed the text: chat clients (Studio)
+    keep one bubble, its text replaced by the checked answer from the ``values``/``updates``
+    stream (LangGraph's ``messages`` stream does not repeat an id it streamed). A fresh id
+    only when nothing was streamed (offline answers)."""
     return state.get("answer_message_id") or None
 
 
@@ -183,5 +182,5 @@ async def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "citations": check.cited,
         "citation_validity": round(check.validity, 4),
         "warnings": warnings,
-        "messages": [AIMessage(check.answer, id=_answer_message_id(state, check.answer))],
+        "messages": [AIMessage(check.answer, id=_answer_message_id(state))],
     }

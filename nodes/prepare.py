@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
+import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -46,15 +48,32 @@ def validate_question(question: Any, max_chars: int) -> str:
 def current_question(state: Mapping[str, Any]) -> tuple[Any, bool]:
     """The question of this turn, and whether it must be added to ``messages``.
 
-    A trailing human message is the new question (chat input); otherwise the
-    ``question`` field is (plain input, or a later turn of a thread).
+    A trailing human message that no earlier turn answered is the new question (chat
+    input); otherwise the ``question`` field is (plain input, or a later turn of a
+    thread). ``asked_id`` (the human message the last ``prepare`` took) tells the two
+    apart when a run was cancelled or left waiting for approval: the thread then ends
+    with the old question's message, and a new ``question`` must win over it.
     """
     messages = state.get("messages") or []
-    if messages and isinstance(messages[-1], HumanMessage):
-        return messages[-1].content, False
-    if "question" not in state:
-        raise InputError("input needs a 'question' or a human message in 'messages'")
-    return state["question"], True
+    last = messages[-1] if messages and isinstance(messages[-1], HumanMessage) else None
+    asked = state.get("asked_id")
+    new_message = last is not None and (last.id is None or last.id != asked)
+    if "question" in state and (not new_message or _question_is_new(state, messages)):
+        return state["question"], True
+    if last is not None:
+        return last.content, False
+    raise InputError("input needs a 'question' or a human message in 'messages'")
+
+
+def _question_is_new(state: Mapping[str, Any], messages: list[Any]) -> bool:
+    """Whether ``question`` differs from what the last ``prepare`` took (a question
+    field left over from the previous turn equals that message's text)."""
+    asked = state.get("asked_id")
+    if not asked:
+        return False  # no turn was prepared yet: the trailing message is the question
+    taken = next((m for m in messages if getattr(m, "id", None) == asked), None)
+    question = state["question"]
+    return taken is None or not isinstance(question, str) or question.strip() != taken.content
 
 
 async def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -80,7 +99,13 @@ async def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "mode": mode,
         "fast_mode": resolve_model_spec(ctx.fast_model, fallback=mode),
         "language": language,
+        # The run's deadline (run_timeout_s), as nodes.deadline.start computes it.
+        "deadline": time.time() + ctx.run_timeout_s,
     }
     if add_message:
-        update["messages"] = [HumanMessage(question)]
+        asked = HumanMessage(question, id=str(uuid.uuid4()))
+        update["messages"] = [asked]
+        update["asked_id"] = asked.id
+    else:
+        update["asked_id"] = messages[-1].id
     return update

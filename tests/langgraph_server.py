@@ -3,10 +3,17 @@
 Shared by the server tests (tests/test_server.py, tests/test_bad_input.py) and the load
 benchmark (bench/bench_server_load.py): ``langgraph dev --no-browser --no-reload --port
 <free>`` with ``HYBRID_RAG_HOME`` in a temp dir and no model or search keys.
+
+The server runs in a temp working directory with a copy of ``langgraph.json`` whose paths
+point into the repo: ``langgraph dev`` keeps its threads, runs and assistants in
+``./.langgraph_api`` of its working directory, and a test run must not leave them in the
+repo (where a developer's own ``langgraph dev`` would show them), nor read the repo's
+``.env``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -40,6 +47,7 @@ class LocalServer:
     process: subprocess.Popen[bytes]
     log_path: Path
     home: Path
+    cwd: Path  # langgraph dev's working directory (its .langgraph_api is there)
 
     def log_tail(self, chars: int = 4000) -> str:
         try:
@@ -55,6 +63,20 @@ def server_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, 
     return env
 
 
+def server_config(cwd: Path) -> Path:
+    """``langgraph.json`` for a server running in ``cwd``: graph paths into the repo, the
+    repo importable, no ``.env``."""
+    config = json.loads((REPO / "langgraph.json").read_text(encoding="utf-8"))
+    config.pop("env", None)
+    config["dependencies"] = [str(REPO)]
+    for spec in config["graphs"].values():
+        path, _, name = spec["path"].partition(":")
+        spec["path"] = f"{(REPO / path).resolve()}:{name}"
+    target = cwd / "langgraph.json"
+    target.write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return target
+
+
 def start_server(
     home: Path,
     log_path: Path,
@@ -62,21 +84,24 @@ def start_server(
     jobs: int | None = None,
     env: Mapping[str, str] | None = None,
 ) -> LocalServer:
-    """Start ``langgraph dev`` (cwd = the repo, config = its langgraph.json); no wait.
+    """Start ``langgraph dev`` in a temp working directory beside ``log_path`` (config: the
+    repo's langgraph.json, paths made absolute); no wait.
 
     ``env`` adds variables to the scrubbed environment (e.g. a local search provider)."""
+    cwd = log_path.parent / f"{log_path.stem}-cwd"
+    cwd.mkdir(parents=True, exist_ok=True)
     port = free_port()
     cmd = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1"]
     cmd += ["--port", str(port)]
-    cmd += ["--config", str(REPO / "langgraph.json")]
+    cmd += ["--config", str(server_config(cwd))]
     if jobs:
         cmd += ["--n-jobs-per-worker", str(jobs)]
     log = log_path.open("wb")
     process = subprocess.Popen(
-        cmd, cwd=REPO, env=server_env(home, env), stdout=log, stderr=subprocess.STDOUT
+        cmd, cwd=cwd, env=server_env(home, env), stdout=log, stderr=subprocess.STDOUT
     )
     log.close()  # the child holds its own descriptor
-    return LocalServer(f"http://127.0.0.1:{port}", process, log_path, home)
+    return LocalServer(f"http://127.0.0.1:{port}", process, log_path, home, cwd)
 
 
 def wait_until_ready(server: LocalServer, deadline_s: float = START_DEADLINE_S) -> float:

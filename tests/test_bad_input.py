@@ -20,8 +20,6 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
-import os
-import subprocess
 import typing
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,12 +33,10 @@ from graph.agent_graph import build_agent_graph
 from nodes import models, resources
 from tests.fakes import hash_model
 from tests.langgraph_server import (
-    LANGGRAPH,
-    REPO,
     SCRUBBED_ENV,
     LocalServer,
-    free_port,
     sdk,
+    start_server,
     stop_server,
     wait_until_ready,
 )
@@ -486,26 +482,8 @@ def lg_server(
     base = tmp_path_factory.mktemp("badinput-server")
     home = base / "home"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV}
-    env.update(
-        HYBRID_RAG_HOME=str(home),
-        LANGSMITH_TRACING="false",
-        PYTHONUNBUFFERED="1",
-        OPENAI_BASE_URL=f"{paid.url}/v1",
-        SEARXNG_BASE_URL=paid.url,
-    )
-    port = free_port()
-    log_path = base / "langgraph-dev.log"
-    cmd = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--port", str(port)]
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [*cmd, "--config", str(REPO / "langgraph.json")],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    srv = LocalServer(f"http://127.0.0.1:{port}", process, log_path, home)
+    env = {"OPENAI_BASE_URL": f"{paid.url}/v1", "SEARXNG_BASE_URL": paid.url}
+    srv = start_server(home, base / "langgraph-dev.log", env=env)
     try:
         wait_until_ready(srv)
         yield srv

@@ -9,6 +9,7 @@ pass too (values differ: the containers listen on every interface, the tests on 
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -86,3 +87,77 @@ def test_the_replicas_share_one_chroma_redis_and_postgres() -> None:
     for package in ("cli", "graph", "nodes", "prompts", "tools"):
         assert f"COPY {package} ./{package}" in dockerfile
     assert "[postgres,redis]" in dockerfile
+
+
+# --- the image's build context (.dockerignore) -----------------------------------------
+
+
+def docker_excluded(path: str, patterns: list[str]) -> bool:
+    """Docker's .dockerignore rule for one context-relative path: the last pattern that
+    matches it or one of its parent folders decides; ``!`` re-includes; ``*`` stays within
+    a path segment, ``**`` spans segments."""
+
+    def regex(pattern: str) -> re.Pattern[str]:
+        out = ""
+        for part in re.split(r"(\*\*/?|\*|\?)", pattern.strip("/")):
+            if part in ("**", "**/"):
+                out += "(?:.*/)?" if part == "**/" else ".*"
+            elif part == "*":
+                out += "[^/]*"
+            elif part == "?":
+                out += "[^/]"
+            else:
+                out += re.escape(part)
+        return re.compile(out)
+
+    prefixes = ["/".join(path.split("/")[: i + 1]) for i in range(path.count("/") + 1)]
+    excluded = False
+    for raw in patterns:
+        negate = raw.startswith("!")
+        rx = regex(raw[1:] if negate else raw)
+        if any(rx.fullmatch(p) for p in prefixes):
+            excluded = not negate
+    return excluded
+
+
+def dockerignore() -> list[str]:
+    lines = (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".env", ".env.production", ".venv/bin/python", ".venv/lib/python3.11/site-packages/x.py",
+        ".langgraph_api/.langgraph_ops.pckl", ".hybrid-rag/chroma/chroma.sqlite3",
+        "tools/__pycache__/errors.cpython-311.pyc", ".mypy_cache/3.11/x.json",
+        ".pytest_cache/v/cache", ".ruff_cache/0.1/x", ".git/config", "checkpoints.sqlite",
+        "hybrid_rag.egg-info/PKG-INFO", "tests/test_deploy.py",
+    ],
+)  # fmt: skip
+def test_the_build_context_leaves_out_secrets_state_and_caches(path: str) -> None:
+    assert docker_excluded(path, dockerignore()), path
+
+
+def test_the_build_context_keeps_what_the_image_runs() -> None:
+    patterns = dockerignore()
+    for path in ("pyproject.toml", "README.md", "langgraph.json", "graph/server.py",
+                 "nodes/prepare.py", "tools/kb/answerability_params", "prompts/answer.py",
+                 "cli/main.py", "deploy/Dockerfile", ".env.example"):  # fmt: skip
+        assert not docker_excluded(path, patterns), path
+    assert (ROOT / "tools" / "kb" / "answerability_params").is_dir()
+
+
+def test_langgraph_dockerfile_adds_the_whole_folder(tmp_path: Path) -> None:
+    # Why .dockerignore matters: the generated Dockerfile adds the project folder whole.
+    import subprocess
+    import sys
+
+    langgraph = Path(sys.executable).parent / "langgraph"
+    target = tmp_path / "Dockerfile"
+    done = subprocess.run(
+        [str(langgraph), "dockerfile", str(target), "--config", str(ROOT / "langgraph.json")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^ADD \. /deps/", target.read_text(encoding="utf-8"), re.MULTILINE)

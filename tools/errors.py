@@ -36,6 +36,11 @@ class CheckpointError(HybridRagError):
     operation; the message names its host, never its password."""
 
 
+class ConcurrentTurnError(CheckpointError):
+    """Another run wrote to the same conversation thread while this one was running: this
+    run stopped before saving anything (saving would have dropped the other turn)."""
+
+
 def kb_unavailable(exc: Exception) -> str:
     """The one wording of "the knowledge base failed" in warnings, whichever step (the
     router's probe, a retrieval round, the agent's tool) met it, so a run repeating it

@@ -6,6 +6,7 @@ Plain dicts (not objects) so checkpoints, the server and traces serialise them.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
 from typing_extensions import TypedDict
@@ -74,6 +75,15 @@ def location_fields(metadata: Mapping[str, Any], language: str = "en") -> dict[s
     return out
 
 
+def display_path(source: str, doc_id: str) -> str:
+    """Where a chunk comes from, as answers, citations and thread state show it: the path
+    relative to the folder that was ingested (the doc_id), never the server's absolute
+    path; a non-file source (an evaluation corpus, an API) as it is."""
+    if source.startswith("/") or PureWindowsPath(source).drive:
+        return doc_id or PurePosixPath(source).name
+    return source
+
+
 def chunk_to_source(hit: RetrievedChunk, answerability: float = 0.0) -> Source:
     """``answerability``: the calibrated probability of the search that found the chunk."""
     source: Source = {
@@ -84,7 +94,7 @@ def chunk_to_source(hit: RetrievedChunk, answerability: float = 0.0) -> Source:
         "text": hit.text,
         "doc_id": hit.doc_id,
         "chunk_id": hit.chunk_id,
-        "source": hit.source,
+        "source": display_path(hit.source, hit.doc_id),
         "relevance": round(hit.relevance, 4),
         "answerability": round(answerability, 4),
         "vector_score": hit.vector_score,

@@ -1,0 +1,42 @@
+"""User-facing notices (warnings, reasons appended to answers) in Chinese and English.
+
+English is how the code states them; ``ZH_NOTICES`` rewrites the known ones for an answer
+in Chinese (``nodes.notices.localize``). Each entry: an English pattern (a regular
+expression matched at the start of the notice) and its Chinese template; ``{0}``, ``{1}``…
+are the pattern's groups, themselves localized (a reason inside a reason).
+"""
+
+DEADLINE_EN = "the run deadline ({seconds:g} s, run_timeout_s) was reached"
+DEADLINE_SENTENCE_EN = (
+    "The run deadline ({seconds:g} s) was reached: this answer uses what was gathered by then, "
+    "without the remaining model and web steps."
+)
+DEADLINE_SENTENCE_ZH = "已到达本次运行的时限（{seconds:g} 秒）：此回答仅依据此前已获取的内容，未执行其余的模型和网络步骤。"
+DEADLINE_TOOL_MESSAGE = "Not run: the run deadline was reached."
+
+ZH_NOTICES: tuple[tuple[str, str], ...] = (
+    (r"the run deadline \(([\d.]+) s, run_timeout_s\) was reached", "已到达运行时限（{0} 秒，run_timeout_s）"),
+    (r"web search not configured: (.+)", "未配置网络搜索：{0}"),
+    (r"web search is not configured: (.+)", "未配置网络搜索：{0}"),
+    (r"web search is disabled \(search_provider=none\)", "网络搜索已关闭（search_provider=none）"),
+    (r"web search was skipped by the user", "用户跳过了网络搜索"),
+    (r"web search failed: (.+)", "网络搜索失败：{0}"),
+    (r"set one of (.+?) \(or use provider 'ddgs' after (.+)\)", "请设置 {0} 之一（或执行 {1} 后使用 ddgs）"),
+    (r"no provider selected", "未选择搜索服务"),
+    (r"the knowledge base is empty: run 'hybrid-rag ingest PATH'", "知识库为空：请运行 'hybrid-rag ingest PATH'"),
+    (r"knowledge base unavailable: (.+)", "知识库不可用：{0}"),
+    (r"(\d+) sources left out to fit context_token_budget", "为适应 context_token_budget 省略了 {0} 个来源"),
+    (r"answer model call failed \((\w+)\); used extractive answer", "回答模型调用失败（{0}）；改用摘录式回答"),
+    (r"model call failed: (.+)", "模型调用失败：{0}"),
+    (r"agent stopped: (.+); answered extractively from the sources gathered", "智能体已停止：{0}；依据已获取的来源摘录回答"),
+    (r"the model call failed", "模型调用失败"),
+    (r"the max_model_calls bound \((\d+)\) was reached", "已达到 max_model_calls 上限（{0}）"),
+    (r"dropped citation labels that match no source: (.+)", "删除了不对应任何来源的引用标签：{0}"),
+    (r"planner output unusable \((.+)\); routed to both sources", "规划输出不可用（{0}）；改为同时检索两类来源"),
+    (r"document grading output unusable; used relevance scores", "文档评分输出不可用；改用相关性分数"),
+    (r"reflection output unusable \((.+)\); used coverage rule", "反思输出不可用（{0}）；改用覆盖规则"),
+    (r"llm reranking unusable \((.+)\); kept first-stage order", "LLM 重排序不可用（{0}）；保留初排顺序"),
+    (r"cross-lingual: (.+)", "跨语言检索：{0}"),
+    (r"(\d+) tool call\(s\) not run: max_tool_calls \((\d+)\) reached", "{0} 个工具调用未执行：已达到 max_tool_calls（{1}）"),
+    (r"max_tool_calls \((\d+)\) left planned searches out", "max_tool_calls（{0}）限制使部分计划的搜索未执行"),
+)  # fmt: skip
