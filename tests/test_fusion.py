@@ -148,3 +148,44 @@ def test_convex_fusion_is_scale_free_and_weighted() -> None:
         {"a": 0.9, "b": 0.8}, {"a": 2.0, "b": 1.0, "c": 3.0}, method="minmax", vector_weight=0.5
     )
     assert partial["c"] == pytest.approx(0.5)
+
+
+# -- adaptive weight -------------------------------------------------------------------
+
+
+def test_peak_is_the_best_scores_standard_score() -> None:
+    from tools.kb.fusion import peak
+
+    assert peak([1.0, 1.0, 1.0]) == 0.0  # a flat pool says nothing
+    assert peak([5.0]) == 0.0
+    assert peak([0.0, 0.0, 0.0, 3.0]) == pytest.approx(math.sqrt(3.0))
+    # Scale-free: cosines and BM25 scores of the same shape peak alike.
+    assert peak([0.1, 0.2, 0.9]) == pytest.approx(peak([1.0, 2.0, 9.0]))
+
+
+def test_adaptive_weight_leans_towards_the_surer_retriever() -> None:
+    from tools.kb.fusion import adaptive_weight
+
+    crowd = {"a": 0.50, "b": 0.49, "c": 0.48, "d": 0.47}  # no candidate stands out
+    stands_out = {"a": 9.0, "b": 1.0, "c": 1.1, "d": 0.9}
+    lexical = adaptive_weight(crowd, stands_out, base=0.5)
+    dense = adaptive_weight(stands_out, crowd, base=0.5)
+    assert lexical < 0.5 < dense
+    assert lexical + dense == pytest.approx(1.0)  # symmetric around the base
+    same = adaptive_weight(stands_out, stands_out, base=0.5)
+    assert same == pytest.approx(0.5)
+    assert adaptive_weight({"a": 1.0}, {"a": 2.0}, base=0.45) == 0.45  # no pool, no change
+    assert 0.0 <= adaptive_weight(crowd, stands_out, base=0.0, slope=9.0) <= 1.0
+
+
+def test_adaptive_fusion_orders_by_the_per_query_weight() -> None:
+    from tools.kb.fusion import adaptive_weight
+
+    vec = {"a": 0.90, "b": 0.60, "c": 0.59, "d": 0.58, "e": 0.57}  # dense sure of a
+    bm = {"a": 1.0, "b": 1.3, "c": 1.2, "d": 1.1, "e": 1.0}  # BM25 mildly prefers b
+    w = adaptive_weight(vec, bm, base=0.5)
+    assert fuse(vec, bm, method="adaptive", vector_weight=0.5) == pytest.approx(
+        fuse(vec, bm, method="minmax", vector_weight=w)
+    )
+    fused = fuse(vec, bm, method="adaptive", vector_weight=0.5)
+    assert max(fused, key=fused.__getitem__) == "a"
