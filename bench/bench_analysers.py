@@ -29,9 +29,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tools.evaluation.datasets import (  # noqa: E402
+    DEV_SETS,
     BeirData,
-    load_beir,
-    load_realtimeqa,
     score_run,
     to_documents,
 )
@@ -39,12 +38,7 @@ from tools.kb import tokenizers as tk  # noqa: E402
 from tools.kb.bm25 import BM25Index  # noqa: E402
 from tools.kb.chunking import ChunkingOptions, chunk_document  # noqa: E402
 
-SETS: dict[str, Callable[[Path], BeirData]] = {
-    "scifact": lambda d: load_beir(d / "beir_scifact", "train"),
-    "rgb": lambda d: load_beir(d / "rgb" / "derived_retrieval" / "zh_refine"),
-    "cmrc": lambda d: load_beir(d / "cmrc2018_retrieval", "trial"),
-    "realtimeqa": lambda d: load_realtimeqa(d / "realtimeqa"),
-}
+SETS = DEV_SETS
 _NLTK_WORDS = """i me my myself we our ours ourselves you you're you've you'll you'd your yours
     yourself yourselves he him his himself she she's her hers herself it it's its itself
     they them their theirs themselves what which who whom this that that'll these those am

@@ -37,11 +37,9 @@ from typing import Any
 import numpy as np
 
 from tools.evaluation.datasets import (
+    DEV_SETS,
     AnswerabilitySample,
-    BeirData,
     answerability_samples,
-    load_beir,
-    load_realtimeqa,
     read_jsonl,
     rgb_answerability_samples,
     score_run,
@@ -54,12 +52,7 @@ from tools.kb.fusion import FusionMethod, fuse
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
 REPO = Path(__file__).resolve().parent.parent
-SETS: dict[str, Callable[[Path], BeirData]] = {
-    "scifact": lambda d: load_beir(d / "beir_scifact", "train"),
-    "rgb": lambda d: load_beir(d / "rgb" / "derived_retrieval" / "zh_refine"),
-    "cmrc": lambda d: load_beir(d / "cmrc2018_retrieval", "trial"),
-    "realtimeqa": lambda d: load_realtimeqa(d / "realtimeqa"),
-}
+SETS = DEV_SETS
 METHODS: tuple[FusionMethod, ...] = ("minmax", "zscore", "rrf")
 WEIGHTS = [round(0.05 * i, 2) for i in range(21)]
 # The per-query weight of ``adaptive`` fusion: base weight x slope (tools.kb.fusion).

@@ -33,7 +33,7 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,20 +43,14 @@ sys.path.insert(0, str(REPO))
 from graph import Context, build_graph  # noqa: E402
 from nodes import resources  # noqa: E402
 from tools.evaluation.datasets import (  # noqa: E402
+    DEV_SETS,
     BeirData,
-    load_beir,
-    load_realtimeqa,
     ndcg_at,
     score_run,
 )
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase  # noqa: E402
 
-SETS: dict[str, Callable[[Path], BeirData]] = {
-    "scifact": lambda d: load_beir(d / "beir_scifact", "train"),
-    "rgb": lambda d: load_beir(d / "rgb" / "derived_retrieval" / "zh_refine"),
-    "cmrc": lambda d: load_beir(d / "cmrc2018_retrieval", "trial"),
-    "realtimeqa": lambda d: load_realtimeqa(d / "realtimeqa"),
-}
+SETS = DEV_SETS
 SETTINGS = {"question vector": False, "embed every query": True}
 
 

@@ -129,35 +129,33 @@ def shares(entry: dict[str, Any], t: float) -> tuple[float | None, float]:
     return kb_only, web_share(entry["web"], t) or 0.0
 
 
-def mean_margin(
+def gaps(
     table: dict[str, dict[float, tuple[float | None, float]]], kbs: list[str], t: float
-) -> float:
-    gaps = []
+) -> list[float]:
+    """Each KB's distance to the targets at ``t`` (negative: a target missed)."""
+    out = []
     for k in kbs:
         kb_only, web = table[k][t]
-        gaps.append(web - TARGET_WEB)
+        out.append(web - TARGET_WEB)
         if kb_only is not None:
-            gaps.append(kb_only - TARGET_KB_ONLY)
-    return sum(gaps) / len(gaps)
-
-
-def choose(table: dict[str, dict[float, tuple[float | None, float]]], kbs: list[str]) -> float:
-    """The largest worst-case margin over the targets; ties go to the larger mean margin."""
-    return max(
-        THRESHOLDS, key=lambda t: (round(margin(table, kbs, t), 6), mean_margin(table, kbs, t))
-    )
+            out.append(kb_only - TARGET_KB_ONLY)
+    return out
 
 
 def margin(
     table: dict[str, dict[float, tuple[float | None, float]]], kbs: list[str], t: float
 ) -> float:
-    worst = []
-    for k in kbs:
-        kb_only, web = table[k][t]
-        worst.append(web - TARGET_WEB)
-        if kb_only is not None:
-            worst.append(kb_only - TARGET_KB_ONLY)
-    return min(worst)
+    return min(gaps(table, kbs, t))
+
+
+def choose(table: dict[str, dict[float, tuple[float | None, float]]], kbs: list[str]) -> float:
+    """The largest worst-case margin over the targets; ties go to the larger mean margin."""
+
+    def key(t: float) -> tuple[float, float]:
+        g = gaps(table, kbs, t)
+        return round(min(g), 6), sum(g) / len(g)
+
+    return max(THRESHOLDS, key=key)
 
 
 def main(argv: list[str] | None = None) -> int:

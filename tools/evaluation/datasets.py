@@ -129,6 +129,16 @@ def load_realtimeqa(data_dir: str | Path, *, doc_chars: int = REALTIMEQA_DOC_CHA
     return BeirData(corpus=corpus, queries=queries, qrels=qrels)
 
 
+# The four retrieval dev sets every evidence benchmark reads (SciFact train, RGB zh's
+# derived retrieval set, CMRC2018 trial, RealTime QA's frozen results), by name.
+DEV_SETS: dict[str, Callable[[Path], BeirData]] = {
+    "scifact": lambda d: load_beir(d / "beir_scifact", "train"),
+    "rgb": lambda d: load_beir(d / "rgb" / "derived_retrieval" / "zh_refine"),
+    "cmrc": lambda d: load_beir(d / "cmrc2018_retrieval", "trial"),
+    "realtimeqa": lambda d: load_realtimeqa(d / "realtimeqa"),
+}
+
+
 @dataclass(frozen=True)
 class AnswerabilitySample:
     """One labelled retrieval: does the evidence hold the answer (1) or not (0)?"""
