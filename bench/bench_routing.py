@@ -103,14 +103,12 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
         print(
             f"# {name}: {report.summary()} ({time.perf_counter() - started:.0f} s)", file=sys.stderr
         )
-        web = [(q, kb.probe(q)) for q in fresh]
-        if name != "crud":
-            web += [(q, kb.probe(q)) for q in rgb]
         ids = {x.doc_id for x in docs}
         out[name] = {
             "docs": len(docs),
             "kb": kb_questions(kb, data, ids) if data else [],
-            "web": web,
+            "web": [(q, kb.probe(q)) for q in fresh],
+            "news": [(q, kb.probe(q)) for q in rgb] if name != "crud" else [],
         }
         kb.close()
     return out
