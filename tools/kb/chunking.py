@@ -32,18 +32,25 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tools.errors import ConfigError
-from tools.text import CJK_RE, estimate_tokens, split_sentences
+from tools.kb.splitting import (
+    join_sentences,
+    split_lines,
+    split_long_sentence,
+    split_prose,
+    split_table,
+    tail,
+    within,
+)
+from tools.text import estimate_tokens
 
 # Line patterns run on every line of a file, however long: none may backtrack on a run
 # of spaces (the former "(.+?)\s*#*\s*$" took cubic time, minutes for one heading line
 # with 10,000 spaces), so the trimming is done in Python.
 _HEADING_RE = re.compile(r"^(#{1,6})\s+(.*)$")
 _FENCE_RE = re.compile(r"^\s*(```|~~~)")
-_SEPARATOR_CELL_RE = re.compile(r":?-{3,}:?")
 # group 2 is the value with the spaces around it (_parse_marker strips them)
 LOCATION_MARKER_RE = re.compile(r"^<!--\s*+(page|sheet):(.*)-->\s*+$")
 # A heading longer than this (estimated tokens) is cut in the heading path, its whole
@@ -253,18 +260,12 @@ def _heading_text(rest: str) -> str:
     return text.rstrip("#").rstrip() or text
 
 
-def _is_table_separator(line: str) -> bool:
-    """``|---|:---:|`` (outer pipes optional): the line under a table's header row."""
-    cells = line.strip().removeprefix("|").removesuffix("|").split("|")
-    return all(_SEPARATOR_CELL_RE.fullmatch(cell.strip()) for cell in cells)
-
-
 def _heading_title(title: str) -> str:
     """The heading as its section's path shows it: a giant "heading" (a 200,000-character
     line after ``#``) is cut, since the path prefixes every chunk's indexed text."""
     if estimate_tokens(title) <= MAX_HEADING_TOKENS:
         return title
-    return _split_long_sentence(title, MAX_HEADING_TOKENS - 1)[0].rstrip() + "…"
+    return split_long_sentence(title, MAX_HEADING_TOKENS - 1)[0].rstrip() + "…"
 
 
 def _chunk_section(section: _Section, opts: ChunkingOptions) -> list[tuple[str, bool, _Where]]:
@@ -275,14 +276,14 @@ def _chunk_section(section: _Section, opts: ChunkingOptions) -> list[tuple[str, 
         if estimate_tokens(block.text) <= opts.max_tokens:
             parts = [block.text]
         elif block.kind == "table":
-            parts = _split_table(block.text, opts.max_tokens)
+            parts = split_table(block.text, opts.max_tokens)
         elif block.kind == "code":
-            parts = _split_lines(block.text, opts.max_tokens)
+            parts = split_lines(block.text, opts.max_tokens)
         else:
-            parts = _split_prose(block.text, opts)
+            parts = split_prose(block.text, opts.max_tokens, opts.target_tokens)
         # The hard bound: whatever survived the structural split (a giant table row, a
         # 200,000-character "word", a long code line) is cut to size.
-        parts = [piece for part in parts for piece in _within(part, opts.max_tokens)]
+        parts = [piece for part in parts for piece in within(part, opts.max_tokens)]
         units.extend((part, block.kind, block.where) for part in parts)
 
     merged: list[tuple[str, bool, bool, _Where]] = []  # (text, table, ends_with_prose, where)
@@ -310,156 +311,10 @@ def _chunk_section(section: _Section, opts: ChunkingOptions) -> list[tuple[str, 
         starts_with_prose = not text.lstrip().startswith(("|", "```", "~~~"))
         body = text
         if previous_tail and starts_with_prose:
-            candidate = _join([previous_tail, text])
+            candidate = join_sentences([previous_tail, text])
             # Overlap is a courtesy: never let it push a chunk over the hard limit.
             if estimate_tokens(candidate) <= opts.max_tokens:
                 body = candidate
         out.append((body, has_table, where))
-        previous_tail = _tail(text, opts.overlap_tokens) if ends_with_prose else ""
+        previous_tail = tail(text, opts.overlap_tokens) if ends_with_prose else ""
     return out
-
-
-def _tail(text: str, budget: int) -> str:
-    """Trailing whole sentences of ``text`` within ``budget`` tokens."""
-    if budget <= 0:
-        return ""
-    chosen: list[str] = []
-    used = 0
-    for sentence in reversed(split_sentences(text.split("\n\n")[-1])):
-        cost = estimate_tokens(sentence)
-        if used + cost > budget:
-            break
-        chosen.insert(0, sentence)
-        used += cost
-    return _join(chosen)
-
-
-def _join(sentences: list[str]) -> str:
-    out = ""
-    for s in sentences:
-        # No space between Chinese sentences; a space between others.
-        glue = "" if not out or (CJK_RE.search(out[-1]) or CJK_RE.search(s[0])) else " "
-        if out and out[-1] in "。！？；":
-            glue = ""
-        out += glue + s
-    return out
-
-
-def _split_prose(text: str, opts: ChunkingOptions) -> list[str]:
-    parts: list[str] = []
-    buf: list[str] = []
-    used = 0
-    for sentence in split_sentences(text):
-        for piece in _split_long_sentence(sentence, opts.max_tokens):
-            cost = estimate_tokens(piece)
-            if buf and used + cost > opts.target_tokens:
-                parts.append(_join(buf))
-                buf, used = [], 0
-            buf.append(piece)
-            used += cost
-    if buf:
-        parts.append(_join(buf))
-    return [p for p in parts if p.strip()]
-
-
-# One unit of an over-long sentence: a CJK character | a run of other non-space
-# characters with the spaces after it | spaces. Units meet at whitespace or a CJK
-# character, so their estimated tokens (the rule of tools.text.estimate_tokens: one per
-# CJK character, ceil(len / 4) per run) add up exactly.
-_UNIT_RE = re.compile(
-    r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])"
-    r"|([^\s\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)\s*"
-    r"|\s+"
-)
-
-
-def _split_long_sentence(sentence: str, max_tokens: int) -> list[str]:
-    if estimate_tokens(sentence) <= max_tokens:
-        return [sentence]
-    # Cut at spaces in spaced scripts and between any two CJK characters; a running sum
-    # of unit costs, not a re-estimate of the buffer per unit (quadratic on a
-    # 200,000-character line of short words).
-    out: list[str] = []
-    buf: list[str] = []
-    used = 0
-    for unit, cost in _units(sentence, max_tokens):
-        if buf and used + cost > max_tokens:
-            out.append("".join(buf).strip())
-            buf, used = [], 0
-        buf.append(unit)
-        used += cost
-    if "".join(buf).strip():
-        out.append("".join(buf).strip())
-    return out
-
-
-def _units(sentence: str, max_tokens: int) -> Iterator[tuple[str, int]]:
-    """The units of ``sentence`` with their estimated tokens; an unbroken run longer
-    than the bound comes in slices that each fit it."""
-    width = max(1, max_tokens * 4)  # estimate_tokens: ceil(len / 4) per run of letters
-    for match in _UNIT_RE.finditer(sentence):
-        unit, run = match.group(0), match.group(2)
-        if match.group(1):
-            yield unit, 1
-        elif run is None:
-            yield unit, 0
-        elif len(run) <= width:
-            yield unit, max(1, -(-len(run) // 4))
-        else:
-            for i in range(0, len(unit), width):
-                piece = unit[i : i + width]
-                yield piece, estimate_tokens(piece)
-
-
-def _within(text: str, max_tokens: int) -> list[str]:
-    if estimate_tokens(text) <= max_tokens:
-        return [text]
-    return [p for p in _split_long_sentence(text, max_tokens) if p.strip()]
-
-
-def _split_table(table: str, max_tokens: int) -> list[str]:
-    lines = table.split("\n")
-    header_len = 2 if len(lines) > 1 and _is_table_separator(lines[1]) else 1
-    header, rows = lines[:header_len], lines[header_len:]
-    header_tokens = estimate_tokens("\n".join(header))
-    parts: list[str] = []
-    buf: list[str] = []
-    used = header_tokens
-
-    def flush() -> None:
-        # A row too big to share a part with the header goes alone, still whole if it fits.
-        rows_only = "\n".join(buf)
-        with_header = "\n".join(header + buf)
-        if estimate_tokens(with_header) <= max_tokens or len(buf) > 1:
-            parts.append(with_header)
-            return
-        if not any(p.startswith(header[0]) for p in parts):
-            parts.append("\n".join(header))  # the header, once, so no line is lost
-        parts.append(rows_only)
-
-    for row in rows:
-        cost = estimate_tokens(row)
-        if buf and used + cost > max_tokens:
-            flush()
-            buf, used = [], header_tokens
-        buf.append(row)
-        used += cost
-    if buf:
-        flush()
-    return parts
-
-
-def _split_lines(text: str, max_tokens: int) -> list[str]:
-    parts: list[str] = []
-    buf: list[str] = []
-    used = 0
-    for line in text.split("\n"):
-        cost = estimate_tokens(line)
-        if buf and used + cost > max_tokens:
-            parts.append("\n".join(buf))
-            buf, used = [], 0
-        buf.append(line)
-        used += cost
-    if buf:
-        parts.append("\n".join(buf))
-    return parts

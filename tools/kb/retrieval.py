@@ -1,0 +1,253 @@
+"""Searching a knowledge base: the search side of ``KnowledgeBase``.
+
+``Retrieving`` holds the methods that read a snapshot (hybrid search, the calibrated
+answerability of what was found, the router's probe) and the per-instance caches they
+share: one query embedding per text, and a finished search per (generation, mode,
+query, vector text), so the router's probe and the retrieval step search once.
+``KnowledgeBase`` (``tools.kb.knowledge_base``) opens the store and provides the
+attributes declared below.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from cachetools import LRUCache
+
+from tools.errors import ConfigError, InputError
+from tools.kb.answerability import (
+    NO_EVIDENCE,
+    AnswerabilityModel,
+    EvidenceFeatures,
+    measure_evidence,
+)
+from tools.kb.answerability import load_model as load_answerability
+from tools.kb.embeddings import EmbeddingModel
+from tools.kb.search import (
+    SEARCH_MODES,
+    CandidatePool,
+    Filters,
+    RetrievedChunk,
+    SearchMode,
+    candidate_pool,
+    rank,
+)
+from tools.kb.snapshot import Snapshot
+from tools.kb.store import ChunkStore
+from tools.kb.tokenizers import words_of
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tools.kb.knowledge_base import KBConfig
+
+EVIDENCE_HITS = 5  # answerability looks at the top five hits, whatever k the caller asks
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """One search: the hits, the evidence measured on them and its calibrated probability."""
+
+    hits: list[RetrievedChunk]
+    evidence: EvidenceFeatures
+    answerability: float  # P(the top hits answer the query), see tools.kb.answerability
+
+
+@dataclass(frozen=True)
+class _Searched:
+    """A finished search, kept per (generation, mode, query, vector text) for the run's next node."""
+
+    hits: list[RetrievedChunk]
+    evidence: EvidenceFeatures
+    answerability: float
+    asked: int  # the depth ranked (``top``)
+
+
+class Retrieving:
+    """The search methods of ``KnowledgeBase`` (which sets the attributes below)."""
+
+    config: KBConfig
+    model: EmbeddingModel
+    chunks: ChunkStore
+    tokenizer: Callable[[str], list[str]]
+    _lock: threading.RLock
+    _query_vectors: LRUCache[str, np.ndarray]
+    _retrievals: LRUCache[tuple[str, str, str, str], _Searched]
+
+    def snapshot(self) -> Snapshot:
+        raise NotImplementedError  # KnowledgeBase.snapshot
+
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        mode: SearchMode = "hybrid",
+        doc_ids: Sequence[str] | None = None,
+        sources: Sequence[str] | None = None,
+    ) -> list[RetrievedChunk]:
+        """Top ``k`` chunks for ``query``; filters restrict to doc ids and/or sources."""
+        return self.retrieve(query, k, mode=mode, doc_ids=doc_ids, sources=sources).hits
+
+    def retrieve(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        mode: SearchMode = "hybrid",
+        doc_ids: Sequence[str] | None = None,
+        sources: Sequence[str] | None = None,
+        exclude_doc_ids: Collection[str] = (),
+        vector_text: str | None = None,
+    ) -> Retrieval:
+        """Top ``k`` chunks and the calibrated probability that they answer ``query``.
+
+        ``exclude_doc_ids`` hides documents (evaluation: "the KB without its answer").
+        ``vector_text`` is embedded for the dense side instead of ``query`` (see
+        :meth:`retrieve_many`); BM25 and the evidence measures still use ``query``.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise InputError("query is empty: give a non-empty search query")
+        if mode not in SEARCH_MODES:
+            raise ConfigError(f"mode must be one of {SEARCH_MODES}, got {mode!r}")
+        if k < 1:
+            raise ConfigError(f"k must be >= 1, got {k}")
+        snap = self.snapshot()
+        if not snap.ids:
+            return Retrieval([], NO_EVIDENCE, 0.0)
+        top = max(k, EVIDENCE_HITS)
+        # The router's probe and the retrieval step search the same question at the same
+        # generation: the second is served from here (unfiltered searches only).
+        vector_text = vector_text if vector_text and vector_text.strip() else query
+        key = (
+            (snap.generation, mode, query, vector_text)
+            if snap.generation and not (doc_ids or sources or exclude_doc_ids)
+            else None
+        )
+        with self._lock:
+            done = self._retrievals.get(key) if key else None
+        # Served when it ranked at least as deep, or found fewer than it asked (all there is).
+        if done is not None and (done.asked >= top or len(done.hits) < done.asked):
+            return Retrieval(done.hits[:k], done.evidence, done.answerability)
+        pool = self.candidate_pool(
+            query,
+            mode=mode,
+            vector_text=vector_text,
+            doc_ids=doc_ids,
+            sources=sources,
+            exclude_doc_ids=exclude_doc_ids,
+            n=max(self.config.candidates, k),
+            snap=snap,
+        )
+        hits = rank(
+            pool,
+            snap,
+            mode=mode,
+            fusion=self.config.fusion,
+            vector_weight=self.config.vector_weight,
+            similarity_floor=self.model.similarity_floor,
+            top=top,
+        )
+        evidence = measure_evidence(
+            [(h.chunk_id, h.text) for h in hits[:EVIDENCE_HITS]],
+            vector_pool=pool.vector_found,
+            bm25_pool=pool.bm25_found,
+            term_weights=snap.bm25.term_weights(query),
+            tokenizer=self.tokenizer,
+            similarity_floor=self.model.similarity_floor,
+        )
+        answerability = self.answerability_model.probability(evidence)
+        if key:
+            with self._lock:
+                self._retrievals[key] = _Searched(hits, evidence, answerability, top)
+        return Retrieval(hits[:k], evidence, answerability)
+
+    def retrieve_many(
+        self,
+        queries: Sequence[str],
+        k: int = 5,
+        *,
+        mode: SearchMode = "hybrid",
+        anchor: str | None = None,
+    ) -> list[Retrieval]:
+        """``retrieve`` for each query; the texts not embedded yet are embedded in one
+        batch first (a step's rewrites cost one model call, not one each).
+
+        With an ``anchor`` (the question), a query made only of the anchor's words (see
+        :func:`words_of`) is searched with the anchor's vector: dropping words from a
+        sentence adds no meaning its own embedding lacks, while the query's BM25 side
+        still changes. On two cores an e5 query embedding is ~30 ms, most of an offline
+        answer's time (bench/bench_queries.py measures the quality of both ways).
+        """
+        vector_of = {
+            q: anchor if anchor and q != anchor and words_of(q, anchor) else q for q in queries
+        }
+        if mode in ("hybrid", "vector"):
+            with self._lock:
+                missing = [
+                    t
+                    for t in dict.fromkeys(vector_of.values())
+                    if t.strip() and t not in self._query_vectors
+                ]
+            if missing:
+                vectors = self.model.embed_queries(missing)
+                with self._lock:
+                    for t, v in zip(missing, vectors, strict=True):
+                        self._query_vectors[t] = np.asarray(v, dtype=np.float32)
+        return [self.retrieve(q, k, mode=mode, vector_text=vector_of[q]) for q in queries]
+
+    def candidate_pool(
+        self,
+        query: str,
+        *,
+        mode: SearchMode = "hybrid",
+        vector_text: str | None = None,
+        doc_ids: Sequence[str] | None = None,
+        sources: Sequence[str] | None = None,
+        exclude_doc_ids: Collection[str] = (),
+        n: int | None = None,
+        snap: Snapshot | None = None,
+    ) -> CandidatePool:
+        """Each retriever's top ``n`` (default ``candidates``) and, in hybrid mode, both
+        raw scores for every candidate of either: what fusion normalises over. The dense
+        side embeds ``vector_text`` (default: ``query``)."""
+        vector = self._query_vector(vector_text or query) if mode in ("hybrid", "vector") else None
+        return candidate_pool(
+            query,
+            vector,
+            snap or self.snapshot(),
+            self.chunks,
+            mode=mode,
+            filters=Filters.of(doc_ids, sources, exclude_doc_ids),
+            n=n or self.config.candidates,
+        )
+
+    @functools.cached_property
+    def answerability_model(self) -> AnswerabilityModel:
+        """Calibration parameters of this KB's embedding model (or the lexical fallback)."""
+        return load_answerability(self.model.model_id)
+
+    def _query_vector(self, query: str) -> np.ndarray:
+        with self._lock:
+            cached = self._query_vectors.get(query)
+        if cached is not None:
+            return cached
+        vector = np.asarray(self.model.embed_query(query), dtype=np.float32)
+        with self._lock:
+            self._query_vectors[query] = vector
+        return vector
+
+    def probe(self, query: str) -> float:
+        """'Does the KB answer this?': the calibrated answerability of a hybrid search.
+
+        Hybrid evidence, not BM25 alone: a short generic question ("what month is it?")
+        is fully covered by some chunk's words, while its meaning matches nothing.
+        """
+        if not query.strip():
+            return 0.0
+        return self.retrieve(query, EVIDENCE_HITS, mode="hybrid").answerability
