@@ -53,6 +53,8 @@ class OutputState(TypedDict, total=False):
     reasoning: list[dict[str, Any]]
     search_cost: float
     search_calls: int
+    pages_read: int  # web pages read for their passages (Context.read_pages)
+    pages_failed: int  # web pages that could not be read (reasons in warnings)
     warnings: Annotated[list[str], add_warnings]
     timings: Annotated[dict[str, Any], merge_or_reset]
     mode: str
