@@ -40,7 +40,8 @@ class Passage:
 
 @dataclass
 class PageRead:
-    """What reading one result's page gave: passages (best first) or the failure."""
+    """What reading one result's page gave: passages (best first; none when no passage
+    matches the question) or the failure."""
 
     url: str
     passages: list[Passage] = field(default_factory=list)
@@ -82,8 +83,7 @@ async def read_page(
         )
     except PageError as exc:
         return PageRead(url, error=str(exc))
-    if not passages:
-        return PageRead(url, error="no passage of the page matches the question", cached=cached)
+    # No passage shares a word with the question: read, but the snippet stays (not a failure).
     return PageRead(url, passages, cached=cached)
 
 
