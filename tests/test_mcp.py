@@ -18,10 +18,7 @@ from tests.langgraph_server import (
     SAMPLE_KB,
     LocalServer,
     agent_graph_available,
-    ingest_sample_kb,
-    start_server,
-    stop_server,
-    wait_until_ready,
+    serving_sample_kb,
 )
 from tests.test_docs import BLOCKS
 
@@ -37,16 +34,8 @@ DOC_URL = "http://127.0.0.1:2025/mcp"
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
     if not SAMPLE_KB.exists():
         pytest.skip("examples/kb is missing")
-    base = tmp_path_factory.mktemp("mcp")
-    home = base / "home"
-    home.mkdir()
-    srv = start_server(home, base / "langgraph-dev.log")
-    try:
-        ingest_sample_kb(home)  # while the server boots
-        wait_until_ready(srv)
+    with serving_sample_kb(tmp_path_factory.mktemp("mcp")) as srv:
         yield srv
-    finally:
-        stop_server(srv)
 
 
 async def mcp_session(url: str, work: Any) -> Any:
