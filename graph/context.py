@@ -153,6 +153,15 @@ class Context:
     )
     top_k_internal: int = _f(5, "Knowledge-base sources kept for the answer.", ge=1, le=20)
     top_k_web: int = _f(5, "Web sources kept for the answer.", ge=1, le=20)
+    read_pages: int = _f(
+        0,
+        "Top web results whose pages are fetched (public http/https hosts only, robots.txt "
+        "respected, time and size bounded) and read: their best passages, ranked against the "
+        "question, replace the snippets (raise snippet_chars to show more of them). 0: "
+        "snippets only.",
+        ge=0,
+        le=5,
+    )
     snippet_chars: int = _f(
         280, "Characters of each source shown to the answer step.", ge=50, le=4000
     )

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
+from pydantic import Field
 
 # typing_extensions' TypedDict, not typing's: on Python 3.11 pydantic cannot build a JSON
 # schema from typing.TypedDict, and the LangGraph server then reports input_schema and
@@ -30,7 +31,15 @@ Route = Literal["knowledge", "search", "both"]
 class InputState(TypedDict, total=False):
     """What a caller sends: a question, or chat messages (the last human one is asked)."""
 
-    question: str
+    # The description reaches the input schema the server publishes (Studio's form, and the
+    # tool an MCP client sees at /mcp), so a calling model knows what to send.
+    question: Annotated[
+        str,
+        Field(
+            description="The question to answer, in English or Chinese, from the knowledge "
+            "base and the live web; the answer cites its sources ([internal-n], [web-n])."
+        ),
+    ]
     messages: Annotated[list[AnyMessage], add_messages]
 
 
@@ -53,6 +62,8 @@ class OutputState(TypedDict, total=False):
     reasoning: list[dict[str, Any]]
     search_cost: float
     search_calls: int
+    pages_read: int  # web pages read for their passages (Context.read_pages)
+    pages_failed: int  # web pages that could not be read (reasons in warnings)
     warnings: Annotated[list[str], add_warnings]
     timings: Annotated[dict[str, Any], merge_or_reset]
     mode: str

@@ -208,6 +208,7 @@ def apply_outcomes(
     warnings: list[str] = []
     cost = float(state.get("search_cost") or 0.0)
     calls = int(state.get("search_calls") or 0)
+    pages = {k: int(state.get(k) or 0) for k in ("pages_read", "pages_failed")}
     update: dict[str, Any] = {}
     for call, outcome in done:
         name = call["name"]
@@ -221,6 +222,8 @@ def apply_outcomes(
         )
         cost += float(outcome.get("search_cost") or 0.0)
         calls += int(outcome.get("search_calls") or 0)
+        for key in pages:
+            pages[key] += int(outcome.get(key) or 0)
         warnings.extend(f"{name}: {w}" for w in outcome.get("warnings") or [])
         if not outcome.get("ok"):
             warnings.append(f"{name}: {outcome.get('error')}")
@@ -238,6 +241,7 @@ def apply_outcomes(
         "web_docs": registry.of_kind("web"),
         "search_cost": round(cost, 6),
         "search_calls": calls,
+        **pages,
         "tool_calls": records,
         "warnings": warnings,
     }

@@ -34,6 +34,8 @@ async def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "iterations": state.get("iteration"),
         "search_cost": state.get("search_cost"),
         "search_calls": state.get("search_calls"),
+        "pages_read": state.get("pages_read") or 0,
+        "pages_failed": state.get("pages_failed") or 0,
         "mode": state.get("mode"),
         "warnings": len(state.get("warnings") or []),
     }

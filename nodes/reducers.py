@@ -38,6 +38,8 @@ def fresh_turn() -> dict[str, Any]:
         "reasoning": [],
         "search_cost": 0.0,
         "search_calls": 0,
+        "pages_read": 0,
+        "pages_failed": 0,
         "warnings": Overwrite([]),
         "timings": Overwrite({}),
         "planned": {},

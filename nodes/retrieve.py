@@ -100,10 +100,17 @@ async def search_web(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         )
     update["web_error"] = found.error  # a later success supersedes an earlier failure
     if found.status == "ok":
-        annotate_run(web_provider=found.providers, cache_hits=found.cache_hits)
+        annotate_run(
+            web_provider=found.providers,
+            cache_hits=found.cache_hits,
+            pages_read=found.pages_read,
+            pages_failed=found.pages_failed,
+        )
         update["web_docs"] = _merge_web(state.get("web_docs") or [], found.sources)
         update["search_cost"] = round(float(state.get("search_cost") or 0) + found.cost, 6)
         update["search_calls"] = int(state.get("search_calls") or 0) + found.calls
+        update["pages_read"] = int(state.get("pages_read") or 0) + found.pages_read
+        update["pages_failed"] = int(state.get("pages_failed") or 0) + found.pages_failed
         update["web_fetched_at"] = found.fetched_at
         warnings = found.warnings
     elif found.status in ("disabled", "skipped"):

@@ -28,4 +28,5 @@ def search_service(ctx: Context, state: Mapping[str, Any]) -> SearchService:
         kb=lambda: get_kb(ctx),
         web_settings=lambda: web_settings(ctx),
         approve=tool_approval(ctx, state),
+        read_pages=ctx.read_pages,
     )

@@ -18,7 +18,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -138,6 +139,21 @@ def ingest_sample_kb(home: Path) -> str:
 
     with KnowledgeBase(KBConfig(home=home)) as kb:
         return kb.ingest([SAMPLE_KB]).summary()
+
+
+@contextmanager
+def serving_sample_kb(base: Path) -> Iterator[LocalServer]:
+    """``langgraph dev`` over the sample KB, ingested into a fresh data home under ``base``
+    while the server boots; stopped on exit."""
+    home = base / "home"
+    home.mkdir()
+    srv = start_server(home, base / "langgraph-dev.log")
+    try:
+        ingest_sample_kb(home)  # it opens the KB on its first run
+        wait_until_ready(srv)
+        yield srv
+    finally:
+        stop_server(srv)
 
 
 def sdk(url: str) -> Any:

@@ -17,8 +17,8 @@ from tests.langgraph_server import (
     SAMPLE_KB,
     LocalServer,
     agent_graph_available,
-    ingest_sample_kb,
     sdk,
+    serving_sample_kb,
     start_server,
     stop_server,
     wait_until_ready,
@@ -38,16 +38,8 @@ KB_ONLY = {"search_provider": "none"}
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
     if not SAMPLE_KB.exists():
         pytest.skip("examples/kb is missing")
-    base = tmp_path_factory.mktemp("server")
-    home = base / "home"
-    home.mkdir()
-    srv = start_server(home, base / "langgraph-dev.log")
-    try:
-        ingest_sample_kb(home)  # while the server boots; it opens the KB on its first run
-        wait_until_ready(srv)
+    with serving_sample_kb(tmp_path_factory.mktemp("server")) as srv:
         yield srv
-    finally:
-        stop_server(srv)
 
 
 def by_graph(assistants: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

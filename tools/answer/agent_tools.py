@@ -114,6 +114,8 @@ class ToolOutcome:
     sources: list[dict[str, Any]] = field(default_factory=list)
     search_cost: float = 0.0
     search_calls: int = 0
+    pages_read: int = 0
+    pages_failed: int = 0
     warnings: list[str] = field(default_factory=list)
     error: str = ""
     web_fetched_at: str = ""
@@ -252,6 +254,8 @@ async def google_search(
         sources=labelled,
         search_cost=found.cost,
         search_calls=found.calls,
+        pages_read=found.pages_read,
+        pages_failed=found.pages_failed,
         warnings=found.warnings,
         web_fetched_at=found.fetched_at,
     )

@@ -31,6 +31,8 @@ from tools.websearch import (
     WebSearchSettings,
     default_cache,
 )
+from tools.websearch.page_passages import PageRead, read_pages
+from tools.websearch.pages import PageCache, PageSettings
 
 WEB_DISABLED = "web search is disabled (search_provider=none)"
 KB_EMPTY = "the knowledge base is empty: run 'hybrid-rag ingest PATH'"
@@ -80,6 +82,8 @@ class WebFound:
     warnings: list[str] = field(default_factory=list)
     providers: str = ""
     cache_hits: int = 0
+    pages_read: int = 0  # pages whose passages replaced their snippet
+    pages_failed: int = 0  # pages that could not be read (reasons in ``warnings``)
 
 
 @dataclass
@@ -92,6 +96,9 @@ class SearchService:
     web_settings: Callable[[], WebSearchSettings | None]
     approve: WebApproval | None = None
     cache: SearchCache | None = None
+    read_pages: int = 0  # top web results whose pages are fetched and read (0: snippets)
+    page_settings: Callable[[], PageSettings] = PageSettings.from_env
+    page_cache: PageCache | None = None
 
     async def search_kb(
         self,
@@ -166,7 +173,7 @@ class SearchService:
         except (WebSearchError, HybridRagError) as exc:
             calls = exc.calls if isinstance(exc, WebSearchError) else 0
             return WebFound("failed", str(exc), wanted, edited, calls=calls)
-        return WebFound(
+        found = WebFound(
             queries=wanted,
             edited=edited,
             sources=[web_to_source(r) for r in multi.results],
@@ -177,3 +184,35 @@ class SearchService:
             providers=",".join(sorted({r.provider for r in multi.responses})),
             cache_hits=sum(r.cache_hit for r in multi.responses),
         )
+        if self.read_pages > 0 and found.sources:
+            await self._read_pages(found, " ".join(dict.fromkeys(wanted)))
+        return found
+
+    async def _read_pages(self, found: WebFound, question: str) -> None:
+        """Replace the top results' snippets by their pages' best passages; a page that
+        cannot be read keeps its snippet and leaves a warning."""
+        top = found.sources[: self.read_pages]
+        try:
+            reads = await read_pages(
+                [s["url"] for s in top], question, settings=self.page_settings(),
+                cache=self.page_cache,
+            )  # fmt: skip
+        except HybridRagError as exc:  # a misconfigured page reader: snippets only
+            found.warnings.append(f"web pages not read: {exc}")
+            return
+        by_url: dict[str, PageRead] = {r.url: r for r in reads}
+        sources: list[Source] = []
+        for source in found.sources:
+            read = by_url.get(source.get("url", ""))
+            if read is not None and read.error:
+                found.pages_failed += 1
+                found.warnings.append(f"web page not read: {read.url}: {read.error}")
+            if read is None or not read.passages:
+                sources.append(source)
+                continue
+            found.pages_read += 1
+            text = "\n\n[…]\n\n".join(p.text for p in read.passages)
+            sources.append(
+                {**source, "text": text, "snippet": source.get("text", ""), "page_read": True}
+            )
+        found.sources = sources

@@ -49,6 +49,8 @@ class Source(TypedDict, total=False):
     rank: int
     result_kind: str
     fetched_at: Any
+    snippet: str  # the search result's own snippet, when ``text`` holds the page's passages
+    page_read: bool  # ``text`` is the best passages of the fetched page
 
 
 def describe_location(where: Mapping[str, Any], language: str = "en") -> str:

@@ -1,0 +1,115 @@
+"""Both graphs as MCP tools: langgraph-api's ``/mcp`` endpoint of a real ``langgraph dev``
+(offline, the sample KB ingested), listed and called with the ``mcp`` Python client over
+streamable HTTP; and the client snippet of docs/DEPLOYMENT.md run against the same server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.langgraph_server import (
+    REPO,
+    SAMPLE_KB,
+    LocalServer,
+    agent_graph_available,
+    serving_sample_kb,
+)
+from tests.test_docs import BLOCKS
+
+mcp = pytest.importorskip("mcp", reason="the 'mcp' client is in the dev extra")
+from mcp import ClientSession  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+QUESTION = "How many days of annual leave after 6 years of service?"
+DOC_URL = "http://127.0.0.1:2025/mcp"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
+    if not SAMPLE_KB.exists():
+        pytest.skip("examples/kb is missing")
+    with serving_sample_kb(tmp_path_factory.mktemp("mcp")) as srv:
+        yield srv
+
+
+async def mcp_session(url: str, work: Any) -> Any:
+    async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        return await work(session)
+
+
+async def test_both_graphs_are_tools_with_usable_schemas(server: LocalServer) -> None:
+    async def listing(session: Any) -> Any:
+        return (await session.list_tools()).tools
+
+    tools = {t.name: t for t in await mcp_session(server.url + "/mcp", listing)}
+    expected = {"hybrid_rag", "tool_agent"} if agent_graph_available() else {"hybrid_rag"}
+    assert expected <= set(tools)
+    for name in expected:
+        tool = tools[name]
+        # What a calling model reads: when to call it and what to send.
+        assert "knowledge base" in tool.description and '{"question"' in tool.description
+        schema = tool.input_schema
+        assert schema["type"] == "object"
+        assert schema["properties"]["question"]["type"] == "string"
+        assert "question to answer" in schema["properties"]["question"]["description"]
+
+
+async def test_calling_a_graph_tool_answers_with_citations(server: LocalServer) -> None:
+    async def call(session: Any) -> Any:
+        return await session.call_tool("hybrid_rag", {"question": QUESTION})
+
+    result = await mcp_session(server.url + "/mcp", call)
+    assert not result.is_error
+    text = result.content[0].text
+    assert "18 days" in text and "[internal-1]" in text
+
+
+async def test_a_bad_call_is_an_error_not_a_crash(server: LocalServer) -> None:
+    async def calls(session: Any) -> tuple[Any, Any]:
+        empty = await session.call_tool("hybrid_rag", {"question": "   "})
+        try:
+            unknown = await session.call_tool("no_such_graph", {"question": QUESTION})
+        except Exception as exc:  # the client raises the server's JSON-RPC error
+            unknown = exc
+        return empty, unknown
+
+    empty, unknown = await mcp_session(server.url + "/mcp", calls)
+    # langgraph-api puts only the error's type in an MCP tool error (its message stays in
+    # the server log): the project's InputError for a blank question.
+    assert empty.is_error and empty.content[0].text == "InputError"
+    assert "Unknown tool" in str(getattr(unknown, "content", unknown))
+
+
+def mcp_blocks() -> tuple[Any, Any]:
+    """The client config (json) and the client snippet (python) of the MCP section."""
+    config = [b for b in BLOCKS if b.lang == "json" and "mcpServers" in b.code]
+    client = [b for b in BLOCKS if b.kind == "python" and "streamable_http_client" in b.code]
+    assert len(config) == 1 and len(client) == 1, "docs/DEPLOYMENT.md's MCP section"
+    return config[0], client[0]
+
+
+def test_the_documented_client_config_names_the_snippets_endpoint() -> None:
+    config, client = mcp_blocks()
+    servers = json.loads(config.code)["mcpServers"]
+    assert servers["hybrid-rag"]["url"] == DOC_URL
+    assert f'"{DOC_URL}"' in client.code
+
+
+def test_the_documented_mcp_client_runs(server: LocalServer, tmp_path: Any) -> None:
+    _, client = mcp_blocks()
+    script = tmp_path / "mcp_client.py"
+    script.write_text(client.code.replace(DOC_URL, server.url + "/mcp"), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=REPO, env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "hybrid_rag - " in done.stdout and "18 days" in done.stdout

@@ -1,0 +1,106 @@
+"""Web results read beyond their snippets: the top results' pages fetched
+(``tools.websearch.pages``), their main text extracted by the knowledge base's HTML
+loader, chunked by its chunker and ranked against the question by its own lexical
+ranking (BM25 over the page's chunks, then the lexical reranker: coverage and proximity
+of the question's keywords). No vector store: a page's chunks live only in memory.
+
+The best passages replace the result's snippet; a page that cannot be read keeps its
+snippet and is reported with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import httpx
+
+from tools.kb.bm25 import BM25Index
+from tools.kb.chunking import ChunkingOptions, chunk_document
+from tools.kb.formats import LoadError, LoadLimits, extract
+from tools.kb.rerank import Candidate, LexicalReranker
+from tools.kb.tokenizers import make_tokenizer
+
+from .pages import PageCache, PageError, PageSettings, default_page_cache, fetch_page
+
+# Passages short enough to cite, long enough to hold an answer with its context.
+PAGE_CHUNKS = ChunkingOptions(target_tokens=160, max_tokens=260, overlap_tokens=30)
+PASSAGES_PER_PAGE = 2
+FIRST_STAGE = 12  # BM25 candidates the lexical reranker orders
+MAX_PAGES = 5  # bound on pages read per search, whatever the caller asks
+
+
+@dataclass(frozen=True)
+class Passage:
+    text: str
+    heading: str
+    relevance: float
+
+
+@dataclass
+class PageRead:
+    """What reading one result's page gave: passages (best first; none when no passage
+    matches the question) or the failure."""
+
+    url: str
+    passages: list[Passage] = field(default_factory=list)
+    error: str = ""
+    cached: bool = False
+
+
+def rank_passages(markdown: str, question: str, k: int = PASSAGES_PER_PAGE) -> list[Passage]:
+    """The ``k`` chunks of ``markdown`` that best answer ``question`` (none that share no
+    word with it)."""
+    chunks = chunk_document(markdown, options=PAGE_CHUNKS)
+    if not chunks:
+        return []
+    index = BM25Index([c.index_text() for c in chunks], make_tokenizer())
+    first = [
+        Candidate(str(h.index), chunks[h.index].index_text(), h.relevance, chunks[h.index])
+        for h in index.search(question, FIRST_STAGE)
+    ]
+    best = LexicalReranker().rerank(question, first, k)
+    return [Passage(c.payload.text, c.payload.heading, round(c.relevance, 4)) for c in best]
+
+
+def page_markdown(html: bytes) -> str:
+    """The page's main content as Markdown (the KB's HTML loader), or PageError."""
+    try:
+        return extract("html", html, LoadLimits()).text
+    except LoadError as exc:
+        raise PageError(str(exc)) from exc
+
+
+async def read_page(
+    client: httpx.AsyncClient, url: str, question: str, settings: PageSettings, cache: PageCache
+) -> PageRead:
+    try:
+        page, cached = await fetch_page(client, url, settings, cache)
+        # Parsing and ranking are CPU work: off the event loop.
+        passages = await asyncio.to_thread(
+            lambda: rank_passages(page_markdown(page.html), question)
+        )
+    except PageError as exc:
+        return PageRead(url, error=str(exc))
+    # No passage shares a word with the question: read, but the snippet stays (not a failure).
+    return PageRead(url, passages, cached=cached)
+
+
+async def read_pages(
+    urls: Sequence[str],
+    question: str,
+    *,
+    settings: PageSettings | None = None,
+    cache: PageCache | None = None,
+) -> list[PageRead]:
+    """Read the pages at ``urls`` (at most ``MAX_PAGES``) concurrently, in order."""
+    settings = settings or PageSettings.from_env()
+    cache = cache or default_page_cache()
+    timeout = httpx.Timeout(settings.timeout_s)
+    async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client:
+        return list(
+            await asyncio.gather(
+                *(read_page(client, u, question, settings, cache) for u in urls[:MAX_PAGES])
+            )
+        )
