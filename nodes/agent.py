@@ -40,7 +40,7 @@ from langgraph.runtime import Runtime
 from nodes.agent_tools import AGENT_TOOLS, apply_outcomes, route_of, run_calls
 from nodes.common import emit
 from nodes.generate import failure_sentence, web_unavailable
-from nodes.models import OFFLINE, load_chat_model
+from nodes.models import OFFLINE, load_chat_model, model_env
 from nodes.prepare import prepare
 from prompts.agent import (
     AGENT_SYSTEM_EN,
@@ -148,7 +148,7 @@ async def call_model(state: AgentState, runtime: Runtime[Context]) -> dict[str, 
     emit(runtime, "thinking", call=calls + 1, tools_left=max(0, tools_left))
     update: dict[str, Any] = {"model_calls": calls + 1}
     try:
-        model = load_chat_model(state["mode"])
+        model = load_chat_model(state["mode"], model_env(ctx))
         # Tools stay bound even when the budget is spent: some providers reject a history
         # with tool calls but no tool definitions. The system prompt then says "answer now",
         # and a model that still asks for tools gets the graceful bounded answer below.

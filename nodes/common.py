@@ -13,6 +13,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
 from nodes.models import NOSTREAM, load_chat_model
+from nodes.settings import ModelEnv
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
@@ -36,7 +37,7 @@ def timed(name: str, sink: dict[str, float]) -> Iterator[None]:
 
 
 async def structured_call(
-    spec: str, schema: type[T], system: str, user: str
+    spec: str, schema: type[T], system: str, user: str, env: ModelEnv | None = None
 ) -> tuple[T | None, str | None]:
     """Ask ``spec`` for ``schema``; returns (result, None) or (None, why it failed).
 
@@ -44,7 +45,7 @@ async def structured_call(
     is returned, not raised, so the caller falls back to its deterministic rule.
     """
     try:
-        model = load_chat_model(spec).with_structured_output(schema)
+        model = load_chat_model(spec, env).with_structured_output(schema)
         result = await model.ainvoke([SystemMessage(system), HumanMessage(user)], config=NOSTREAM)
         if isinstance(result, schema):
             return result, None

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from nodes.models import NOSTREAM, OFFLINE, load_chat_model
+from nodes.models import NOSTREAM, OFFLINE, load_chat_model, model_env
 from nodes.resources import get_kb
 from prompts.internal import TRANSLATE_SYSTEM
 from tools.errors import HybridRagError
@@ -74,7 +74,7 @@ async def translated_queries(
         )
         return [], report
     queries: list[str] = []
-    model = load_chat_model(spec)
+    model = load_chat_model(spec, model_env(ctx))
     for lang in others:
         try:
             reply = await model.ainvoke(

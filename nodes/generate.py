@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from nodes.common import emit, timed
-from nodes.models import OFFLINE, load_chat_model
+from nodes.models import OFFLINE, load_chat_model, model_env
 from nodes.notices import localize
 from prompts import answer as P
 from tools.answer.citations import assign_labels, validate_citations
@@ -110,7 +110,7 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         answer = ""
         if mode != OFFLINE:
             try:
-                reply = await load_chat_model(mode).ainvoke(messages)
+                reply = await load_chat_model(mode, model_env(ctx)).ainvoke(messages)
                 answer, message_id = str(reply.content).strip(), reply.id
                 draft = str(reply.content)
             except Exception as exc:  # provider down: answer from the sources, say why

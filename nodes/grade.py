@@ -18,7 +18,8 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from nodes.common import emit, structured_call, timed
-from nodes.models import OFFLINE, fast_model
+from nodes.models import OFFLINE, fast_model, model_env
+from nodes.settings import ModelEnv
 from prompts.internal import GRADE_SYSTEM
 from tools.answer.context_builder import fence
 from tools.answer.sources import Source
@@ -46,7 +47,7 @@ class PassageGrades(BaseModel):
 
 
 async def _model_grades(
-    spec: str, question: str, docs: Sequence[Source]
+    env: ModelEnv, spec: str, question: str, docs: Sequence[Source]
 ) -> tuple[list[Source], list[Grade]] | None:
     """Grade the top passages in one call: the passages the grades keep (``tools.policy``)
     and the grades; None when the output is unusable.
@@ -62,7 +63,7 @@ async def _model_grades(
             fence(str(doc.get("text", "")), f"Passage {i}") for i, doc in enumerate(fresh, 1)
         )
         out, _ = await structured_call(
-            spec, PassageGrades, GRADE_SYSTEM, f"Question: {question}\n\n{passages}"
+            spec, PassageGrades, GRADE_SYSTEM, f"Question: {question}\n\n{passages}", env
         )
         if out is None or len(out.grades) != len(fresh):
             return None  # unusable grades: fall back to scores for all
@@ -98,7 +99,7 @@ async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     with timed("grade", timings):
         spec = fast_model(state, ctx)
         if spec != OFFLINE and internal and state.get("iteration", 0) == 0:
-            result = await _model_grades(spec, question, internal)
+            result = await _model_grades(model_env(ctx), spec, question, internal)
             if result is None:
                 warnings.append("document grading output unusable; used relevance scores")
             else:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import threading
 import weakref
 from collections.abc import Mapping
@@ -24,6 +23,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 
+from nodes.settings import ModelEnv, run_settings
 from tools.chat_models import (  # noqa: F401  (register_* re-exported for callers)
     AUTO_MODEL,
     OFFLINE,
@@ -33,7 +33,6 @@ from tools.chat_models import (  # noqa: F401  (register_* re-exported for calle
     validate_model_spec,
 )
 from tools.errors import ConfigError
-from tools.settings import model_timeout
 
 if TYPE_CHECKING:
     from graph.context import Context
@@ -68,37 +67,44 @@ def _loop() -> Any:
         return _NO_LOOP
 
 
-def resolve_model_spec(spec: str, *, fallback: str | None = None) -> str:
-    """Turn ``auto`` into a concrete spec or ``offline`` (reads the environment now)."""
+def resolve_model_spec(
+    spec: str, *, fallback: str | None = None, env: ModelEnv | None = None
+) -> str:
+    """Turn ``auto`` into a concrete spec or ``offline``, by the run's model environment
+    (``env``; read now when not given, for callers outside a run)."""
     spec = spec.strip()
     if spec == "auto":
         if fallback and fallback != "auto":
-            return resolve_model_spec(fallback)
-        if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
-            return AUTO_MODEL
-        return OFFLINE
+            return resolve_model_spec(fallback, env=env)
+        env = env or ModelEnv.read()
+        return AUTO_MODEL if env.api_key or env.base_url else OFFLINE
     return spec
 
 
 def fast_model(state: Mapping[str, Any], ctx: Context) -> str:
     """The fast model's spec as ``prepare`` resolved it for this run (nodes called on
     their own, outside a run, resolve it now)."""
-    return str(state.get("fast_mode") or resolve_model_spec(ctx.fast_model, fallback=ctx.model))
+    spec = state.get("fast_mode")
+    return str(spec or resolve_model_spec(ctx.fast_model, fallback=ctx.model, env=model_env(ctx)))
 
 
-def load_chat_model(spec: str) -> BaseChatModel:
-    """Build (once) the chat model named by a resolved spec."""
+def model_env(ctx: Context) -> ModelEnv:
+    """The chat-model environment ``prepare`` read for this run."""
+    return run_settings(ctx).model
+
+
+def load_chat_model(spec: str, env: ModelEnv | None = None) -> BaseChatModel:
+    """Build (once) the chat model named by a resolved spec, with the run's model
+    environment (``env``; read now when not given, for callers outside a run)."""
     provider, _, name = spec.partition(":")
     if provider == "custom":
         return custom_chat_model(name)
+    env = env or ModelEnv.read()
+    if env.problem is not None:
+        raise env.problem
     # Everything that changes the client is part of the key: a new base URL or key in
     # the environment must not be served the client built for the old one.
-    key = (
-        spec,
-        os.environ.get("OPENAI_BASE_URL", ""),
-        _fingerprint("OPENAI_API_KEY"),
-        str(model_timeout()),
-    )
+    key = (spec, env.base_url, _fingerprint(env.api_key), str(env.timeout))
     loop = _loop()
     with _lock:
         built = _built.setdefault(loop, {})
@@ -109,16 +115,15 @@ def load_chat_model(spec: str) -> BaseChatModel:
     kwargs: dict[str, Any] = {
         "temperature": 0,
         "max_retries": MAX_RETRIES,
-        "timeout": model_timeout(),
+        "timeout": env.timeout,
     }
     if provider == "openai":
         # An httpx.Timeout (unhashable) makes langchain-openai build this model its own
         # async HTTP client instead of sharing a process-wide one across event loops.
-        kwargs["timeout"] = httpx.Timeout(model_timeout())
-        if os.environ.get("OPENAI_BASE_URL"):
-            kwargs["base_url"] = os.environ["OPENAI_BASE_URL"]
-        if not os.environ.get("OPENAI_API_KEY"):
-            kwargs["api_key"] = "not-needed"  # local OpenAI-compatible servers ignore it
+        kwargs["timeout"] = httpx.Timeout(env.timeout)
+        if env.base_url:
+            kwargs["base_url"] = env.base_url
+        kwargs["api_key"] = env.api_key or "not-needed"  # local compatible servers ignore it
     try:
         model: BaseChatModel = init_chat_model(spec, **kwargs)
     except Exception as exc:  # missing integration or key: a configuration problem
@@ -128,7 +133,6 @@ def load_chat_model(spec: str) -> BaseChatModel:
     return model
 
 
-def _fingerprint(variable: str) -> str:
+def _fingerprint(value: str) -> str:
     """A short hash of a secret: tells keys apart without keeping one in a dict key."""
-    value = os.environ.get(variable, "")
     return hashlib.sha256(value.encode()).hexdigest()[:12] if value else ""

@@ -82,14 +82,14 @@ async def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         await asyncio.to_thread(warm_up)
     raw, add_message = current_question(state)
     question = validate_question(raw, ctx.max_question_chars)
-    resolve_run_settings(ctx)  # the environment, read once for the whole run
+    settings = resolve_run_settings(ctx)  # the environment, read once for the whole run
     require_checkpointer(ctx)  # a run that may pause for approval must be resumable
     if ctx.reranker.startswith("cross-encoder"):  # a missing local model fails now, not mid-run
         await asyncio.to_thread(make_reranker, ctx.reranker)
     messages = state.get("messages") or []
     history = history_of(messages if add_message else messages[:-1])
     # "auto" models are resolved once here (the environment is read once per run).
-    mode = resolve_model_spec(ctx.model)
+    mode = resolve_model_spec(ctx.model, env=settings.model)
     language = answer_language(question, ctx.answer_language)
     emit(runtime, "preparing", mode=mode, language=language)
     update: dict[str, Any] = {
@@ -97,7 +97,7 @@ async def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "question": question,
         "history": history,
         "mode": mode,
-        "fast_mode": resolve_model_spec(ctx.fast_model, fallback=mode),
+        "fast_mode": resolve_model_spec(ctx.fast_model, fallback=mode, env=settings.model),
         "language": language,
         # The run's deadline (run_timeout_s), as nodes.deadline.start computes it.
         "deadline": time.time() + ctx.run_timeout_s,

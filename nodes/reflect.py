@@ -17,7 +17,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from nodes.common import emit, structured_call, timed
-from nodes.models import OFFLINE, fast_model
+from nodes.models import OFFLINE, fast_model, model_env
 from prompts.internal import REFLECT_SYSTEM
 from tools.answer.context_builder import fence
 from tools.policy.decisions import (
@@ -81,6 +81,7 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                     Reflection,
                     REFLECT_SYSTEM,
                     f"Question: {state['question']}\n\nSources:\n{sources}",
+                    model_env(ctx),
                 )
                 if out is None:
                     warnings.append(f"reflection output unusable ({error}); used coverage rule")

@@ -17,7 +17,8 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from nodes.common import emit, structured_call, timed
-from nodes.models import OFFLINE, fast_model, resolve_model_spec
+from nodes.models import OFFLINE, fast_model, model_env, resolve_model_spec
+from nodes.settings import ModelEnv
 from prompts.internal import RERANK_SYSTEM
 from tools.answer.context_builder import fence
 from tools.kb.rerank import Candidate, make_reranker, reorder
@@ -34,7 +35,11 @@ def effective_reranker(ctx: Context, mode: str | None = None) -> str:
     ``mode`` is the run's resolved answering model (``State.mode``), when known."""
     if ctx.reranker != "auto":
         return str(ctx.reranker)
-    return "lexical" if (mode or resolve_model_spec(ctx.model)) == OFFLINE else "none"
+    return (
+        "lexical"
+        if (mode or resolve_model_spec(ctx.model, env=model_env(ctx))) == OFFLINE
+        else "none"
+    )
 
 
 class Ordering(BaseModel):
@@ -53,11 +58,11 @@ def to_candidates(question: str, docs: Sequence[Mapping[str, Any]]) -> list[Cand
 
 
 async def _llm_order(
-    spec: str, question: str, cands: list[Candidate], top_n: int
+    spec: str, question: str, cands: list[Candidate], top_n: int, env: ModelEnv
 ) -> tuple[list[Candidate], str | None]:
     listing = "\n".join(fence(c.text[:300], c.id) for c in cands)
     out, error = await structured_call(
-        spec, Ordering, RERANK_SYSTEM, f"Question: {question}\n\nCandidates:\n{listing}"
+        spec, Ordering, RERANK_SYSTEM, f"Question: {question}\n\nCandidates:\n{listing}", env
     )
     if out is None or not set(out.ids) & {c.id for c in cands}:
         return cands[:top_n], error or "no known ids in the ordering"
@@ -85,7 +90,7 @@ async def rerank(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             if spec == OFFLINE:
                 ranked, error = pool[:top_n], "no model configured (offline)"
             else:
-                ranked, error = await _llm_order(spec, question, pool, top_n)
+                ranked, error = await _llm_order(spec, question, pool, top_n, model_env(ctx))
             if error:
                 warnings.append(f"llm reranking unusable ({error}); kept first-stage order")
         else:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from nodes.common import emit, render_history, structured_call, timed
 from nodes.crosslingual import language_names, other_languages
-from nodes.models import OFFLINE, fast_model
+from nodes.models import OFFLINE, fast_model, model_env
 from nodes.resources import get_kb
 from prompts.internal import PLAN_SYSTEM, PLAN_TRANSLATE
 from tools.errors import HybridRagError, kb_unavailable
@@ -75,7 +75,7 @@ async def route(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 num_rewrites=ctx.num_rewrites,
                 translate=translate,
             )
-            out, error = await structured_call(spec, Plan, system, user)
+            out, error = await structured_call(spec, Plan, system, user, model_env(ctx))
             if out is None:
                 warnings.append(f"planner output unusable ({error}); routed to both sources")
                 result = {"route": "both", "route_reason": f"planner failure ({error}) → both"}

@@ -14,11 +14,11 @@ import os
 import threading
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tools.errors import HybridRagError
-from tools.settings import chroma_server_env
+from tools.settings import chroma_server_env, model_timeout
 from tools.websearch import WebSearchSettings
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
@@ -31,6 +31,27 @@ _lock = threading.Lock()
 
 
 @dataclass(frozen=True)
+class ModelEnv:
+    """What the environment says about chat models: an OpenAI-compatible base URL, the key
+    (kept out of reprs, the state and traces), the request time limit."""
+
+    base_url: str = ""
+    api_key: str = field(default="", repr=False)
+    timeout: float = 60.0
+    problem: HybridRagError | None = None  # a malformed $HYBRID_RAG_MODEL_TIMEOUT
+
+    @classmethod
+    def read(cls, env: Mapping[str, str] | None = None) -> ModelEnv:
+        """Read it now (``prepare`` does, once per run; callers outside a run too)."""
+        env = os.environ if env is None else env
+        base_url, key = env.get("OPENAI_BASE_URL", ""), env.get("OPENAI_API_KEY", "")
+        try:
+            return cls(base_url, key, model_timeout())
+        except HybridRagError as exc:  # met when a model is built, as a model failure
+            return cls(base_url, key, problem=exc)
+
+
+@dataclass(frozen=True)
 class RunSettings:
     """What the environment adds to the ``Context`` for one run."""
 
@@ -39,6 +60,7 @@ class RunSettings:
     chroma_host: str | None  # $CHROMA_HOST / $CHROMA_PORT, for a context without chroma_host
     chroma_port: int | None
     chroma_problem: HybridRagError | None  # a malformed $CHROMA_PORT, met when the KB opens
+    model: ModelEnv = ModelEnv()  # chat models' base URL, key and time limit
 
 
 def resolve_run_settings(ctx: Context, environ: Mapping[str, str] | None = None) -> RunSettings:
@@ -65,7 +87,7 @@ def resolve_run_settings(ctx: Context, environ: Mapping[str, str] | None = None)
         host, port = chroma_server_env(env)
     except HybridRagError as exc:
         chroma_problem = exc
-    settings = RunSettings(web, problem, host, port, chroma_problem)
+    settings = RunSettings(web, problem, host, port, chroma_problem, ModelEnv.read(env))
     key = id(ctx)
     with _lock:
         if key not in _by_context:

@@ -602,9 +602,9 @@ def test_auto_models_are_resolved_once_per_run_by_prepare(
     real = nodes.models.resolve_model_spec
     callers: list[str] = []
 
-    def counting(spec: str, *, fallback: str | None = None) -> str:
+    def counting(spec: str, *, fallback: str | None = None, env: Any = None) -> str:
         callers.append(sys._getframe(1).f_code.co_name)
-        return real(spec, fallback=fallback)
+        return real(spec, fallback=fallback, env=env)
 
     for module in (nodes.models, nodes.prepare, nodes.rerank):
         monkeypatch.setattr(module, "resolve_model_spec", counting)

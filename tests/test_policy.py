@@ -4,6 +4,7 @@ evidence through the state graph's ``grade`` and the agent's decision path."""
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
@@ -349,3 +350,30 @@ def test_one_locale_rule_for_every_web_search(
     call(Context(data_home=str(tmp_path), hl="de"), query="latest python release")
     call(Context(data_home=str(tmp_path)), query="news", hl="fr", gl="fr")
     assert seen == [("en", "us"), ("zh-CN", "cn"), ("de", "us"), ("fr", "fr")]
+
+
+def test_models_are_built_from_the_runs_settings_not_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 26 item 3: ``prepare`` reads the model environment once (nodes.settings);
+    nodes build and resolve models from it, so a later change of the environment does not
+    reach a run, and no node module reads ``os.environ`` itself."""
+    from nodes.models import AUTO_MODEL, OFFLINE, load_chat_model, resolve_model_spec
+    from nodes.settings import ModelEnv
+
+    env = ModelEnv(base_url="http://127.0.0.1:9/v1", api_key="k-run", timeout=5.0)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert resolve_model_spec("auto", env=env) == AUTO_MODEL
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://elsewhere.invalid/v1")
+    assert resolve_model_spec("auto", env=ModelEnv()) == OFFLINE
+    model = load_chat_model("openai:gpt-4o-mini", env)
+    assert str(getattr(model, "openai_api_base", "")) == "http://127.0.0.1:9/v1"
+    assert "k-run" not in repr(env)
+    readers = sorted(
+        p.name
+        for p in (Path(__file__).resolve().parent.parent / "nodes").glob("*.py")
+        if re.search(r"os\.environ|getenv\(", p.read_text(encoding="utf-8"))
+    )
+    # settings.py reads the environment for the run; tracing.py only to scrub secret values.
+    assert readers == ["settings.py", "tracing.py"], readers
