@@ -9,7 +9,6 @@ as the model path records them.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -30,10 +29,8 @@ from nodes.common import emit, timed
 from nodes.crosslingual import translated_queries
 from nodes.generate import build_prompt
 from nodes.models import OFFLINE
-from nodes.resources import get_kb
-from nodes.search import locale_setting
+from nodes.search import kb_probe, locale_setting
 from prompts.agent import AGENT_OFFLINE_NOTE_EN, AGENT_OFFLINE_NOTE_ZH
-from tools.errors import HybridRagError, kb_unavailable
 from tools.policy.decisions import Evidence, decide, record, strategy_label
 from tools.policy.offline import extractive_answer, no_information, offline_route
 from tools.websearch.text import search_locale
@@ -70,11 +67,8 @@ async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[st
     warnings: list[str] = []
     emit(runtime, "routing", mode=OFFLINE)
     with timed("offline_tools", timings):
-        try:
-            probe = await asyncio.to_thread(lambda: get_kb(ctx).probe(question))
-        except HybridRagError as exc:
-            probe = 0.0
-            warnings.append(kb_unavailable(exc))
+        probe, unavailable = await kb_probe(ctx, question)
+        warnings.extend(unavailable)
         decision = offline_route(question, probe)
         emit(runtime, "routed", route=decision.route, reason=decision.reason)
         hl, gl = search_locale(question, *locale_setting(ctx))

@@ -7,7 +7,6 @@ calls in all (plan, one listwise grade, the answer; see ARCHITECTURE.md, "Model 
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -17,9 +16,8 @@ from pydantic import BaseModel, Field
 from nodes.common import emit, render_history, structured_call, timed
 from nodes.crosslingual import language_names, other_languages
 from nodes.models import OFFLINE, fast_model, model_env
-from nodes.resources import get_kb
+from nodes.search import kb_probe
 from prompts.internal import PLAN_SYSTEM, PLAN_TRANSLATE
-from tools.errors import HybridRagError, kb_unavailable
 from tools.policy.offline import offline_route
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
@@ -46,11 +44,8 @@ async def route(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     warnings: list[str] = []
     emit(runtime, "routing")
     with timed("route", timings):
-        try:
-            probe = await asyncio.to_thread(lambda: get_kb(ctx).probe(question))
-        except HybridRagError as exc:
-            probe = 0.0
-            warnings.append(kb_unavailable(exc))
+        probe, unavailable = await kb_probe(ctx, question)
+        warnings.extend(unavailable)
         spec = fast_model(state, ctx)
         result: dict[str, Any]
         if spec == OFFLINE:

@@ -4,12 +4,14 @@ rule. The state graph's retrieval nodes and the agent's tools search through it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from nodes.approval import tool_approval
 from nodes.resources import get_kb, web_settings
 from tools.answer.search_service import SearchService
+from tools.errors import HybridRagError, kb_unavailable
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
@@ -30,3 +32,12 @@ def search_service(ctx: Context, state: Mapping[str, Any]) -> SearchService:
         approve=tool_approval(ctx, state),
         read_pages=ctx.read_pages,
     )
+
+
+async def kb_probe(ctx: Context, question: str) -> tuple[float, list[str]]:
+    """The router's "does the KB answer this?" (``KnowledgeBase.probe``, off the event
+    loop) for both graphs; an unavailable KB probes 0.0 with its warning."""
+    try:
+        return await asyncio.to_thread(lambda: get_kb(ctx).probe(question)), []
+    except HybridRagError as exc:
+        return 0.0, [kb_unavailable(exc)]
