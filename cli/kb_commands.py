@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from cli.common import ProgressBar, add_kb_options, open_kb, print_json
+from tools.access.acl import Reader, parse_acl
 from tools.answer.sources import describe_location, location_fields
 from tools.errors import ConfigError
 from tools.kb.formats import LoadLimits
@@ -44,6 +45,11 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="follow symbolic links that point out of the named folders (default: skip them)",
     )
+    ingest.add_argument(
+        "--acl",
+        help="who may read these files on a server with users: comma-separated user:NAME "
+        "and group:NAME, or 'public' (default: public; a folder's .acl file overrides it)",
+    )
     ingest.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_kb_options(ingest)
     ingest.set_defaults(func=cmd_ingest, create_collection=True)
@@ -55,6 +61,13 @@ def register(subparsers: Any) -> None:
     search.add_argument("--doc-id", action="append", help="restrict to this doc_id (repeatable)")
     search.add_argument("--json", action="store_true")
     search.add_argument("--rerank", default="none", help="none | lexical | cross-encoder:<model>")
+    search.add_argument(
+        "--as",
+        dest="as_principals",
+        metavar="PRINCIPALS",
+        help="search only what these principals may read, e.g. user:alice,group:hr "
+        "(what that server user sees; default: every document)",
+    )
     add_kb_options(search)
     search.set_defaults(func=cmd_search)
 
@@ -72,6 +85,7 @@ def register(subparsers: Any) -> None:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     limits = LoadLimits.from_env(max_file_mb=args.max_file_mb, max_sheet_rows=args.max_sheet_rows)
+    acl = parse_acl(args.acl) if args.acl is not None else ()  # named before the store opens
     with open_kb(args) as kb:
         report = kb.ingest(
             args.paths,
@@ -79,6 +93,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             progress=ProgressBar("ingest"),
             limits=limits,
             follow_links=args.follow_links,
+            acl=acl,
         )
     if args.json:
         print_json(
@@ -112,9 +127,16 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     if args.k < 1:  # arguments first: a bad one is named before any store is opened
         raise ConfigError(f"k must be >= 1, got {args.k}")
+    reader = (
+        Reader(frozenset(parse_acl(args.as_principals, where="--as")))
+        if args.as_principals
+        else None
+    )
     with open_kb(args) as kb:
         reranker = make_reranker(args.rerank)  # before searching: a missing model fails fast
-        results = kb.search(args.query, max(args.k, 20), mode=args.mode, doc_ids=args.doc_id)
+        results = kb.search(
+            args.query, max(args.k, 20), mode=args.mode, doc_ids=args.doc_id, reader=reader
+        )
         results = rerank_chunks(args.query, results, reranker, args.k)
     if args.json:
         print_json(
@@ -137,7 +159,9 @@ def cmd_search(args: argparse.Namespace) -> int:
             ]
         )
         return 0
-    if not results:
+    if not results and reader is not None:
+        print(f"no results that {args.as_principals} may read")
+    elif not results:
         print("no results (is the knowledge base empty? run 'hybrid-rag ingest PATH')")
     for i, r in enumerate(results, start=1):
         vec = "-" if r.vector_score is None else f"{r.vector_score:.3f}"
@@ -167,6 +191,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         "documents",
         "chunks",
         "stale_chunks",
+        "restricted_documents",
     ):
         print(f"{key:<20} {stats[key]}")
     print(f"{'languages':<20} {stats['languages']}")

@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "cli.websearch_command",
     "cli.ask_commands",
     "cli.eval_commands",
+    "cli.users_command",
 )
 
 

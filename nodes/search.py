@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from nodes.access import run_reader
 from nodes.approval import tool_approval
 from nodes.resources import get_kb, web_settings
 from tools.answer.search_service import SearchService
@@ -31,13 +32,16 @@ def search_service(ctx: Context, state: Mapping[str, Any]) -> SearchService:
         web_settings=lambda: web_settings(ctx),
         approve=tool_approval(ctx, state),
         read_pages=ctx.read_pages,
+        reader=run_reader(),
     )
 
 
 async def kb_probe(ctx: Context, question: str) -> tuple[float, list[str]]:
     """The router's "does the KB answer this?" (``KnowledgeBase.probe``, off the event
-    loop) for both graphs; an unavailable KB probes 0.0 with its warning."""
+    loop) for both graphs, over the documents the caller may read; an unavailable KB
+    probes 0.0 with its warning."""
+    reader = run_reader()
     try:
-        return await asyncio.to_thread(lambda: get_kb(ctx).probe(question)), []
+        return await asyncio.to_thread(lambda: get_kb(ctx).probe(question, reader=reader)), []
     except HybridRagError as exc:
         return 0.0, [kb_unavailable(exc)]

@@ -70,7 +70,7 @@ def server_config(cwd: Path) -> Path:
     config = json.loads((REPO / "langgraph.json").read_text(encoding="utf-8"))
     config.pop("env", None)
     config["dependencies"] = [str(REPO)]
-    for spec in config["graphs"].values():
+    for spec in [*config["graphs"].values(), *([config["auth"]] if "auth" in config else [])]:
         path, _, name = spec["path"].partition(":")
         spec["path"] = f"{(REPO / path).resolve()}:{name}"
     target = cwd / "langgraph.json"

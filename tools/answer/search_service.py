@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from tools.access.acl import Reader
 from tools.answer.sources import Source, chunk_to_source, web_to_source
 from tools.errors import HybridRagError, kb_unavailable
 from tools.kb.knowledge_base import KnowledgeBase, Retrieval
@@ -99,6 +100,7 @@ class SearchService:
     read_pages: int = 0  # top web results whose pages are fetched and read (0: snippets)
     page_settings: Callable[[], PageSettings] = PageSettings.from_env
     page_cache: PageCache | None = None
+    reader: Reader = field(default_factory=Reader.everyone)  # whose documents the KB shows
 
     async def search_kb(
         self,
@@ -114,9 +116,11 @@ class SearchService:
         def run() -> KBFound:
             kb = self.kb()  # opening the store is blocking too
             if reranker is None:
-                searches = kb.retrieve_many(list(queries), k, anchor=anchor)
+                searches = kb.retrieve_many(list(queries), k, anchor=anchor, reader=self.reader)
             else:
-                wide = kb.retrieve_many(list(queries), max(RERANK_POOL, k), anchor=anchor)
+                wide = kb.retrieve_many(
+                    list(queries), max(RERANK_POOL, k), anchor=anchor, reader=self.reader
+                )
                 searches = [
                     Retrieval(rerank_chunks(q, r.hits, reranker, k), r.evidence, r.answerability)
                     for q, r in zip(queries, wide, strict=True)

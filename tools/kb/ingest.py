@@ -11,12 +11,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol
 
+from tools.access.acl import acl_metadata
 from tools.errors import InputError
 from tools.kb.chunking import ChunkingOptions, chunk_document
 from tools.kb.embeddings import EmbeddingCache, EmbeddingModel, embed_with_cache
@@ -63,14 +64,19 @@ class Versioned(Protocol):
     def content_hash(self) -> str: ...
     @property
     def extraction(self) -> str: ...
+    @property
+    def acl(self) -> tuple[str, ...]: ...
 
 
 def version_of(doc: Versioned) -> str:
     """The content hash; for documents, of the bytes together with the extraction tag
-    (loader revision and bounds), so a better loader re-extracts unchanged files."""
-    if not doc.extraction:
+    (loader revision and bounds), so a better loader re-extracts unchanged files; with
+    the access list when there is one, so a changed ACL rewrites the chunks' metadata
+    (their embeddings come from the cache). A public text file keeps its old version."""
+    if not doc.extraction and not doc.acl:
         return doc.content_hash[:16]
-    return hashlib.sha256(f"{doc.content_hash}:{doc.extraction}".encode()).hexdigest()[:16]
+    acl = f":acl={','.join(doc.acl)}" if doc.acl else ""
+    return hashlib.sha256(f"{doc.content_hash}:{doc.extraction}{acl}".encode()).hexdigest()[:16]
 
 
 def _inner(progress: ProgressFn | None, done: int, total: int) -> Callable[[str], None] | None:
@@ -145,6 +151,8 @@ class Ingester:
             if isinstance(doc, SkippedFile):
                 report.skipped.append(doc)
                 continue
+            if isinstance(item, FileRef) and item.acl:
+                doc = replace(doc, acl=item.acl)
             current = registry.get(doc.doc_id)
             if (
                 current
@@ -283,6 +291,7 @@ class Ingester:
                 "content_hash": doc.content_hash,
                 "source": doc.source,
                 **({"via": doc.via} if doc.via else {}),
+                **({"acl": ",".join(doc.acl)} if doc.acl else {}),
                 "chunks": len(chunks),
                 "ingested_at": now,
             }
@@ -303,6 +312,7 @@ class Ingester:
                         "is_table": c.is_table,
                         "lang": detect_language(c.text),
                         **c.location(),  # page, page_end, sheet: only those known
+                        **acl_metadata(doc.acl),  # who may read it: the searches filter
                     },
                     doc_id=doc.doc_id,
                     number=c.chunk_index + 1,

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from cachetools import LRUCache
 
+from tools.access.acl import ACL, FolderRules
 from tools.errors import ConfigError
 from tools.kb.chunking import ChunkingOptions
 from tools.kb.embeddings import (
@@ -176,7 +177,9 @@ class KnowledgeBase(Retrieving):
         self._lock = threading.RLock()
         # The router's probe and the retrieval step embed the same question: embed once.
         self._query_vectors: LRUCache[str, np.ndarray] = LRUCache(maxsize=256)
-        self._retrievals: LRUCache[tuple[str, str, str, str], _Searched] = LRUCache(maxsize=256)
+        self._retrievals: LRUCache[tuple[str, str, str, str, str], _Searched] = LRUCache(
+            maxsize=256
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -228,6 +231,7 @@ class KnowledgeBase(Retrieving):
         progress: ProgressFn | None = None,
         limits: LoadLimits | None = None,
         follow_links: bool = False,
+        acl: ACL = (),
     ) -> IngestReport:
         """Add new documents, replace changed ones, skip unchanged ones.
 
@@ -238,6 +242,10 @@ class KnowledgeBase(Retrieving):
         cost (default ``LoadLimits.from_env()``); a file beyond them, or one that cannot
         be read, is skipped with the reason and the rest go on. Symbolic links out of a
         named folder are followed only with ``follow_links``.
+
+        ``acl`` (``tools.access.acl.parse_acl``) says who may read the files; a folder's
+        ``.acl`` file overrides it for the files under that folder. A changed ACL rewrites
+        the document's chunks (no re-embedding).
         """
         started = time.perf_counter()
         report = IngestReport()
@@ -245,10 +253,14 @@ class KnowledgeBase(Retrieving):
         path_list = [Path(p) for p in paths]
         # find_files raises InputError for a missing path before anything is written.
         found, report.skipped = find_files(path_list, follow_links=follow_links)
+        rules = FolderRules(acl)
+        access = {f.path: rules.acl_for(f.path) for f in found}  # a bad .acl: before writing
         with self._writing(progress):
             records = self.registry.records()
             assigned = assign_doc_ids(found, records)
-            files = [FileRef(f.path, doc_id, limits, f.via) for f, doc_id in assigned]
+            files = [
+                FileRef(f.path, doc_id, limits, f.via, access[f.path]) for f, doc_id in assigned
+            ]
             present = self.ingester.ingest(files, report, progress)
             stale = aliases([a for a in assigned if a[1] in present], records)
             self.ingester.retire(stale, report)  # after the commit: see Ingester.retire
@@ -304,5 +316,9 @@ class KnowledgeBase(Retrieving):
             "stale_chunks": stored - len(snap.ids),
             "languages": self.languages(),
             "documents_list": sorted(snap.active),
+            # Documents with an access list (tools.access.acl); the rest are public.
+            "restricted_documents": sum(
+                1 for r in self.registry.records().values() if r.get("version") and r.get("acl")
+            ),
             "embedding_cache": {"hits": self._cache.hits, "misses": self._cache.misses},
         }

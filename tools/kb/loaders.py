@@ -45,6 +45,7 @@ class SourceDocument:
     notes: tuple[str, ...] = ()  # what extraction left out (rows past the bound, ...)
     extraction: str = ""  # loader revision and bounds (documents only; see formats)
     via: str = ""  # the symbolic link that reached the file, if any (see tools.kb.identity)
+    acl: tuple[str, ...] = ()  # who may read it (tools.access.acl); () is every reader
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class FileRef:
     doc_id: str
     limits: LoadLimits = field(default_factory=LoadLimits.from_env)
     via: str = ""
+    acl: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ class FileBytes:
     fmt: str
     limits: LoadLimits
     via: str = ""
+    acl: tuple[str, ...] = ()
 
     def load(self) -> SourceDocument | SkippedFile:
         """Extract the Markdown text, or say why the file cannot be used."""
@@ -93,6 +96,7 @@ class FileBytes:
             notes=tuple(result.notes),
             extraction=self.extraction,
             via=self.via,
+            acl=self.acl,
         )
 
 

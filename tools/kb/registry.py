@@ -26,7 +26,7 @@ from chromadb.api.models.Collection import Collection
 from tools.kb.store import StoreGuard
 
 GENERATION_ID = "__generation__"
-_OPTIONAL_EMPTY = {"via": ""}  # DocRecord's optional keys, as written when absent
+_OPTIONAL_EMPTY = {"via": "", "acl": ""}  # DocRecord's optional keys, as written when absent
 
 
 class DocRecord(TypedDict, total=False):
@@ -36,6 +36,7 @@ class DocRecord(TypedDict, total=False):
     content_hash: str
     source: str  # absolute path of the file, or the corpus name for API documents
     via: str  # the symbolic link under the ingested folder that reached the file, or ""
+    acl: str  # who may read it, comma-separated principals (tools.access.acl); "" public
     chunks: int
     ingested_at: str  # ISO 8601, UTC
 

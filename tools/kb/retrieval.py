@@ -3,7 +3,7 @@
 ``Retrieving`` holds the methods that read a snapshot (hybrid search, the calibrated
 answerability of what was found, the router's probe) and the per-instance caches they
 share: one query embedding per text, and a finished search per (generation, mode,
-query, vector text), so the router's probe and the retrieval step search once.
+query, vector text, reader), so the router's probe and the retrieval step search once.
 ``KnowledgeBase`` (``tools.kb.knowledge_base``) opens the store and provides the
 attributes declared below.
 """
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from cachetools import LRUCache
 
+from tools.access.acl import Reader
 from tools.errors import ConfigError, InputError
 from tools.kb.answerability import (
     NO_EVIDENCE,
@@ -77,7 +78,7 @@ class Retrieving:
     tokenizer: Callable[[str], list[str]]
     _lock: threading.RLock
     _query_vectors: LRUCache[str, np.ndarray]
-    _retrievals: LRUCache[tuple[str, str, str, str], _Searched]
+    _retrievals: LRUCache[tuple[str, str, str, str, str], _Searched]
 
     def snapshot(self) -> Snapshot:
         raise NotImplementedError  # KnowledgeBase.snapshot
@@ -90,9 +91,13 @@ class Retrieving:
         mode: SearchMode = "hybrid",
         doc_ids: Sequence[str] | None = None,
         sources: Sequence[str] | None = None,
+        reader: Reader | None = None,
     ) -> list[RetrievedChunk]:
-        """Top ``k`` chunks for ``query``; filters restrict to doc ids and/or sources."""
-        return self.retrieve(query, k, mode=mode, doc_ids=doc_ids, sources=sources).hits
+        """Top ``k`` chunks for ``query``; filters restrict to doc ids and/or sources, and
+        to the documents ``reader`` may read (default: all)."""
+        return self.retrieve(
+            query, k, mode=mode, doc_ids=doc_ids, sources=sources, reader=reader
+        ).hits
 
     def retrieve(
         self,
@@ -104,9 +109,12 @@ class Retrieving:
         sources: Sequence[str] | None = None,
         exclude_doc_ids: Collection[str] = (),
         vector_text: str | None = None,
+        reader: Reader | None = None,
     ) -> Retrieval:
         """Top ``k`` chunks and the calibrated probability that they answer ``query``.
 
+        ``reader`` (``tools.access.acl``) limits both retrievers to the documents it may
+        read before anything is ranked; None is local use (every document).
         ``exclude_doc_ids`` hides documents (evaluation: "the KB without its answer").
         ``vector_text`` is embedded for the dense side instead of ``query`` (see
         :meth:`retrieve_many`); BM25 and the evidence measures still use ``query``.
@@ -122,10 +130,12 @@ class Retrieving:
             return Retrieval([], NO_EVIDENCE, 0.0)
         top = max(k, EVIDENCE_HITS)
         # The router's probe and the retrieval step search the same question at the same
-        # generation: the second is served from here (unfiltered searches only).
+        # generation: the second is served from here (searches without document filters;
+        # the reader is part of the key, so one reader never gets another's hits).
+        reader = reader or Reader.everyone()
         vector_text = vector_text if vector_text and vector_text.strip() else query
         key = (
-            (snap.generation, mode, query, vector_text)
+            (snap.generation, mode, query, vector_text, reader.key())
             if snap.generation and not (doc_ids or sources or exclude_doc_ids)
             else None
         )
@@ -141,6 +151,7 @@ class Retrieving:
             doc_ids=doc_ids,
             sources=sources,
             exclude_doc_ids=exclude_doc_ids,
+            reader=reader,
             n=max(self.config.candidates, k),
             snap=snap,
         )
@@ -174,6 +185,7 @@ class Retrieving:
         *,
         mode: SearchMode = "hybrid",
         anchor: str | None = None,
+        reader: Reader | None = None,
     ) -> list[Retrieval]:
         """``retrieve`` for each query; the texts not embedded yet are embedded in one
         batch first (a step's rewrites cost one model call, not one each).
@@ -199,7 +211,9 @@ class Retrieving:
                 with self._lock:
                     for t, v in zip(missing, vectors, strict=True):
                         self._query_vectors[t] = np.asarray(v, dtype=np.float32)
-        return [self.retrieve(q, k, mode=mode, vector_text=vector_of[q]) for q in queries]
+        return [
+            self.retrieve(q, k, mode=mode, vector_text=vector_of[q], reader=reader) for q in queries
+        ]
 
     def candidate_pool(
         self,
@@ -210,6 +224,7 @@ class Retrieving:
         doc_ids: Sequence[str] | None = None,
         sources: Sequence[str] | None = None,
         exclude_doc_ids: Collection[str] = (),
+        reader: Reader | None = None,
         n: int | None = None,
         snap: Snapshot | None = None,
     ) -> CandidatePool:
@@ -223,7 +238,7 @@ class Retrieving:
             snap or self.snapshot(),
             self.chunks,
             mode=mode,
-            filters=Filters.of(doc_ids, sources, exclude_doc_ids),
+            filters=Filters.of(doc_ids, sources, exclude_doc_ids, reader),
             n=n or self.config.candidates,
         )
 
@@ -242,7 +257,7 @@ class Retrieving:
             self._query_vectors[query] = vector
         return vector
 
-    def probe(self, query: str) -> float:
+    def probe(self, query: str, *, reader: Reader | None = None) -> float:
         """'Does the KB answer this?': the calibrated answerability of a hybrid search.
 
         Hybrid evidence, not BM25 alone: a short generic question ("what month is it?")
@@ -250,4 +265,4 @@ class Retrieving:
         """
         if not query.strip():
             return 0.0
-        return self.retrieve(query, EVIDENCE_HITS, mode="hybrid").answerability
+        return self.retrieve(query, EVIDENCE_HITS, mode="hybrid", reader=reader).answerability

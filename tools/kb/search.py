@@ -14,6 +14,7 @@ from typing import Any, Literal, NamedTuple, cast
 
 import numpy as np
 
+from tools.access.acl import Reader
 from tools.kb.fusion import FusionMethod, clamp01, cosine_to_relevance, fuse
 from tools.kb.snapshot import Snapshot
 from tools.kb.store import ChunkStore
@@ -66,6 +67,7 @@ class Filters:
     doc_ids: frozenset[str] | None = None
     sources: frozenset[str] | None = None
     excluded: frozenset[str] = frozenset()  # evaluation: "the KB without its answer"
+    reader: Reader = field(default_factory=Reader.everyone)  # whose documents (ACL)
 
     @classmethod
     def of(
@@ -73,11 +75,13 @@ class Filters:
         doc_ids: Sequence[str] | None = None,
         sources: Sequence[str] | None = None,
         exclude_doc_ids: Collection[str] = (),
+        reader: Reader | None = None,
     ) -> Filters:
         return cls(
             frozenset(doc_ids) if doc_ids else None,
             frozenset(sources) if sources else None,
             frozenset(exclude_doc_ids),
+            reader or Reader.everyone(),
         )
 
     def allows(self, meta: dict[str, Any]) -> bool:
@@ -85,15 +89,20 @@ class Filters:
             (self.doc_ids is None or meta.get("doc_id") in self.doc_ids)
             and (self.sources is None or meta.get("source") in self.sources)
             and meta.get("doc_id") not in self.excluded
+            and self.reader.may_read(meta)
         )
 
     def where(self) -> dict[str, Any] | None:
-        """The Chroma ``where`` clause of the inclusive filters (exclusion is done after)."""
+        """The Chroma ``where`` clause of the inclusive filters (exclusion is done after):
+        the reader's ACL is applied inside Chroma's nearest-neighbour search, so the
+        vector side's top ``n`` are ``n`` readable chunks."""
         clauses: list[dict[str, Any]] = []
         if self.doc_ids:
             clauses.append({"doc_id": {"$in": sorted(self.doc_ids)}})
         if self.sources:
             clauses.append({"source": {"$in": sorted(self.sources)}})
+        if (access := self.reader.where()) is not None:
+            clauses.append(access)
         if not clauses:
             return None
         return clauses[0] if len(clauses) == 1 else {"$and": clauses}
@@ -147,7 +156,9 @@ def _vector_candidates(
         (cid, cos)
         for cid, cos in chunks.nearest(query_vector, n_results, filters.where())
         if cid in snap.position
-        and snap.metadatas[snap.position[cid]].get("doc_id") not in filters.excluded
+        # Checked again on the snapshot's metadata: a chunk the reader may not read never
+        # becomes a candidate, whatever the store's filter did.
+        and filters.allows(snap.metadatas[snap.position[cid]])
     )
     return dict(itertools.islice(active, n))
 
