@@ -1,8 +1,9 @@
 """Web answers from snippets vs from the pages behind them (issue 28), offline.
 
-Runs the compiled state graph (``graph.rag_graph.build_graph``) in its offline
-extractive mode (``model=offline``, no language model) over an empty knowledge base, so
-every question is answered from the web branch, twice per question: ``read_pages=0``
+Runs the compiled state graph (``graph.rag_graph.build_graph``) and the agent graph
+(``--graphs state,agent``) in their offline extractive mode (``model=offline``, no
+language model) over an empty knowledge base, so every question is answered from the
+web (a route to the knowledge base alone falls back to it), twice per question: ``read_pages=0``
 (the results' snippets) and ``read_pages=N`` (default 5 = ``top_k_web``: every web
 source shown is read). Everything else is the shipped ``Context``/``PageSettings``.
 
@@ -44,7 +45,7 @@ ranking). Loopback fetches carry no network latency.
 Usage::
 
     OMP_NUM_THREADS=2 .venv/bin/python bench/bench_pages.py [--sets realtimeqa,crag,freshqa] \
-        [--read-pages 5] [--limit N] [--json FILE] [--data-dir DIR]
+        [--graphs state,agent] [--read-pages 5] [--limit N] [--json FILE] [--data-dir DIR]
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ import sys
 import tempfile
 import time
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,7 +80,7 @@ if str(REPO) not in sys.path:
 
 import tools.answer.search_service as search_service  # noqa: E402
 import tools.websearch.page_passages as page_passages  # noqa: E402
-from graph import Context, build_graph  # noqa: E402
+from graph import Context, build_agent_graph, build_graph  # noqa: E402
 from prompts.answer import OFFLINE_NOTE_EN  # noqa: E402
 from tests.local_provider import LocalServer, Reply  # noqa: E402
 from tools.answer.citations import LABEL_RE  # noqa: E402
@@ -88,6 +90,7 @@ from tools.websearch.pages import ENV_ALLOW_HOSTS, default_page_cache  # noqa: E
 
 DEFAULT_DATA = REPO.parent / "shared" / "data"
 SETS = ("realtimeqa", "crag", "freshqa")
+GRAPHS = {"state": build_graph, "agent": build_agent_graph}
 ENV_KEYS = ("SERPER_API_KEY", "SERPER_BASE_URL", ENV_ALLOW_HOSTS)
 
 
@@ -391,9 +394,9 @@ def score(q: Question, out: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_set(
-    questions: list[Question], args: argparse.Namespace, home: Path
+    questions: list[Question], args: argparse.Namespace, home: Path, graph_name: str
 ) -> dict[str, list[dict[str, Any]]]:
-    graph = build_graph()
+    graph = GRAPHS[graph_name]()
     modes = {
         "snippets": Context(
             data_home=str(home), search_provider="serper", model="offline", fast_model="offline"
@@ -469,6 +472,12 @@ def report(
     read = sum(r["pages_read"] for r in pages)
     failed = sum(r["pages_failed"] for r in pages)
     print(f"| web pages read / not read | - | {read} / {failed} | |")
+    routes = Counter(str(r["route"]) for r in snip)
+    with_web = sum(r["web_sources"] > 0 for r in snip)
+    print(
+        f"\nroutes: {', '.join(f'{k} {v}' for k, v in routes.most_common())}; "
+        f"questions answered with web sources: {with_web}/{len(snip)}"
+    )
     diff = [b["ms"] - a["ms"] for a, b in zip(snip, pages, strict=True)]
     page_ms = {k: [v for r in pages for v in r["page_ms"][k]] for k in ("fetch", "extract", "rank")}
     print("\n| latency, ms (median / p90) | value |")
@@ -523,13 +532,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     p.add_argument("--sets", type=lambda s: s.split(","), default=list(SETS))
+    p.add_argument("--graphs", type=lambda s: s.split(","), default=list(GRAPHS))
     p.add_argument("--read-pages", type=int, default=5, help="Context.read_pages of pages mode")
     p.add_argument("--limit", type=int, default=0, help="first N questions per set (0: all)")
     p.add_argument("--json", type=Path, default=None, help="write the figures as JSON")
     args = p.parse_args(argv)
-    unknown = set(args.sets) - set(SETS)
-    if unknown:
-        p.error(f"unknown set(s) {sorted(unknown)}; choose from {', '.join(SETS)}")
+    for given, known in ((args.sets, SETS), (args.graphs, tuple(GRAPHS))):
+        if set(given) - set(known):
+            p.error(f"unknown {sorted(set(given) - set(known))}; choose from {', '.join(known)}")
     if not args.data_dir.is_dir():
         raise SystemExit(f"{args.data_dir} does not exist (pass --data-dir)")
     figures: dict[str, Any] = {"read_pages": args.read_pages}
@@ -547,8 +557,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.limit:
                 questions = questions[: args.limit]
             print(f"\n{name}: {ceiling(questions)}")
-            rows = run_set(questions, args, Path(tmp) / "home")
-            figures[name] = report(name, rows, questions, detail=name == "crag")
+            for graph_name in args.graphs:
+                rows = run_set(questions, args, Path(tmp) / "home", graph_name)
+                title = f"{name}, {graph_name} graph"
+                figures[f"{name}/{graph_name}"] = report(title, rows, questions, name == "crag")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1, default=str), encoding="utf-8")
     return 0
