@@ -84,6 +84,7 @@ from graph import Context, build_agent_graph, build_graph  # noqa: E402
 from prompts.answer import OFFLINE_NOTE_EN  # noqa: E402
 from tests.local_provider import LocalServer, Reply  # noqa: E402
 from tools.answer.citations import LABEL_RE  # noqa: E402
+from tools.errors import InputError  # noqa: E402
 from tools.evaluation.datasets import percentile, read_jsonl  # noqa: E402
 from tools.websearch import SearchCache, set_default_cache  # noqa: E402
 from tools.websearch.pages import ENV_ALLOW_HOSTS, default_page_cache  # noqa: E402
@@ -542,6 +543,16 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"unknown {sorted(set(given) - set(known))}; choose from {', '.join(known)}")
     if not args.data_dir.is_dir():
         raise SystemExit(f"{args.data_dir} does not exist (pass --data-dir)")
+    try:
+        figures = measure(args)
+    except InputError as exc:  # a data file missing or damaged: say which
+        raise SystemExit(str(exc)) from None
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1, default=str), encoding="utf-8")
+    return 0
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
     figures: dict[str, Any] = {"read_pages": args.read_pages}
     with tempfile.TemporaryDirectory(prefix="bench-pages-") as tmp:
         for name in args.sets:
@@ -561,9 +572,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows = run_set(questions, args, Path(tmp) / "home", graph_name)
                 title = f"{name}, {graph_name} graph"
                 figures[f"{name}/{graph_name}"] = report(title, rows, questions, name == "crag")
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=1, default=str), encoding="utf-8")
-    return 0
+    return figures
 
 
 if __name__ == "__main__":
