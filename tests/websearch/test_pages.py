@@ -123,6 +123,30 @@ async def test_only_html_is_read(server: LocalServer) -> None:
     assert "not an HTML page (application/json)" in await read_one(server, "/data", local(server))
 
 
+LEGACY = (
+    "<html><body><main><p>The Aurora Observatory opened in 1998 at Évian, où the café serves "
+    "crème brûlée…</p></main></body></html>"
+)
+
+
+@pytest.mark.parametrize("label", ["windows-1252", "ISO-8859-1"])
+async def test_the_charset_the_server_declares_decodes_the_page(
+    server: LocalServer, label: str
+) -> None:
+    # No <meta charset>: the HTTP header is the page's only word on its encoding (HTML
+    # spec: it outranks detection, which guessed a Central European code page here).
+    body = LEGACY.encode("cp1252")
+    server.route("/fr", Reply(body, content_type=f"text/html; charset={label}"))
+    text = await read_one(server, "/fr", local(server))
+    assert "opened in 1998 at Évian, où the café serves crème brûlée…" in text
+
+
+async def test_a_byte_order_mark_outranks_the_declared_charset(server: LocalServer) -> None:
+    body = "\ufeff" + LEGACY  # UTF-8 with a BOM, served under a wrong header
+    server.route("/bom", Reply(body.encode("utf-8"), content_type="text/html; charset=koi8-r"))
+    assert "at Évian, où the café" in await read_one(server, "/bom", local(server))
+
+
 async def test_robots_txt_is_respected(server: LocalServer) -> None:
     robots = "User-agent: *\nDisallow: /private\n"
     server.route("/robots.txt", Reply(robots, content_type="text/plain"))

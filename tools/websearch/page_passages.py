@@ -11,6 +11,8 @@ snippet and is reported with the reason.
 from __future__ import annotations
 
 import asyncio
+import codecs
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -29,6 +31,10 @@ PAGE_CHUNKS = ChunkingOptions(target_tokens=160, max_tokens=260, overlap_tokens=
 PASSAGES_PER_PAGE = 2
 FIRST_STAGE = 12  # BM25 candidates the lexical reranker orders
 MAX_PAGES = 5  # bound on pages read per search, whatever the caller asks
+BOMS = (codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+# Browsers read these labels as windows-1252 (WHATWG Encoding): Latin-1 proper has
+# control codes where such pages have curly quotes and dashes.
+WHATWG_LABELS = dict.fromkeys(("iso-8859-1", "latin1", "latin-1", "us-ascii", "ascii"), "cp1252")
 
 
 @dataclass(frozen=True)
@@ -64,8 +70,16 @@ def rank_passages(markdown: str, question: str, k: int = PASSAGES_PER_PAGE) -> l
     return [Passage(c.payload.text, c.payload.heading, round(c.relevance, 4)) for c in best]
 
 
-def page_markdown(html: bytes) -> str:
-    """The page's main content as Markdown (the KB's HTML loader), or PageError."""
+def page_markdown(html: bytes, charset: str = "") -> str:
+    """The page's main content as Markdown (the KB's HTML loader), or PageError.
+
+    The encoding the server declared (``charset``) outranks the page's ``<meta>`` and
+    detection, and a byte order mark outranks both (the HTML standard's order): the
+    body is re-encoded as UTF-8 behind a BOM, which the loader honours first."""
+    if charset and not html.startswith(BOMS):
+        with contextlib.suppress(LookupError):  # an unknown label: the loader decides
+            text = html.decode(WHATWG_LABELS.get(charset, charset), "replace")
+            html = codecs.BOM_UTF8 + text.encode("utf-8")
     try:
         return extract("html", html, LoadLimits()).text
     except LoadError as exc:
@@ -79,7 +93,7 @@ async def read_page(
         page, cached = await fetch_page(client, url, settings, cache)
         # Parsing and ranking are CPU work: off the event loop.
         passages = await asyncio.to_thread(
-            lambda: rank_passages(page_markdown(page.html), question)
+            lambda: rank_passages(page_markdown(page.html, page.charset), question)
         )
     except PageError as exc:
         return PageRead(url, error=str(exc))

@@ -71,10 +71,21 @@ class PageSettings:
 
 @dataclass(frozen=True)
 class Page:
-    """A fetched HTML page: the URL it was read from (after redirects) and its bytes."""
+    """A fetched HTML page: the URL it was read from (after redirects), its bytes and the
+    charset its ``Content-Type`` header declared ("" when none)."""
 
     url: str
     html: bytes
+    charset: str = ""
+
+
+def declared_charset(content_type: str) -> str:
+    """The ``charset`` parameter of a ``Content-Type`` header value, lower-cased."""
+    for param in content_type.split(";")[1:]:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            return value.strip().strip("\"'").lower()
+    return ""
 
 
 def _public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
@@ -256,7 +267,9 @@ async def fetch_page(
                     continue
                 if response.status_code != 200:
                     raise PageError(f"HTTP {response.status_code}")
-                page = Page(current, body)
+                page = Page(
+                    current, body, declared_charset(response.headers.get("content-type", ""))
+                )
                 cache.put_page(url, page)
                 return page, False
             raise PageError(f"more than {settings.max_redirects} redirects")

@@ -1,0 +1,579 @@
+"""Web answers from snippets vs from the pages behind them (issue 28), offline.
+
+Runs the compiled state graph (``graph.rag_graph.build_graph``) and the agent graph
+(``--graphs state,agent``) in their offline extractive mode (``model=offline``, no
+language model) over an empty knowledge base, so every question is answered from the
+web (a route to the knowledge base alone falls back to it), twice per question: ``read_pages=0``
+(the results' snippets) and ``read_pages=N`` (default 5 = ``top_k_web``: every web
+source shown is read). Everything else is the shipped ``Context``/``PageSettings``.
+
+The web is two loopback peers from ``tests.local_provider.LocalServer``: a Serper-format
+search endpoint (``SERPER_BASE_URL``) that returns the *frozen* results of the question
+being asked, and a site that serves each frozen result's page as HTML (the result links
+point to it; ``HYBRID_RAG_PAGES_ALLOW_HOSTS=127.0.0.1`` exempts it from the public-address
+rule, as in the tests). The search cache is fresh and the page cache empty for every run.
+
+Data (read from ``--data-dir``, default ../shared/data, never copied):
+
+* RealTimeQA ``realtimeqa/gcs/*_qa.jsonl`` + ``*_gcs.jsonl``: multiple-choice news
+  questions with the Google results saved at question time (url, title, full article
+  text, date). No SERP snippet was saved: the snippet is *derived*, the article's
+  first characters cut by the provider adapter to ``snippet_chars`` (280), an
+  approximation of a real SERP snippet (which is query-dependent). The page served is
+  the saved article text as simple HTML (paragraphs under a title): clean text, no
+  boilerplate, so page extraction here is easier than on the live web.
+* CRAG ``crag_sample/dev_data.jsonl.bz2`` (CC BY-NC 4.0): 10 questions with the real
+  ``page_snippet`` and the real saved HTML (``page_result``) of each result, served as
+  is: the truest snippet-vs-page pair, but 10 questions illustrate, they do not measure.
+* FreshQA ``freshqa/freshqa_dev.jsonl``: checked and reported, not measured: it has
+  source URLs only (no saved results or pages), unreachable offline.
+
+Quality (RealTimeQA): ``context has gold`` = the sources the answer step received
+contain the gold choice (normalised: case, punctuation, word boundaries); ``answer
+has gold`` = the extractive answer contains it; ``answer picks gold`` = among the four
+choices, the gold one is the single best match of the answer (whole phrase contained
+first, then share of its words in the answer). The quiz's ``evidence`` sentence is
+not a figure: it is the quiz writer's wording, found verbatim in none of the saved pages
+(the bench prints that check). Wilson 95 % intervals; the discordant pairs (right only
+with pages / only with snippets) for the paired comparison.
+
+Latency: end-to-end ``ainvoke`` per question in each mode, their paired difference, and
+the page reading itself (``read_pages`` of ``tools.answer.search_service`` timed by a
+wrapper that calls the real function; per page: fetch, HTML extraction, chunking +
+ranking). Loopback fetches carry no network latency.
+
+Usage::
+
+    OMP_NUM_THREADS=2 .venv/bin/python bench/bench_pages.py [--sets realtimeqa,crag,freshqa] \
+        [--graphs state,agent] [--read-pages 5] [--limit N] [--json FILE] [--data-dir DIR]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+
+import argparse
+import asyncio
+import bz2
+import contextlib
+import html
+import inspect
+import json
+import math
+import re
+import statistics
+import sys
+import tempfile
+import time
+import unicodedata
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import tools.answer.search_service as search_service  # noqa: E402
+import tools.websearch.page_passages as page_passages  # noqa: E402
+from graph import Context, build_agent_graph, build_graph  # noqa: E402
+from prompts.answer import OFFLINE_NOTE_EN  # noqa: E402
+from tests.local_provider import LocalServer, Reply  # noqa: E402
+from tools.answer.citations import LABEL_RE  # noqa: E402
+from tools.errors import InputError  # noqa: E402
+from tools.evaluation.datasets import percentile, read_jsonl  # noqa: E402
+from tools.websearch import SearchCache, set_default_cache  # noqa: E402
+from tools.websearch.pages import ENV_ALLOW_HOSTS, default_page_cache  # noqa: E402
+
+DEFAULT_DATA = REPO.parent / "shared" / "data"
+SETS = ("realtimeqa", "crag", "freshqa")
+GRAPHS = {"state": build_graph, "agent": build_agent_graph}
+ENV_KEYS = ("SERPER_API_KEY", "SERPER_BASE_URL", ENV_ALLOW_HOSTS)
+
+
+@dataclass
+class Result:
+    """One frozen search result: what the SERP shows and the page behind it."""
+
+    url: str  # the original address (the page is served from loopback)
+    title: str
+    snippet: str
+    html: str
+    date: str = ""
+
+
+@dataclass
+class Question:
+    qid: str
+    text: str
+    results: list[Result]
+    gold: list[str]  # acceptable answers (RealTimeQA: the gold choice)
+    choices: list[str] = field(default_factory=list)
+    gold_index: int = -1
+    evidence: str = ""
+
+
+# -- data ---------------------------------------------------------------------------
+
+
+def article_html(title: str, text: str, date: str) -> str:
+    """A saved article text as the simple page a news site would serve."""
+    paras = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+    body = "\n".join(f"<p>{html.escape(p)}</p>" for p in paras)
+    stamp = f"<time>{html.escape(date)}</time>" if date else ""
+    return (
+        f"<html><head><title>{html.escape(title)}</title></head><body>"
+        f"<article><h1>{html.escape(title)}</h1>{stamp}\n{body}</article></body></html>"
+    )
+
+
+def load_realtimeqa(root: Path) -> list[Question]:
+    folder = root / "realtimeqa" / "gcs"
+    weeks = sorted(p.name.removesuffix("_qa.jsonl") for p in folder.glob("*_qa.jsonl"))
+    if not weeks:
+        raise SystemExit(f"no RealTimeQA weeks in {folder} (expected YYYYMMDD_qa.jsonl)")
+    out: list[Question] = []
+    for week in weeks:
+        searches = {
+            row["question_id"]: row.get("search_result") or []
+            for row in read_jsonl(folder / f"{week}_gcs.jsonl")
+        }
+        for row in read_jsonl(folder / f"{week}_qa.jsonl"):
+            choices = [str(c).replace("\\'", "'") for c in row["choices"]]
+            gold = int(row["answer"][0])
+            results = [
+                Result(
+                    url=str(r.get("url") or ""),
+                    title=r.get("title") or "",
+                    # The adapter cuts it to snippet_chars; a SERP shows the lead of a news item.
+                    snippet=" ".join(str(r.get("text") or "").split())[:1000],
+                    html=article_html(r.get("title") or "", r.get("text") or "", ""),
+                    date=str(r.get("publish_date") or ""),
+                )
+                for r in searches.get(row["question_id"], [])
+            ]
+            out.append(
+                Question(
+                    row["question_id"],
+                    row["question_sentence"],
+                    results,
+                    [choices[gold]],
+                    choices,
+                    gold,
+                    str(row.get("evidence") or ""),
+                )
+            )
+    return out
+
+
+def load_crag(root: Path) -> list[Question]:
+    path = root / "crag_sample" / "dev_data.jsonl.bz2"
+    if not path.exists():
+        raise SystemExit(f"{path} does not exist")
+    out: list[Question] = []
+    with bz2.open(path, "rt", encoding="utf-8") as fh:
+        for n, line in enumerate(fh):
+            row = json.loads(line)
+            results = [
+                Result(
+                    r.get("page_url") or "",
+                    r.get("page_name") or "",
+                    r.get("page_snippet") or "",
+                    r.get("page_result") or "",
+                    r.get("page_last_modified") or "",
+                )
+                for r in row["search_results"]
+            ]
+            gold = [str(a) for a in [row["answer"], *row.get("alternative_answers", [])]]
+            out.append(Question(f"crag-{n}", row["query"], results, gold))
+    return out
+
+
+def freshqa_status(root: Path) -> dict[str, Any]:
+    """What FreshQA offers for this measurement (it has no saved results or pages)."""
+    path = root / "freshqa" / "freshqa_dev.jsonl"
+    rows = list(read_jsonl(path))
+    keys = sorted({k for r in rows for k in r})
+    saved = [k for k in keys if "search" in k or "page" in k or "html" in k or "snippet" in k]
+    return {
+        "questions": len(rows),
+        "fields": keys,
+        "with_source_urls": sum(bool(r.get("source")) for r in rows),
+        "saved_results_or_pages": saved,
+        "measurable": bool(saved),
+        "why": "FreshQA rows carry source URLs only (no saved search results, snippets or "
+        "pages); fetching them needs the internet, so snippets vs pages cannot be compared "
+        "offline without inventing pages.",
+    }
+
+
+# -- scoring ------------------------------------------------------------------------
+
+
+def norm(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join(re.sub(r"[\W_]+", " ", text).split())
+
+
+def contains(hay: str, needle: str) -> bool:
+    n = norm(needle)
+    return bool(n) and f" {n} " in f" {norm(hay)} "
+
+
+def pick_choice(answer: str, choices: list[str]) -> int | None:
+    """The single choice the answer names best (phrase contained, then share of its
+    words), or None when nothing matches or two choices tie."""
+    words = set(norm(answer).split())
+
+    def score(choice: str) -> tuple[bool, float]:
+        tokens = norm(choice).split()
+        return contains(answer, choice), sum(t in words for t in tokens) / max(1, len(tokens))
+
+    scores = [score(c) for c in choices]
+    best = max(scores)
+    if best[1] == 0 or scores.count(best) > 1:
+        return None
+    return scores.index(best)
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    if n == 0:
+        return 0.0, 0.0
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def mcnemar(gained: int, lost: int) -> float:
+    """Exact two-sided McNemar p-value of the discordant pairs (binomial, p = 1/2)."""
+    n = gained + lost
+    tail = sum(math.comb(n, i) for i in range(min(gained, lost) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def answer_text(answer: str) -> str:
+    """The quoted sentences only: no offline note, no labels."""
+    return LABEL_RE.sub("", answer.replace(OFFLINE_NOTE_EN, ""))
+
+
+# -- the loopback web ---------------------------------------------------------------
+
+
+class FrozenWeb:
+    """A Serper-format search endpoint answering with the current question's frozen
+    results, whose links point to the same server's copies of the pages."""
+
+    def __init__(self) -> None:
+        self.server = LocalServer()
+        self.current: Question | None = None
+        self.server.route("/search", Reply(respond=self._search))
+
+    def link(self, q: Question, n: int) -> str:
+        """The loopback copy of result ``n``: one per original URL, so a URL listed twice
+        is deduplicated by the client as it would be on the live web."""
+        first = next(i for i, r in enumerate(q.results) if r.url == q.results[n].url)
+        return f"/{q.qid}/{first + 1}/page.html"
+
+    def _search(self, request: Any) -> dict[str, Any]:
+        q = self.current
+        organic = [
+            {
+                "title": r.title,
+                "link": self.server.url + self.link(q, n),
+                "snippet": r.snippet,
+                "date": r.date,
+                "position": n + 1,
+            }
+            for n, r in enumerate(q.results if q else [])
+            if q is not None
+        ]
+        return {"organic": organic}
+
+    def serve(self, questions: list[Question]) -> None:
+        for q in questions:
+            for n, r in enumerate(q.results):
+                self.server.route(self.link(q, n), Reply(r.html))
+
+    def __enter__(self) -> FrozenWeb:
+        self.server.thread.start()
+        self._saved = {k: os.environ.get(k) for k in ENV_KEYS}
+        os.environ["SERPER_API_KEY"] = "bench"
+        os.environ["SERPER_BASE_URL"] = self.server.url
+        os.environ[ENV_ALLOW_HOSTS] = "127.0.0.1"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.httpd.shutdown()
+        self.server.httpd.server_close()
+        for k, v in self._saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+# The page-reading functions the graph calls, by (module, attribute, figure name).
+TIMED = (
+    (search_service, "read_pages", "read_pages"),
+    (page_passages, "fetch_page", "fetch"),
+    (page_passages, "page_markdown", "extract"),
+    (page_passages, "rank_passages", "rank"),
+)
+
+
+@contextlib.contextmanager
+def page_timers() -> Iterator[dict[str, list[float]]]:
+    """Wall time of each call of the page-reading functions the graph uses (the real
+    functions, wrapped: each module looks them up at call time), in ms; restored on exit."""
+    sink: dict[str, list[float]] = {name: [] for _, _, name in TIMED}
+
+    def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def note(started: float) -> None:
+            sink[name].append((time.perf_counter() - started) * 1000)
+
+        async def run_async(*a: Any, **kw: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return await fn(*a, **kw)
+            finally:
+                note(started)
+
+        def run(*a: Any, **kw: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                note(started)
+
+        return run_async if inspect.iscoroutinefunction(fn) else run
+
+    real = [(module, attr, getattr(module, attr)) for module, attr, _ in TIMED]
+    for (module, attr, fn), (_, _, name) in zip(real, TIMED, strict=True):
+        setattr(module, attr, timed(name, fn))
+    try:
+        yield sink
+    finally:
+        for module, attr, fn in real:
+            setattr(module, attr, fn)
+
+
+# -- running ------------------------------------------------------------------------
+
+OUTPUT = ["answer", "sources", "citations", "route", "pages_read", "pages_failed", "warnings"]
+
+
+def run_one(graph: Any, web: FrozenWeb, q: Question, ctx: Context) -> dict[str, Any]:
+    web.current = q
+    set_default_cache(SearchCache())  # every run searches (the loopback provider)
+    default_page_cache().clear()  # and fetches its pages cold
+    started = time.perf_counter()
+    out = asyncio.run(graph.ainvoke({"question": q.text}, context=ctx, output_keys=OUTPUT))
+    out["ms"] = (time.perf_counter() - started) * 1000
+    return dict(out)
+
+
+def score(q: Question, out: dict[str, Any]) -> dict[str, Any]:
+    context = "\n".join(str(s.get("text") or "") for s in out.get("sources") or [])
+    answer = answer_text(str(out.get("answer") or ""))
+    row: dict[str, Any] = {
+        "context_has_gold": any(contains(context, g) for g in q.gold),
+        "answer_has_gold": any(contains(answer, g) for g in q.gold),
+        "web_sources": sum(s.get("kind") == "web" for s in out.get("sources") or []),
+        "pages_read": int(out.get("pages_read") or 0),
+        "pages_failed": int(out.get("pages_failed") or 0),
+        "route": out.get("route"),
+        "ms": out["ms"],
+    }
+    if q.choices:
+        row["answer_picks_gold"] = pick_choice(answer, q.choices) == q.gold_index
+    return row
+
+
+def run_set(
+    questions: list[Question], args: argparse.Namespace, home: Path, graph_name: str
+) -> dict[str, list[dict[str, Any]]]:
+    graph = GRAPHS[graph_name]()
+    modes = {
+        "snippets": Context(
+            data_home=str(home), search_provider="serper", model="offline", fast_model="offline"
+        ),
+        "pages": Context(
+            data_home=str(home),
+            search_provider="serper",
+            model="offline",
+            fast_model="offline",
+            read_pages=args.read_pages,
+        ),
+    }
+    rows: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+    with FrozenWeb() as web, page_timers() as sink:
+        web.serve(questions)
+        for ctx in modes.values():  # warm-up: KB open, tokenizers, first imports
+            run_one(graph, web, questions[0], ctx)
+        for n, q in enumerate(questions):
+            # Alternate the order so drift on a shared machine hits both modes alike.
+            order = list(modes) if n % 2 == 0 else list(reversed(modes))
+            for mode in order:
+                for name in sink:
+                    sink[name].clear()
+                out = run_one(graph, web, q, modes[mode])
+                row = score(q, out)
+                row.update(qid=q.qid, mode=mode)
+                if mode == "pages":
+                    row["read_pages_ms"] = sum(sink["read_pages"])
+                    row["page_ms"] = {k: list(sink[k]) for k in ("fetch", "extract", "rank")}
+                rows[mode].append(row)
+            print(f"  {q.qid}: done", file=sys.stderr, flush=True)
+    return rows
+
+
+# -- reporting ----------------------------------------------------------------------
+
+
+def share(rows: list[dict[str, Any]], key: str) -> str:
+    have = [r[key] for r in rows if key in r]
+    k, n = sum(have), len(have)
+    lo, hi = wilson(k, n)
+    return f"{k}/{n} = {k / n:.0%} [{lo:.0%}, {hi:.0%}]" if n else "-"
+
+
+def ms(values: list[float]) -> str:
+    if not values:
+        return "-"
+    return f"{statistics.median(values):.0f} / {percentile(values, 90):.0f}"
+
+
+def report(
+    name: str, rows: dict[str, list[dict[str, Any]]], questions: list[Question], detail: bool
+) -> dict[str, Any]:
+    snip, pages = rows["snippets"], rows["pages"]
+    keys = [
+        k
+        for k in ("context_has_gold", "answer_has_gold", "answer_picks_gold")
+        if any(k in r for r in snip)
+    ]
+    print(f"\n## {name}: {len(snip)} questions, snippets vs pages (95 % Wilson interval)\n")
+    print("| figure | snippets | pages | right only with pages / only with snippets |")
+    print("|---|---|---|---|")
+    summary: dict[str, Any] = {"questions": len(snip)}
+    for k in keys:
+        pairs = [(a[k], b[k]) for a, b in zip(snip, pages, strict=True) if k in a]
+        gained = sum(1 for a, b in pairs if b and not a)
+        lost = sum(1 for a, b in pairs if a and not b)
+        print(
+            f"| {k.replace('_', ' ')} | {share(snip, k)} | {share(pages, k)} | {gained} / {lost} (McNemar p = {mcnemar(gained, lost):.2f}) |"
+        )
+        summary[k] = {"snippets": sum(a for a, _ in pairs), "pages": sum(b for _, b in pairs)}
+        summary[k].update(n=len(pairs), pages_only=gained, snippets_only=lost)
+    read = sum(r["pages_read"] for r in pages)
+    failed = sum(r["pages_failed"] for r in pages)
+    print(f"| web pages read / not read | - | {read} / {failed} | |")
+    routes = Counter(str(r["route"]) for r in snip)
+    with_web = sum(r["web_sources"] > 0 for r in snip)
+    print(
+        f"\nroutes: {', '.join(f'{k} {v}' for k, v in routes.most_common())}; "
+        f"questions answered with web sources: {with_web}/{len(snip)}"
+    )
+    diff = [b["ms"] - a["ms"] for a, b in zip(snip, pages, strict=True)]
+    page_ms = {k: [v for r in pages for v in r["page_ms"][k]] for k in ("fetch", "extract", "rank")}
+    print("\n| latency, ms (median / p90) | value |")
+    print("|---|---|")
+    print(f"| end to end, snippets | {ms([r['ms'] for r in snip])} |")
+    print(f"| end to end, pages | {ms([r['ms'] for r in pages])} |")
+    print(f"| pages − snippets, same question | {ms(diff)} |")
+    print(
+        f"| reading the pages (the run's `read_pages` calls) | {ms([r['read_pages_ms'] for r in pages])} |"
+    )
+    print(f"| per page: fetch from loopback (robots.txt included) | {ms(page_ms['fetch'])} |")
+    print(f"| per page: HTML extraction | {ms(page_ms['extract'])} |")
+    print(f"| per page: chunking + BM25 + lexical rerank | {ms(page_ms['rank'])} |")
+    summary.update(
+        pages_read=read,
+        pages_failed=failed,
+        ms_snippets=[r["ms"] for r in snip],
+        ms_pages=[r["ms"] for r in pages],
+        read_pages_ms=[r["read_pages_ms"] for r in pages],
+        page_ms=page_ms,
+        rows=rows,
+    )
+    if detail:
+        print("\n| question | gold | context has gold (snippets / pages) | answer has gold |")
+        print("|---|---|---|---|")
+        for q, a, b in zip(questions, snip, pages, strict=True):
+            gold = q.gold[0] if len(q.gold[0]) <= 40 else q.gold[0][:37] + "..."
+            print(
+                f"| {q.text} | {gold} | {a['context_has_gold']:d} / {b['context_has_gold']:d} "
+                f"| {a['answer_has_gold']:d} / {b['answer_has_gold']:d} |"
+            )
+    return summary
+
+
+def ceiling(questions: list[Question]) -> str:
+    """How many questions have the gold answer (and the evidence sentence, tags removed)
+    anywhere in their saved pages: what any reading of them could find."""
+    k = sum(any(contains(r.html, g) for r in q.results for g in q.gold) for q in questions)
+    empty = sum(not q.results for q in questions)
+    line = f"gold answer anywhere in the saved pages: {k}/{len(questions)}; no results: {empty}"
+    with_evidence = [q for q in questions if q.evidence]
+    if with_evidence:
+        found = sum(
+            any(contains(r.html, re.sub(r"<[^>]+>", "", q.evidence)) for r in q.results)
+            for q in with_evidence
+        )
+        line += f"; evidence sentence verbatim in them: {found}/{len(with_evidence)}"
+    return line
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+    p.add_argument("--sets", type=lambda s: s.split(","), default=list(SETS))
+    p.add_argument("--graphs", type=lambda s: s.split(","), default=list(GRAPHS))
+    p.add_argument("--read-pages", type=int, default=5, help="Context.read_pages of pages mode")
+    p.add_argument("--limit", type=int, default=0, help="first N questions per set (0: all)")
+    p.add_argument("--json", type=Path, default=None, help="write the figures as JSON")
+    args = p.parse_args(argv)
+    for given, known in ((args.sets, SETS), (args.graphs, tuple(GRAPHS))):
+        if set(given) - set(known):
+            p.error(f"unknown {sorted(set(given) - set(known))}; choose from {', '.join(known)}")
+    if not args.data_dir.is_dir():
+        raise SystemExit(f"{args.data_dir} does not exist (pass --data-dir)")
+    try:
+        figures = measure(args)
+    except InputError as exc:  # a data file missing or damaged: say which
+        raise SystemExit(str(exc)) from None
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1, default=str), encoding="utf-8")
+    return 0
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    figures: dict[str, Any] = {"read_pages": args.read_pages}
+    with tempfile.TemporaryDirectory(prefix="bench-pages-") as tmp:
+        for name in args.sets:
+            if name == "freshqa":
+                status = freshqa_status(args.data_dir)
+                figures["freshqa"] = status
+                print(f"\n## freshqa: not measured. {status['why']}")
+                print(
+                    f"   ({status['questions']} questions, fields: {', '.join(status['fields'])})"
+                )
+                continue
+            questions = (load_realtimeqa if name == "realtimeqa" else load_crag)(args.data_dir)
+            if args.limit:
+                questions = questions[: args.limit]
+            print(f"\n{name}: {ceiling(questions)}")
+            for graph_name in args.graphs:
+                rows = run_set(questions, args, Path(tmp) / "home", graph_name)
+                title = f"{name}, {graph_name} graph"
+                figures[f"{name}/{graph_name}"] = report(title, rows, questions, name == "crag")
+    return figures
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
