@@ -36,19 +36,12 @@ def test_parse_acl_sorts_and_names_bad_items() -> None:
         parse_acl("group:h r")
 
 
-def test_reader_filters_metadata_and_builds_the_chroma_clause() -> None:
+def test_reader_filters_metadata() -> None:
     hr_only = acl_metadata(("group:hr",))
+    assert hr_only == {"acl": "group:hr"}
     assert ALICE.may_read(hr_only) and not BOB.may_read(hr_only)
     assert BOB.may_read({}) and BOB.may_read(acl_metadata(()))  # public
-    assert Reader.everyone().may_read(hr_only) and Reader.everyone().where() is None
-    where = BOB.where()
-    assert where == {
-        "$or": [
-            {"acl_restricted": {"$ne": True}},
-            {"acl.group:finance": True},
-            {"acl.user:bob": True},
-        ]
-    }
+    assert Reader.everyone().may_read(hr_only)
     assert ALICE.key() != BOB.key() != Reader.everyone().key()
 
 
@@ -245,12 +238,21 @@ def test_a_wrapped_server_user_keeps_its_groups() -> None:
 
 
 def test_chromas_own_query_skips_what_the_reader_may_not_read(acl_kb: KnowledgeBase) -> None:
-    """The ``where`` clause, not only the snapshot's re-check: Chroma returns ``n``
-    readable chunks, so a reader's vector side is never starved by others' documents."""
-    from tools.kb.search import Filters
-
-    vector = acl_kb._query_vector("budget unlock code")
-    near = acl_kb.chunks.nearest(vector, 10, Filters(reader=ALICE).where())
+    """The query is restricted, not only re-checked: the vector side's ``n`` candidates
+    are ``n`` readable chunks, so a reader's search is never starved by others' ones."""
     snap = acl_kb.snapshot()
-    docs = {snap.metadatas[snap.position[c]]["doc_id"] for c, _ in near}
-    assert docs == {"hr/pay.md", "handbook.md"}
+    readable = acl_kb.readable_ids(snap, ALICE)
+    assert readable is not None
+    assert {snap.metadatas[snap.position[c]]["doc_id"] for c in readable} == {
+        "hr/pay.md",
+        "handbook.md",
+    }
+    vector = acl_kb._query_vector("budget unlock code")
+    near = acl_kb.chunks.nearest(vector, 10, None, ids=readable)
+    assert {c for c, _ in near} == set(readable)  # all of them, and nothing else
+    pool = acl_kb.candidate_pool("budget unlock code", mode="vector", reader=ALICE, n=2)
+    assert len(pool.vector_found) == 2 and set(pool.vector_found) <= set(readable)
+    nobody = Reader.of("nobody-at-all")
+    assert {h.doc_id for h in acl_kb.search("office", 5, mode="vector", reader=nobody)} == {
+        "handbook.md"
+    }

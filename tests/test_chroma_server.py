@@ -166,16 +166,15 @@ def test_the_readers_filter_runs_inside_the_chroma_server(
     chroma_server: ChromaServer, kb_dir: Path, tmp_path: Path
 ) -> None:
     from tools.access.acl import Reader, parse_acl
-    from tools.kb.search import Filters
 
     with _server_kb(tmp_path / "acl-home", chroma_server, "server-acl") as kb:
         kb.ingest([kb_dir])
         kb.ingest([kb_dir / "leave.md"], acl=parse_acl("group:hr"), prune=False)
-        vector = kb._query_vector("annual leave days")
-        outsider = Filters(reader=Reader.of("bob", ["finance"]))
-        near = kb.chunks.nearest(vector, 50, outsider.where())
+        outsider = Reader.of("bob", ["finance"])
+        # The server answers the id-restricted query: n readable candidates, none of HR's.
+        pool = kb.candidate_pool("annual leave days", mode="vector", reader=outsider, n=3)
         snap = kb.snapshot()
-        found = {snap.metadatas[snap.position[c]]["doc_id"] for c, _ in near if c in snap.position}
-        assert "leave.md" not in found and "it.txt" in found  # the server's own answer
+        docs = {snap.metadatas[snap.position[c]]["doc_id"] for c in pool.vector_found}
+        assert len(pool.vector_found) == 3 and "leave.md" not in docs
         hr = kb.search("annual leave days", 3, reader=Reader.of("carol", ["hr"]))
         assert hr[0].doc_id == "leave.md"

@@ -235,3 +235,22 @@ def test_settings_read_the_test_exemption_only_from_the_environment() -> None:
     env = {"HYBRID_RAG_PAGES_ALLOW_HOSTS": " 127.0.0.1, Localhost "}
     assert PageSettings.from_env(env).allow_hosts == {"127.0.0.1", "localhost"}
     assert replace(PageSettings(), max_redirects=0).max_redirects == 0
+
+
+def test_a_read_page_keeps_its_snippet_before_the_passages() -> None:
+    """The snippet (often the article's opening, where a news answer is) is not lost
+    when the page's best passages come from further down; not repeated when a passage
+    already holds it."""
+    from tools.websearch.page_passages import Passage, page_text
+
+    later = [Passage("Further down: the committee met in June.", "", 0.9)]
+    text = page_text("Prince George will attend Eton College, the palace said …", later)
+    assert text.startswith("Prince George will attend Eton College")
+    assert text.endswith("the committee met in June.")
+    opening = [
+        Passage("Prince George will attend Eton College, the palace said on Tuesday.", "", 1)
+    ]
+    assert page_text("Prince George will attend Eton College, the palace said …", opening) == (
+        opening[0].text
+    )
+    assert page_text("", later) == later[0].text

@@ -32,7 +32,7 @@ from tools.websearch import (
     WebSearchSettings,
     default_cache,
 )
-from tools.websearch.page_passages import PageRead, read_pages
+from tools.websearch.page_passages import PageRead, page_text, read_pages
 from tools.websearch.pages import PageCache, PageSettings
 
 WEB_DISABLED = "web search is disabled (search_provider=none)"
@@ -83,7 +83,7 @@ class WebFound:
     warnings: list[str] = field(default_factory=list)
     providers: str = ""
     cache_hits: int = 0
-    pages_read: int = 0  # pages whose passages replaced their snippet
+    pages_read: int = 0  # pages whose passages were added to their snippet
     pages_failed: int = 0  # pages that could not be read (reasons in ``warnings``)
 
 
@@ -193,8 +193,9 @@ class SearchService:
         return found
 
     async def _read_pages(self, found: WebFound, question: str) -> None:
-        """Replace the top results' snippets by their pages' best passages; a page that
-        cannot be read keeps its snippet and leaves a warning."""
+        """Extend the top results' snippets with their pages' best passages
+        (``page_text``); a page that cannot be read keeps its snippet and leaves a
+        warning."""
         top = found.sources[: self.read_pages]
         try:
             reads = await read_pages(
@@ -215,7 +216,7 @@ class SearchService:
                 sources.append(source)
                 continue
             found.pages_read += 1
-            text = "\n\n[…]\n\n".join(p.text for p in read.passages)
+            text = page_text(source.get("text", ""), read.passages)
             sources.append(
                 {**source, "text": text, "snippet": source.get("text", ""), "page_read": True}
             )

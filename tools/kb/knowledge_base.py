@@ -180,6 +180,8 @@ class KnowledgeBase(Retrieving):
         self._retrievals: LRUCache[tuple[str, str, str, str, str], _Searched] = LRUCache(
             maxsize=256
         )
+        # Per (generation, reader): the chunk ids a reader may read (access control).
+        self._readable: LRUCache[tuple[str, str], list[str]] = LRUCache(maxsize=64)
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -79,6 +79,7 @@ class Retrieving:
     _lock: threading.RLock
     _query_vectors: LRUCache[str, np.ndarray]
     _retrievals: LRUCache[tuple[str, str, str, str, str], _Searched]
+    _readable: LRUCache[tuple[str, str], list[str]]
 
     def snapshot(self) -> Snapshot:
         raise NotImplementedError  # KnowledgeBase.snapshot
@@ -232,15 +233,35 @@ class Retrieving:
         raw scores for every candidate of either: what fusion normalises over. The dense
         side embeds ``vector_text`` (default: ``query``)."""
         vector = self._query_vector(vector_text or query) if mode in ("hybrid", "vector") else None
+        snap = snap or self.snapshot()
         return candidate_pool(
             query,
             vector,
-            snap or self.snapshot(),
+            snap,
             self.chunks,
             mode=mode,
-            filters=Filters.of(doc_ids, sources, exclude_doc_ids, reader),
+            filters=Filters.of(
+                doc_ids, sources, exclude_doc_ids, reader, self.readable_ids(snap, reader)
+            ),
             n=n or self.config.candidates,
         )
+
+    def readable_ids(self, snap: Snapshot, reader: Reader | None) -> list[str] | None:
+        """The snapshot's chunks ``reader`` may read (None: all), listed once per reader
+        and generation: the vector side's query is restricted to them."""
+        if reader is None or reader.unrestricted:
+            return None
+        key = (snap.generation, reader.key())
+        with self._lock:
+            listed = self._readable.get(key) if snap.generation else None
+        if listed is None:
+            listed = [
+                c for c, m in zip(snap.ids, snap.metadatas, strict=True) if reader.may_read(m)
+            ]
+            if snap.generation:
+                with self._lock:
+                    self._readable[key] = listed
+        return listed
 
     @functools.cached_property
     def answerability_model(self) -> AnswerabilityModel:

@@ -68,6 +68,8 @@ class Filters:
     sources: frozenset[str] | None = None
     excluded: frozenset[str] = frozenset()  # evaluation: "the KB without its answer"
     reader: Reader = field(default_factory=Reader.everyone)  # whose documents (ACL)
+    # The chunks the reader may read (``Retrieving.readable_ids``); None: every chunk.
+    readable_ids: Sequence[str] | None = None
 
     @classmethod
     def of(
@@ -76,12 +78,14 @@ class Filters:
         sources: Sequence[str] | None = None,
         exclude_doc_ids: Collection[str] = (),
         reader: Reader | None = None,
+        readable_ids: Sequence[str] | None = None,
     ) -> Filters:
         return cls(
             frozenset(doc_ids) if doc_ids else None,
             frozenset(sources) if sources else None,
             frozenset(exclude_doc_ids),
             reader or Reader.everyone(),
+            readable_ids,
         )
 
     def allows(self, meta: dict[str, Any]) -> bool:
@@ -93,16 +97,13 @@ class Filters:
         )
 
     def where(self) -> dict[str, Any] | None:
-        """The Chroma ``where`` clause of the inclusive filters (exclusion is done after):
-        the reader's ACL is applied inside Chroma's nearest-neighbour search, so the
-        vector side's top ``n`` are ``n`` readable chunks."""
+        """The Chroma ``where`` clause of the inclusive filters (exclusion is done after;
+        the reader's ACL restricts the query's ids instead, see ``readable_ids``)."""
         clauses: list[dict[str, Any]] = []
         if self.doc_ids:
             clauses.append({"doc_id": {"$in": sorted(self.doc_ids)}})
         if self.sources:
             clauses.append({"source": {"$in": sorted(self.sources)}})
-        if (access := self.reader.where()) is not None:
-            clauses.append(access)
         if not clauses:
             return None
         return clauses[0] if len(clauses) == 1 else {"$and": clauses}
@@ -152,9 +153,13 @@ def _vector_candidates(
 ) -> dict[str, float]:
     wanted = n + 4 * len(filters.excluded)
     n_results = min(wanted + VECTOR_OVERFETCH, max(1, len(snap.ids) + VECTOR_OVERFETCH))
+    if filters.readable_ids is not None and not filters.readable_ids:
+        return {}  # the reader may read nothing (an empty id list would mean "all")
+    # The reader's chunks restrict the query itself: its top n are n readable chunks.
+    found = chunks.nearest(query_vector, n_results, filters.where(), ids=filters.readable_ids)
     active = (
         (cid, cos)
-        for cid, cos in chunks.nearest(query_vector, n_results, filters.where())
+        for cid, cos in found
         if cid in snap.position
         # Checked again on the snapshot's metadata: a chunk the reader may not read never
         # becomes a candidate, whatever the store's filter did.

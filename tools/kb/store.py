@@ -257,15 +257,21 @@ class ChunkStore:
             offset += READ_PAGE
 
     def nearest(
-        self, vector: np.ndarray, n: int, where: dict[str, Any] | None
+        self,
+        vector: np.ndarray,
+        n: int,
+        where: dict[str, Any] | None,
+        ids: Sequence[str] | None = None,
     ) -> list[tuple[str, float]]:
-        """The ``n`` nearest chunks as ``(chunk id, cosine similarity)``, best first."""
+        """The ``n`` nearest chunks as ``(chunk id, cosine similarity)``, best first;
+        ``ids`` restricts the search to those chunks."""
         res = self._guard(
             "vector search",
             lambda: self.collection.query(
                 query_embeddings=[vector.tolist()],
                 n_results=n,
                 where=where,
+                ids=list(ids) if ids is not None else None,
                 include=["distances"],
             ),
         )

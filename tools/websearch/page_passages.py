@@ -4,7 +4,9 @@ loader, chunked by its chunker and ranked against the question by its own lexica
 ranking (BM25 over the page's chunks, then the lexical reranker: coverage and proximity
 of the question's keywords). No vector store: a page's chunks live only in memory.
 
-The best passages replace the result's snippet; a page that cannot be read keeps its
+The result's text becomes its snippet followed by the page's best passages
+(:func:`page_text`): the passages add what the snippet lacks, and the snippet, often the
+article's opening where the answer is, is not lost. A page that cannot be read keeps its
 snippet and is reported with the reason.
 """
 
@@ -68,6 +70,16 @@ def rank_passages(markdown: str, question: str, k: int = PASSAGES_PER_PAGE) -> l
     ]
     best = LexicalReranker().rerank(question, first, k)
     return [Passage(c.payload.text, c.payload.heading, round(c.relevance, 4)) for c in best]
+
+
+def page_text(snippet: str, passages: Sequence[Passage]) -> str:
+    """A read result's text: the snippet, then the passages (the snippet is left out
+    when a passage already holds it)."""
+    parts = [p.text for p in passages]
+    bare = " ".join(snippet.replace("…", " ").split()).removesuffix("...").strip()
+    if bare and not any(bare in " ".join(p.split()) for p in parts):
+        parts.insert(0, snippet.strip())
+    return "\n\n[…]\n\n".join(parts)
 
 
 def page_markdown(html: bytes, charset: str = "") -> str:
