@@ -256,3 +256,26 @@ def test_chromas_own_query_skips_what_the_reader_may_not_read(acl_kb: KnowledgeB
     assert {h.doc_id for h in acl_kb.search("office", 5, mode="vector", reader=nobody)} == {
         "handbook.md"
     }
+
+
+async def test_owner_stamping_and_store_namespaces() -> None:
+    """The authorization handlers: creation stamps the owner in place (the server stores
+    the metadata object it passed in), reads filter on it, store items are per user."""
+    from types import SimpleNamespace
+
+    from graph.auth import assistants, owned, store
+
+    def ctx(action: str) -> object:
+        return SimpleNamespace(user=SimpleNamespace(identity="alice"), action=action)
+
+    metadata: dict[str, object] = {"topic": "pay"}
+    value = {"metadata": metadata}
+    assert await owned(ctx("create"), value) == {"owner": "alice"}  # type: ignore[arg-type]
+    assert metadata == {"topic": "pay", "owner": "alice"}
+    assert await owned(ctx("read"), {}) == {"owner": "alice"}  # type: ignore[arg-type]
+    shared = await assistants(ctx("search"), {})  # type: ignore[arg-type]
+    assert shared == {"$or": [{"owner": "alice"}, {"created_by": "system"}]}
+    assert await assistants(ctx("update"), {}) == {"owner": "alice"}  # type: ignore[arg-type]
+    item = {"namespace": ("notes",)}
+    await store(ctx("put"), item)  # type: ignore[arg-type]
+    assert item["namespace"] == ("alice", "notes")

@@ -237,16 +237,16 @@ def test_settings_read_the_test_exemption_only_from_the_environment() -> None:
     assert replace(PageSettings(), max_redirects=0).max_redirects == 0
 
 
-def test_a_read_page_keeps_its_snippet_before_the_passages() -> None:
+def test_a_read_page_keeps_its_snippet_after_the_passages() -> None:
     """The snippet (often the article's opening, where a news answer is) is not lost
     when the page's best passages come from further down; not repeated when a passage
-    already holds it."""
+    already holds it; after the passages, so a model's cut view starts with the best."""
     from tools.websearch.page_passages import Passage, page_text
 
     later = [Passage("Further down: the committee met in June.", "", 0.9)]
     text = page_text("Prince George will attend Eton College, the palace said …", later)
-    assert text.startswith("Prince George will attend Eton College")
-    assert text.endswith("the committee met in June.")
+    assert text.startswith("Further down: the committee met in June.")
+    assert "Prince George will attend Eton College" in text
     opening = [
         Passage("Prince George will attend Eton College, the palace said on Tuesday.", "", 1)
     ]

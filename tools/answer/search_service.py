@@ -193,7 +193,7 @@ class SearchService:
         return found
 
     async def _read_pages(self, found: WebFound, question: str) -> None:
-        """Extend the top results' snippets with their pages' best passages
+        """Put the top results' best page passages before their snippets
         (``page_text``); a page that cannot be read keeps its snippet and leaves a
         warning."""
         top = found.sources[: self.read_pages]

@@ -4,9 +4,10 @@ loader, chunked by its chunker and ranked against the question by its own lexica
 ranking (BM25 over the page's chunks, then the lexical reranker: coverage and proximity
 of the question's keywords). No vector store: a page's chunks live only in memory.
 
-The result's text becomes its snippet followed by the page's best passages
+The result's text becomes the page's best passages followed by its snippet
 (:func:`page_text`): the passages add what the snippet lacks, and the snippet, often the
-article's opening where the answer is, is not lost. A page that cannot be read keeps its
+article's opening where the answer is, is not lost. Passages first: a model's context
+shows each source's first ``snippet_chars``, and those should be the best passage. A page that cannot be read keeps its
 snippet and is reported with the reason.
 """
 
@@ -73,12 +74,12 @@ def rank_passages(markdown: str, question: str, k: int = PASSAGES_PER_PAGE) -> l
 
 
 def page_text(snippet: str, passages: Sequence[Passage]) -> str:
-    """A read result's text: the snippet, then the passages (the snippet is left out
-    when a passage already holds it)."""
+    """A read result's text: the passages, then the snippet (left out when a passage
+    already holds it)."""
     parts = [p.text for p in passages]
     bare = " ".join(snippet.replace("…", " ").split()).removesuffix("...").strip()
     if bare and not any(bare in " ".join(p.split()) for p in parts):
-        parts.insert(0, snippet.strip())
+        parts.append(snippet.strip())
     return "\n\n[…]\n\n".join(parts)
 
 
