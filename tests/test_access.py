@@ -3,8 +3,10 @@ retrievers filtered by the reader, against real embedded Chroma."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -279,3 +281,53 @@ async def test_owner_stamping_and_store_namespaces() -> None:
     item = {"namespace": ("notes",)}
     await store(ctx("put"), item)  # type: ignore[arg-type]
     assert item["namespace"] == ("alice", "notes")
+
+
+def test_a_model_never_sees_what_its_caller_may_not_read(
+    sample_kb: KnowledgeBase, sample_kb_copy: Path, tmp_path: Path, scripted: Any
+) -> None:
+    """In process, with a (scripted) model: the caller the server would put in the run's
+    config decides what reaches the model's prompts, the streams and the final state."""
+    from graph import Context, build_graph
+    from tests.fakes import grade_every
+
+    private = tmp_path / "private"
+    private.mkdir()
+    (private / "pay.md").write_text(f"# Pay review\n\n{SECRET_HR}\n")
+    (private / "budget.md").write_text(f"# Budget\n\n{SECRET_FIN}\n")
+    sample_kb.ingest([private / "pay.md"], acl=parse_acl("group:hr"))
+    sample_kb.ingest([private / "budget.md"], acl=parse_acl("user:bob"))
+    scripted.structured = {
+        "Plan": [
+            {
+                "route": "knowledge",
+                "reason": "internal codes",
+                "kb_queries": ["quarterly budget unlock code", "salary band review code"],
+                "web_queries": [],
+            }
+        ],
+        "PassageGrades": [grade_every("correct")],
+        "Reflection": [{"sufficient": True, "next_query": "", "source": "internal"}],
+    }
+    scripted.answer = lambda m: "The code is in the sources [internal-1]."
+    alice = {"identity": "alice", "groups": ["hr"], "kb_access": "acl"}
+    context = Context(
+        data_home=str(sample_kb.home), search_provider="none", model="custom:scripted"
+    )
+
+    async def go() -> list[str]:
+        return [
+            json.dumps(part, default=str, ensure_ascii=False)
+            async for part in build_graph().astream(
+                {"question": "What are the budget unlock code and the salary band code?"},
+                {"configurable": {"langgraph_auth_user": alice}},
+                context=context,
+                stream_mode=["values", "updates", "messages", "custom", "debug"],
+            )
+        ]
+
+    streamed = "\n".join(asyncio.run(go()))
+    prompts = "\n".join(str(messages) for _, messages in scripted.calls)
+    assert "ZEBRA-17" in prompts and "ZEBRA-17" in streamed  # her own document
+    assert "QUOKKA" not in prompts and "QUOKKA" not in streamed
+    assert "budget.md" not in streamed
