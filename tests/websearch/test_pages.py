@@ -57,6 +57,13 @@ def test_passages_are_ranked_by_the_question() -> None:
     assert rank_passages(markdown, "zebra quagga") == []
 
 
+def test_a_passage_matched_only_by_its_heading_is_no_evidence() -> None:
+    """A script-rendered page: "Loading..." under the title that matches the question
+    (CRAG's pgatour.com page). It is no passage, so the result keeps its snippet."""
+    markdown = "# How many times has Rory McIlroy won the Masters?\n\nLoading...\n"
+    assert rank_passages(markdown, "How many times has Rory McIlroy won the Masters") == []
+
+
 @pytest.mark.parametrize(
     "url",
     [

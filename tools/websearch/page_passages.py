@@ -64,10 +64,15 @@ def rank_passages(markdown: str, question: str, k: int = PASSAGES_PER_PAGE) -> l
     chunks = chunk_document(markdown, options=PAGE_CHUNKS)
     if not chunks:
         return []
-    index = BM25Index([c.index_text() for c in chunks], make_tokenizer())
+    tokenize = make_tokenizer()
+    index = BM25Index([c.index_text() for c in chunks], tokenize)
+    asked = set(tokenize(question))
     first = [
         Candidate(str(h.index), chunks[h.index].index_text(), h.relevance, chunks[h.index])
         for h in index.search(question, FIRST_STAGE)
+        # Matched by its heading alone ("Loading..." under the page title of a
+        # script-rendered page): no evidence in the passage itself.
+        if asked & set(tokenize(chunks[h.index].text))
     ]
     best = LexicalReranker().rerank(question, first, k)
     return [Passage(c.payload.text, c.payload.heading, round(c.relevance, 4)) for c in best]
