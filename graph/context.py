@@ -157,8 +157,8 @@ class Context:
         0,
         "Top web results whose pages are fetched (public http/https hosts only, robots.txt "
         "respected, time and size bounded) and read: their best passages, ranked against the "
-        "question, replace the snippets (raise snippet_chars to show more of them). 0: "
-        "snippets only.",
+        "question, come before their snippets (raise snippet_chars to show more of them). "
+        "0: snippets only.",
         ge=0,
         le=5,
     )
