@@ -69,10 +69,7 @@ def index(data: BeirData, name: str, args: argparse.Namespace) -> KnowledgeBase:
     kb = KnowledgeBase(
         KBConfig(home=args.home, collection=f"acl-{name}-{tag}", embedding=args.embedding)
     )
-    docs = []
-    for doc in to_documents(data):
-        group = group_of(doc.doc_id, args.groups, args.public)
-        docs.append(replace(doc, acl=(f"group:{group}",) if group else ()))
+    docs = [replace(doc, acl=_acl(doc.doc_id, args)) for doc in to_documents(data)]
     report = kb.ingest_documents(docs)
     print(f"{name}: {report.summary()}", file=sys.stderr)
     return kb

@@ -125,12 +125,6 @@ def acl_metadata(acl: Sequence[str]) -> dict[str, Any]:
     return {"acl": ",".join(acl)} if acl else {}
 
 
-def acl_of(metadata: Mapping[str, Any]) -> ACL:
-    """The ACL stored in a chunk's (or registry record's) metadata."""
-    text = str(metadata.get("acl") or "")
-    return tuple(p for p in text.split(",") if p)
-
-
 @dataclass(frozen=True)
 class Reader:
     """Who a search runs as: ``principals`` (``user:NAME``, ``group:NAME``), or ``None``
