@@ -18,7 +18,6 @@ import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import httpx
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
@@ -118,9 +117,12 @@ def load_chat_model(spec: str, env: ModelEnv | None = None) -> BaseChatModel:
         "timeout": env.timeout,
     }
     if provider == "openai":
-        # An httpx.Timeout (unhashable) makes langchain-openai build this model its own
+        import openai  # lazily, like the model itself
+
+        # A Timeout object (unhashable) makes langchain-openai build this model its own
         # async HTTP client instead of sharing a process-wide one across event loops.
-        kwargs["timeout"] = httpx.Timeout(env.timeout)
+        # openai's own class: openai 3.63 moved to httpx2 and rejects httpx.Timeout.
+        kwargs["timeout"] = openai.Timeout(env.timeout)
         if env.base_url:
             kwargs["base_url"] = env.base_url
         kwargs["api_key"] = env.api_key or "not-needed"  # local compatible servers ignore it
