@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -11,6 +12,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from nodes.common import emit, timed
+from nodes.crosslingual import source_similarity
 from nodes.models import OFFLINE, load_chat_model, model_env
 from nodes.notices import localize
 from prompts import answer as P
@@ -122,7 +124,13 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             if refuses(state):
                 answer = no_information(language)
             else:
-                answer = extractive_answer(state["question"], built.included, language)
+                answer = await asyncio.to_thread(
+                    extractive_answer,
+                    state["question"],
+                    built.included,
+                    language,
+                    similarity=source_similarity(ctx),
+                )
             answer = f"{answer} {P.OFFLINE_NOTE_ZH if language == 'zh' else P.OFFLINE_NOTE_EN}"
         reason = web_failure_reason(state)
         if reason:

@@ -9,6 +9,7 @@ best-matching sentences of the sources with their labels.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -195,53 +196,87 @@ def no_information(language: str) -> str:
     return "没找到相关信息。" if language == "zh" else "No relevant information found."
 
 
+LANGUAGE_NAMES = {"zh": ("Chinese", "中文"), "en": ("English", "英文")}
+# Semantic similarity of the question to each text (the KB's embedding model); used only
+# for sources in another language than the question, where no word can match.
+Similarity = Callable[[str, list[str]], list[float]]
+
+
 def _units(text: str) -> list[str]:
-    """Sentences of prose; a table is one unit ("a / b; c / d"), kept whole so rows keep their header."""
+    """Sentences of prose; each table row is one unit ("cell / cell"), so an answer quotes
+    the row that matches ("爬坡能力 / 3%"), not the whole table."""
     units: list[str] = []
     prose: list[str] = []
-    rows: list[str] = []
-    for line in [*text.split("\n"), ""]:
+    for line in text.split("\n"):
         stripped = line.strip()
         if stripped.startswith("|"):
             cells = [c.strip() for c in stripped.strip("|").split("|")]
             if not all(set(c) <= set("-: ") for c in cells):  # skip the |---| separator
-                rows.append(" / ".join(c for c in cells if c))
+                units.append(" / ".join(c for c in cells if c))
             continue
-        if rows:
-            units.append("; ".join(rows))
-            rows = []
         prose.append(stripped)
-    units.extend(split_sentences(" ".join(p for p in prose if p)))
-    return units
+    return [*units, *split_sentences(" ".join(p for p in prose if p))]
+
+
+def _quotable(sentence: str) -> str | None:
+    # Label-shaped text inside a source is data: quoting it would turn it into a
+    # citation of some other source. Instructions and markup in it are data too
+    # (tools/policy/untrusted.py).
+    clean = quotable_text(LABEL_RE.sub("", sentence).strip(" #-*"))
+    return clean if clean is not None and len(clean) >= 4 else None
+
+
+def _foreign_scores(
+    question: str, units: list[str], relevance: float, similarity: Similarity | None
+) -> list[float]:
+    """Scores of a source's units when the source is in another language: only its one
+    unit closest in meaning to the question counts, weighted by the source's rank."""
+    if similarity is None or not units:
+        return [0.0] * len(units)
+    sims = similarity(question, units)
+    best = max(range(len(units)), key=lambda i: sims[i])
+    return [relevance if i == best else 0.0 for i in range(len(units))]
 
 
 def extractive_answer(
-    question: str, sources: list[dict[str, Any]], language: str, *, max_sentences: int = 3
+    question: str,
+    sources: list[dict[str, Any]],
+    language: str,
+    *,
+    max_sentences: int = 3,
+    similarity: Similarity | None = None,
 ) -> str:
-    """Quote the source sentences that best match the question, each with its label."""
+    """Quote the source sentences (or table rows) that best match the question, each with
+    its label. A source in another language than the question's shares no words with it:
+    with ``similarity`` its closest unit is quoted as written, and the answer says, in
+    the question's language, that the source is in the other language."""
     words = [w.casefold() for w in keywords(question)]
-    scored: list[tuple[float, int, str, str]] = []
+    asked = detect_language(question)
+    scored: list[tuple[float, int, str, str, str]] = []
     for order, src in enumerate(sources):
-        for sentence in _units(str(src.get("text") or "")):
-            # Label-shaped text inside a source is data: quoting it would turn it into a
-            # citation of some other source.
-            # Instructions and markup in it are data too (tools/policy/untrusted.py).
-            clean = quotable_text(LABEL_RE.sub("", sentence).strip(" #-*"))
-            if clean is None or len(clean) < 4:
-                continue
+        units = [u for u in map(_quotable, _units(str(src.get("text") or ""))) if u]
+        relevance = float(src.get("relevance") or 0)
+        lang = str(src.get("lang") or asked)
+        foreign = (
+            _foreign_scores(question, units, relevance, similarity)
+            if lang != asked
+            else [0.0] * len(units)
+        )
+        for clean, semantic in zip(units, foreign, strict=True):
             low = clean.casefold()
             hits = sum(1 for w in words if w in low)
-            if hits == 0:
+            if hits == 0 and semantic <= 0:
                 continue
             # Prefer coverage, then the source's rank, then shorter sentences.
-            score = hits / max(1, len(words)) + float(src.get("relevance") or 0) * 0.2
-            scored.append((score, order, clean, str(src["label"])))
+            score = max(hits / max(1, len(words)), semantic) + relevance * 0.2
+            scored.append((score, order, clean, str(src["label"]), lang))
     if not scored:
         return no_information(language)
     scored.sort(key=lambda s: (-s[0], s[1], len(s[2])))
     chosen: list[str] = []
     seen: set[str] = set()
-    for _, _, sentence, lab in scored:
+    quoted_languages: set[str] = set()
+    for _, _, sentence, lab, lang in scored:
         # The same sentence in two sources (a reposted news item) differs only in spaces
         # and punctuation: quoting it twice would take the place of another sentence.
         key = _SAME_SENTENCE.sub("", sentence.casefold())
@@ -249,10 +284,25 @@ def extractive_answer(
             continue
         seen.add(key)
         chosen.append(f"{sentence.rstrip()} {lab}")
+        quoted_languages.add(lang)
         if len(chosen) >= max_sentences:
             break
     glue = "" if language == "zh" else " "
-    return glue.join(chosen)
+    note = source_language_note(quoted_languages - {language}, language)
+    return f"{note}{glue}{glue.join(chosen)}" if note else glue.join(chosen)
+
+
+def source_language_note(languages: set[str], language: str) -> str:
+    """Said in the answer's language when quoted sources are in another language (offline
+    answers quote them as written: nothing is translated)."""
+    known = sorted(lang for lang in languages if lang in LANGUAGE_NAMES)
+    if not known:
+        return ""
+    if language == "zh":
+        names = "、".join(LANGUAGE_NAMES[lang][1] for lang in known)
+        return f"（以下来源为{names}原文，离线模式未翻译。）"
+    names = " and ".join(LANGUAGE_NAMES[lang][0] for lang in known)
+    return f"(The source below is in {names}, quoted as written: no translation offline.)"
 
 
 def answer_language(question: str, setting: str = "auto") -> str:
