@@ -35,9 +35,10 @@ from typing import Any
 import numpy as np
 
 from tools.evaluation.datasets import DEV_SETS, BeirData, load_beir, score_run, to_documents
+from tools.kb.answerability import fit_logistic
 from tools.kb.fusion import fuse
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.kb.languages import Fusion, MergeRule, merge_language_pools
+from tools.kb.languages import Fusion, MergeRule, gate_features, merge_language_pools
 from tools.kb.search import BM25Score, CandidatePool
 from tools.text import detect_language
 
@@ -184,23 +185,35 @@ def single(side: str) -> Order:
     return order
 
 
-def candidate_pool(p: Pool) -> CandidatePool:
+def candidate_pool(p: Pool, norm: float = 0.0) -> CandidatePool:
+    """A cached pool as the knowledge base's ``CandidatePool`` (``norm``: the query's
+    best attainable BM25 score, for the BM25 share)."""
     keys = [str(i) for i in p.idx]
     return CandidatePool(
         ids=keys,
         cosine=dict(zip(keys, p.cos.tolist(), strict=True)),
-        bm25={k: BM25Score(b, 0.0) for k, b in zip(keys, p.bm25.tolist(), strict=True)},
+        bm25={
+            k: BM25Score(b, min(1.0, b / norm) if norm > 0 else 0.0)
+            for k, b in zip(keys, p.bm25.tolist(), strict=True)
+        },
         vector_found={k: c for k, c, v in zip(keys, p.cos.tolist(), p.in_vec, strict=True) if v},
         bm25_found={k: b for k, b, m in zip(keys, p.bm25.tolist(), p.in_bm25, strict=True) if m},
     )
+
+
+def language_pools(q: dict[str, Any]) -> dict[str, CandidatePool]:
+    return {
+        lang: candidate_pool(p, q.get("norm", 0.0))
+        for lang, p in q["by_lang"].items()
+        if len(p.idx)
+    }
 
 
 def merged(rule: MergeRule) -> Order:
     """The product's merge (``tools.kb.languages``) over the cached per-language pools."""
 
     def order(q: dict[str, Any]) -> list[int]:
-        pools = {lang: candidate_pool(p) for lang, p in q["by_lang"].items() if len(p.idx)}
-        scores = merge_language_pools(pools, q["lang"], Fusion(), rule)
+        scores = merge_language_pools(language_pools(q), q["lang"], Fusion(), rule)
         return [int(c) for c in sorted(scores, key=lambda c: (-scores[c], int(c)))]
 
     return order
@@ -214,63 +227,131 @@ def ndcg(pools: dict[str, Any], order: Order, qids: list[str]) -> float:
     return float(score_run(rankings, {q: pools["qrels"][q] for q in qids}, [])["ndcg@10"])
 
 
-def rules() -> list[MergeRule]:
-    grid = itertools.product(
-        (0.0, 0.02, 0.04, 0.06, 0.08, 0.1),  # language offset of a cross-language cosine
-        (0.5, 1.0, 2.0, 4.0, 8.0),  # how steeply trust falls behind the best language
-        (True, False),  # BM25 in a pool of another language than the question's
-    )
-    return [MergeRule(offset=o, steepness=s, bm25_other=b) for o, s, b in grid]
+def _with_norms(name: str, pools: dict[str, Any], args: argparse.Namespace) -> None:
+    """Each query's best attainable BM25 score, read from the set's index."""
+    data, _ = load_set(name, args.data_dir)
+    kb = KnowledgeBase(KBConfig(home=args.homes.get(name, args.home), collection=f"bi-{name}"))
+    bm25 = kb.snapshot().bm25
+    for qid, q in pools["queries"].items():
+        q["norm"] = float(sum(bm25.term_weights(data.queries[qid]).values()))
+    kb.close()
+
+
+def _gate_samples(pools: dict[str, Any], qids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Gate features of each query (its first other language) and whether it is asked in
+    another language than its answer's."""
+    x, y = [], []
+    for qid in qids:
+        q = pools["queries"][qid]
+        lp = language_pools(q)
+        others = [lang for lang in sorted(lp) if lang != q["lang"]]
+        if not others:
+            continue
+        f = gate_features(lp.get(q["lang"]), lp[others[0]])
+        x.append(f.vector())
+        y.append(int(q["kind"] == "cross"))
+    return np.array(x), np.array(y)
+
+
+def fit_gate(x: np.ndarray, y: np.ndarray) -> tuple[float, list[float]]:
+    """The gate's logistic fit, unstandardised: (intercept, coefficients)."""
+    mean, scale, coef, intercept = fit_logistic(x, y)
+    raw = coef / scale
+    return float(intercept - float(raw @ mean)), [float(c) for c in raw]
+
+
+STEEPNESS = (0.15, 0.25, 0.35, 0.5)
+BIAS = (-1.0, -2.0, -2.5, -3.0, -3.5, -4.0)  # added to the intercept: same-language prior
+TOLERANCE = 0.005  # a same-language set may lose this much before it counts as a loss
 
 
 def stage_sweep(args: argparse.Namespace) -> None:
-    # "Sets" for leave-one-out: the xquad dev articles in two halves (by article order).
-    loaded = {
-        name: pickle.loads((args.out / f"pools-{name}.pkl").read_bytes()) for name in args.sets
-    }
-    groups: dict[str, tuple[str, list[str]]] = {}
+    loaded = {n: pickle.loads((args.out / f"pools-{n}.pkl").read_bytes()) for n in args.sets}
+    groups: dict[str, tuple[str, str, list[str]]] = {}  # group -> (set, fold, query ids)
     for name, pools in loaded.items():
+        _with_norms(name, pools, args)
         qids = sorted(pools["qrels"])
-        if name == "xquad":
-            articles = sorted({min(pools["qrels"][q]).split("_")[0] for q in qids})
-            half = set(articles[: len(articles) // 2])
-            groups["xquad-A"] = (
-                name,
-                [q for q in qids if min(pools["qrels"][q]).split("_")[0] in half],
-            )
-            groups["xquad-B"] = (
-                name,
-                [q for q in qids if min(pools["qrels"][q]).split("_")[0] not in half],
-            )
-        else:
-            groups[name] = (name, qids)
-    candidates = rules()
-    table: dict[str, dict[str, float]] = {}
-    for g, (name, qids) in groups.items():
-        pools = loaded[name]
-        row = {"today": ndcg(pools, today, qids)}
-        for rule in candidates:
-            row[rule.label()] = ndcg(pools, merged(rule), qids)
-        table[g] = row
-        print(f"# {g}: today {row['today']:.4f}", flush=True)
-    (args.out / "sweep.json").write_text(json.dumps(table, indent=1))
-    labels = [r.label() for r in candidates]
+        if name != "xquad":
+            groups[name] = (name, name, qids)
+            continue
+        articles = sorted({min(pools["qrels"][q]).split("_")[0] for q in qids})
+        first = set(articles[: len(articles) // 2])
+        for half in ("A", "B"):
+            for kind in ("same", "cross"):
+                groups[f"xquad-{half}-{kind}"] = (
+                    name,
+                    f"xquad-{half}",
+                    [
+                        q
+                        for q in qids
+                        if (min(pools["qrels"][q]).split("_")[0] in first) == (half == "A")
+                        and pools["queries"][q]["kind"] == kind
+                    ],
+                )
+    base = {g: ndcg(loaded[n], today, qids) for g, (n, _, qids) in groups.items()}
+    folds = sorted({f for _, f, _ in groups.values()})
 
-    def choose(sets: list[str]) -> str:
-        def key(label: str) -> tuple[float, float]:
-            gains = [table[s][label] - table[s]["today"] for s in sets]
-            return (round(min(gains), 6), float(np.mean(gains)))
+    def fitted(train: list[str]) -> tuple[float, list[float]]:
+        xs, ys = [], []
+        for n, f, qids in groups.values():
+            if f in train:
+                x, y = _gate_samples(loaded[n], qids)
+                if len(x):
+                    xs.append(x)
+                    ys.append(y)
+        return fit_gate(np.vstack(xs), np.concatenate(ys))
 
-        return max(labels, key=key)
+    def candidates(gate_fit: tuple[float, list[float]]) -> list[MergeRule]:
+        c, (b, sh, po, pw) = gate_fit
+        return [
+            MergeRule(c + bias, b, sh, po, pw, steepness=st)
+            for st, bias in itertools.product(STEEPNESS, BIAS)
+        ]
 
-    print("\n## leave one set out (largest worst-case gain over today; ties: mean gain)")
-    for held in table:
-        chosen = choose([s for s in table if s != held])
+    def scores(rule: MergeRule, names: list[str]) -> dict[str, float]:
+        return {g: ndcg(loaded[groups[g][0]], merged(rule), groups[g][2]) for g in names}
+
+    def key(got: dict[str, float]) -> tuple[float, float, float]:
+        # Largest worst-case gain over today: a same-language set counts only a loss
+        # beyond the tolerance; then the worst cross-language gain; then the mean.
+        same = [min(0.0, v - base[g] + TOLERANCE) for g, v in got.items() if "cross" not in g]
+        cross = [v - base[g] for g, v in got.items() if "cross" in g]
+        return (min(same, default=0.0), min(cross, default=0.0), float(np.mean(cross or [0])))
+
+    print("\n## leave one set out: gate fitted and rule chosen on the others")
+    print(f"{'left out':<10} {'rule':<44} " + " ".join(f"{g:>15}" for g in groups))
+    print(
+        f"{'today':<10} {'single pool, adaptive fusion':<44} "
+        + " ".join(f"{base[g]:>15.4f}" for g in groups)
+    )
+    for held in folds:
+        train = [f for f in folds if f != held]
+        train_groups = [g for g, (_, f, _) in groups.items() if f in train]
+        rules = candidates(fitted(train))
+        chosen = max(rules, key=lambda r: key(scores(r, train_groups)))
+        got = scores(chosen, list(groups))
         print(
-            f"{held:<10} {chosen:<28} today {table[held]['today']:.4f} -> {table[held][chosen]:.4f}"
+            f"{held:<10} {chosen.label():<44} "
+            + " ".join(
+                f"{got[g]:>15.4f}"
+                if groups[g][1] == held
+                else f"{'(' + format(got[g], '.4f') + ')':>15}"
+                for g in groups
+            ),
+            flush=True,
         )
-    overall = choose(list(table))
-    print(f"\nall sets -> {overall}: " + ", ".join(f"{s} {table[s][overall]:.4f}" for s in table))
+    rules = candidates(fitted(folds))
+    table = {r.label(): scores(r, list(groups)) for r in rules}
+    best = max(rules, key=lambda r: key(table[r.label()]))
+    print("\n## every rule, gate fitted on all sets (today first)")
+    for label, got in table.items():
+        print(f"{label:<44} " + " ".join(f"{got[g]:>15.4f}" for g in groups))
+    print(f"\nall sets -> {best}")
+    (args.out / "sweep.json").write_text(
+        json.dumps(
+            {"today": base, "rules": table, "chosen": best.label(), "rule": best.__dict__}, indent=1
+        )
+    )
 
 
 # -- answerability ------------------------------------------------------------------------
@@ -290,7 +371,7 @@ def _evidence(
         keep = np.array([hidden is None or docs[i] != hidden for i in p.idx], dtype=bool)
         kept = Pool(p.idx[keep], p.cos[keep], p.bm25[keep], p.in_vec[keep], p.in_bm25[keep])
         if len(kept.idx):
-            by_lang[lang] = candidate_pool(kept)
+            by_lang[lang] = candidate_pool(kept, q.get("norm", 0.0))
     scores = merge_language_pools(by_lang, q["lang"], Fusion())
     top = [int(c) for c in sorted(scores, key=lambda c: (-scores[c], int(c)))[:5]]
     winner = pools["langs"][top[0]]
@@ -323,6 +404,7 @@ def stage_answerability(args: argparse.Namespace) -> None:
     from tools.policy.offline import KB_PROBE_STRONG
 
     pools = pickle.loads((args.out / "pools-xquad.pkl").read_bytes())
+    _with_norms("xquad", pools, args)
     data, _ = load_xquad(args.data_dir)
     kb = KnowledgeBase(KBConfig(home=args.home, collection="bi-xquad"))
     same_model = load_model(kb.model.model_id)
@@ -447,9 +529,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--force", action="store_true", help="recompute cached pools")
     ap.add_argument(
+        "--set-home",
+        action="append",
+        default=[],
+        help="NAME=DIR: the data home of one set's index when not --home",
+    )
+    ap.add_argument(
         "--write-params", action="store_true", help="store the cross-language answerability fit"
     )
     args = ap.parse_args(argv)
+    args.homes = {k: Path(v) for k, v in (h.split("=", 1) for h in args.set_home)}
     if not args.data_dir.exists():
         print(f"data directory {args.data_dir} not found (pass --data-dir)", file=sys.stderr)
         return 2

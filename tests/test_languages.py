@@ -12,19 +12,23 @@ from tools.kb.languages import (
     Fusion,
     MergeRule,
     document_languages,
+    gate,
+    gate_features,
     language_search,
     merge_language_pools,
 )
 from tools.kb.search import BM25Score, CandidatePool, Filters, candidate_pool, rank
 
 
-def _pool(cos: dict[str, float], bm25: dict[str, float] | None = None) -> CandidatePool:
+def _pool(
+    cos: dict[str, float], bm25: dict[str, float] | None = None, share: float = 0.0
+) -> CandidatePool:
     bm = bm25 or {}
     ids = list(dict.fromkeys([*cos, *bm]))
     return CandidatePool(
         ids=ids,
         cosine={c: cos.get(c, 0.0) for c in ids},
-        bm25={c: BM25Score(bm.get(c, 0.0), 0.0) for c in ids},
+        bm25={c: BM25Score(bm.get(c, 0.0), share if bm.get(c) else 0.0) for c in ids},
         vector_found=dict(cos),
         bm25_found={c: s for c, s in bm.items() if s > 0},
     )
@@ -34,38 +38,46 @@ def _order(scores: dict[str, float]) -> list[str]:
     return sorted(scores, key=lambda c: (-scores[c], c))
 
 
+def _spread(best: float, prefix: str) -> dict[str, float]:
+    """A dense pool whose best candidate stands ``best`` high above a flat crowd."""
+    return {f"{prefix}1": best, **{f"{prefix}{i}": 0.78 - 0.002 * i for i in range(2, 12)}}
+
+
 def test_cross_language_best_candidate_wins_when_it_stands_above() -> None:
-    # An English question whose answer is only in Chinese: the Chinese pool's best cosine,
-    # even after the cross-language offset, stands above the English pool's best.
+    # An English question whose answer is only in Chinese: the Chinese pool's best stands
+    # far above its crowd and above the English best, which covers few question words.
     pools = {
-        "en": _pool({"en1": 0.80, "en2": 0.79, "en3": 0.78}, {"en1": 3.0, "en2": 2.9}),
-        "zh": _pool({"zh1": 0.90, "zh2": 0.78, "zh3": 0.77}),
+        "en": _pool(_spread(0.80, "en"), {"en1": 3.0, "en2": 2.9}, share=0.1),
+        "zh": _pool(_spread(0.92, "zh")),
     }
     order = _order(merge_language_pools(pools, "en", Fusion(), DEFAULT_RULE))
     assert order[0] == "zh1"
 
 
 def test_same_language_answer_keeps_first_place() -> None:
+    # The English best stands out and holds every question word: English leads, and the
+    # gate gives Chinese little chance, so each Chinese candidate loses nearly the whole
+    # steepness (the best of them may still follow, not lead).
     pools = {
-        "en": _pool({"en1": 0.90, "en2": 0.80, "en3": 0.79}, {"en1": 5.0, "en2": 1.0}),
-        "zh": _pool({"zh1": 0.86, "zh2": 0.85, "zh3": 0.84}),
+        "en": _pool(_spread(0.93, "en"), {"en1": 9.0, "en2": 1.0}, share=1.0),
+        "zh": _pool(_spread(0.82, "zh")),
     }
-    order = _order(merge_language_pools(pools, "en", Fusion(), DEFAULT_RULE))
-    assert order[0] == "en1"
-    # The other language trails the question's language as a whole.
-    assert order.index("zh1") > order.index("en2")
+    assert gate(gate_features(pools["en"], pools["zh"]), DEFAULT_RULE) < 0.05
+    merged = merge_language_pools(pools, "en", Fusion(), DEFAULT_RULE)
+    assert _order(merged)[0] == "en1"
+    assert merged["zh1"] < 1.0 - 0.95 * DEFAULT_RULE.steepness
 
 
 def test_lexically_empty_pool_does_not_drag_a_good_dense_pool() -> None:
     # BM25 of an English question in a Chinese pool matches one number: with the rule's
     # default it is ignored, so the dense order decides inside that pool.
-    zh = _pool({"zh1": 0.90, "zh2": 0.80, "zh3": 0.79}, {"zh3": 4.0})
+    zh = _pool({"zh1": 0.90, "zh2": 0.80, "zh3": 0.79}, {"zh3": 4.0}, share=0.2)
     en = _pool({"en1": 0.70, "en2": 0.69})
     merged = merge_language_pools({"en": en, "zh": zh}, "en", Fusion(), DEFAULT_RULE)
     assert _order(merged)[0] == "zh1"
-    with_bm25 = merge_language_pools(
-        {"en": en, "zh": zh}, "en", Fusion(), MergeRule(bm25_other=True)
-    )
+    assert merged["zh1"] > merged["zh2"] > merged["zh3"]
+    rule = MergeRule(**{**DEFAULT_RULE.__dict__, "bm25_other": True})
+    with_bm25 = merge_language_pools({"en": en, "zh": zh}, "en", Fusion(), rule)
     assert with_bm25["zh3"] > merged["zh3"]  # the flag is what lets the number count
 
 
