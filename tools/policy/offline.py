@@ -202,20 +202,56 @@ LANGUAGE_NAMES = {"zh": ("Chinese", "中文"), "en": ("English", "英文")}
 Similarity = Callable[[str, list[str]], list[float]]
 
 
-def _units(text: str) -> list[str]:
-    """Sentences of prose; each table row is one unit ("cell / cell"), so an answer quotes
-    the row that matches ("爬坡能力 / 3%"), not the whole table."""
-    units: list[str] = []
+@dataclass(frozen=True)
+class _Unit:
+    quoted: str  # what the answer quotes
+    matched: str  # what the question's words are looked for in
+    table: int = -1  # the table a row belongs to (-1: prose)
+    whole: bool = False  # the whole table, rows joined
+
+
+def _units(text: str) -> list[_Unit]:
+    """Sentences of prose, each table row ("cell / cell", matched together with its
+    table's header row) and each whole table ("row; row"): the answer quotes the one row
+    that matches ("爬坡能力 / 3%"), or the table when no row stands out (see ``_tables``)."""
+    units: list[_Unit] = []
     prose: list[str] = []
-    for line in text.split("\n"):
+    header: str | None = None
+    rows: list[str] = []
+    for line in [*text.split("\n"), ""]:
         stripped = line.strip()
-        if stripped.startswith("|"):
-            cells = [c.strip() for c in stripped.strip("|").split("|")]
-            if not all(set(c) <= set("-: ") for c in cells):  # skip the |---| separator
-                units.append(" / ".join(c for c in cells if c))
+        if not stripped.startswith("|"):
+            if rows:
+                table = len({u.table for u in units if u.table >= 0})
+                joined = "; ".join(rows)
+                units.append(_Unit(joined, joined, table, whole=True))
+                units.extend(_Unit(r, f"{header} {r}", table) for r in rows[1:])
+            header, rows = None, []
+            prose.append(stripped)
             continue
-        prose.append(stripped)
-    return [*units, *split_sentences(" ".join(p for p in prose if p))]
+        cells = [c.strip() for c in stripped.strip("|").split("|")]
+        if not all(set(c) <= set("-: ") for c in cells):  # skip the |---| separator
+            rows.append(" / ".join(c for c in cells if c))
+            header = header or rows[0]
+    sentences = split_sentences(" ".join(p for p in prose if p))
+    return [*units, *(_Unit(t, t) for t in sentences)]
+
+
+def _tables(scored: list[tuple[float, _Unit]]) -> list[tuple[float, _Unit]]:
+    """Per table, its one best row when that row stands strictly above the table's other
+    rows, else the whole table (the rows tie on the header's words: "6 years" against
+    "5 to less than 10 years / 18 days" is no word match)."""
+    keep: list[tuple[float, _Unit]] = [(sc, u) for sc, u in scored if u.table < 0]
+    for table in sorted({u.table for _, u in scored if u.table >= 0}):
+        rows = sorted(
+            (x for x in scored if x[1].table == table and not x[1].whole), key=lambda x: -x[0]
+        )
+        whole = [x for x in scored if x[1].table == table and x[1].whole]
+        if rows and (len(rows) == 1 or rows[0][0] > rows[1][0]):
+            keep.append(rows[0])
+        elif whole:
+            keep.append(whole[0])
+    return keep
 
 
 def _quotable(sentence: str) -> str | None:
@@ -254,22 +290,31 @@ def extractive_answer(
     asked = detect_language(question)
     scored: list[tuple[float, int, str, str, str]] = []
     for order, src in enumerate(sources):
-        units = [u for u in map(_quotable, _units(str(src.get("text") or ""))) if u]
+        units = [
+            _Unit(clean, u.matched, u.table, u.whole)
+            for u in _units(str(src.get("text") or ""))
+            if (clean := _quotable(u.quoted))
+        ]
         relevance = float(src.get("relevance") or 0)
         lang = str(src.get("lang") or asked)
         foreign = (
-            _foreign_scores(question, units, relevance, similarity)
+            _foreign_scores(
+                question, [u.matched for u in units if not u.whole], relevance, similarity
+            )
             if lang != asked
-            else [0.0] * len(units)
+            else []
         )
-        for clean, semantic in zip(units, foreign, strict=True):
-            low = clean.casefold()
-            hits = sum(1 for w in words if w in low)
-            if hits == 0 and semantic <= 0:
+        semantic = iter(foreign)
+        candidates: list[tuple[float, _Unit]] = []
+        for u in units:
+            near = next(semantic, 0.0) if foreign and not u.whole else 0.0
+            hits = sum(1 for w in words if w in u.matched.casefold())
+            if hits == 0 and near <= 0:
                 continue
             # Prefer coverage, then the source's rank, then shorter sentences.
-            score = max(hits / max(1, len(words)), semantic) + relevance * 0.2
-            scored.append((score, order, clean, str(src["label"]), lang))
+            candidates.append((max(hits / max(1, len(words)), near) + relevance * 0.2, u))
+        for score, u in _tables(candidates):
+            scored.append((score, order, u.quoted, str(src["label"]), lang))
     if not scored:
         return no_information(language)
     scored.sort(key=lambda s: (-s[0], s[1], len(s[2])))
