@@ -194,3 +194,22 @@ def test_extractive_answer_quotes_a_foreign_source_and_says_so() -> None:
     assert answer.endswith("Maximum gradient / 5% [内部-1]")  # quoted as written
     # Without a similarity, no word matches: nothing is quoted.
     assert extractive_answer("最大爬坡能力是多少？", sources, "zh") == "没找到相关信息。"
+
+
+def test_a_row_naming_the_questions_code_is_quoted_beside_the_closest_row() -> None:
+    from tools.policy.offline import extractive_answer
+
+    faults = (
+        "| 故障代码 | 含义 |\n|---|---|\n| F-21 | 定位丢失 |\n| F-37 | 顶升电机过载 |\n"
+        "| F-40 | 电池过热 |\n"
+    )
+    sources = [{"label": "[internal-1]", "text": faults, "relevance": 1.0, "lang": "zh"}]
+
+    def similarity(question: str, texts: list[str]) -> list[float]:
+        return [0.9 if "F-21" in t else 0.5 for t in texts]  # the model picks a wrong row
+
+    answer = extractive_answer(
+        "What does fault code F-37 mean?", sources, "en", similarity=similarity
+    )
+    assert "F-37 / 顶升电机过载 [internal-1]" in answer
+    assert "F-40" not in answer

@@ -171,7 +171,7 @@ def without_bm25(pool: CandidatePool) -> CandidatePool:
 def document_languages(snap: Snapshot) -> list[str]:
     """The languages of the snapshot's chunks; empty when any chunk has none recorded
     (a collection this project did not write: it is searched as one pool)."""
-    found = sorted({str(lang) for lang in np.unique(snap.languages)})
+    found = list(snap.language_names)
     return [] if "?" in found else found
 
 

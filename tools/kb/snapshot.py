@@ -47,6 +47,11 @@ class Snapshot:
         """Each chunk's language (``lang``, stored at ingest; ``?`` where absent)."""
         return np.array([str(m.get("lang", "?")) for m in self.metadatas], dtype=object)
 
+    @functools.cached_property
+    def language_names(self) -> tuple[str, ...]:
+        """The distinct chunk languages, sorted (once per snapshot: every search asks)."""
+        return tuple(sorted({str(m.get("lang", "?")) for m in self.metadatas}))
+
 
 class SnapshotCache:
     """Serves the current snapshot; callers serialise access (the KB's lock)."""

@@ -237,10 +237,11 @@ def _units(text: str) -> list[_Unit]:
     return [*units, *(_Unit(t, t) for t in sentences)]
 
 
-def _tables(scored: list[tuple[float, _Unit]]) -> list[tuple[float, _Unit]]:
+def _tables(scored: list[tuple[float, _Unit]], words: list[str]) -> list[tuple[float, _Unit]]:
     """Per table, its one best row when that row stands strictly above the table's other
-    rows, else the whole table (the rows tie on the header's words: "6 years" against
-    "5 to less than 10 years / 18 days" is no word match)."""
+    rows (with any other row naming a question word itself, such as a code "F-37"), else
+    the whole table (the rows tie on the header's words: "6 years" against "5 to less
+    than 10 years / 18 days" is no word match)."""
     keep: list[tuple[float, _Unit]] = [(sc, u) for sc, u in scored if u.table < 0]
     for table in sorted({u.table for _, u in scored if u.table >= 0}):
         rows = sorted(
@@ -249,6 +250,8 @@ def _tables(scored: list[tuple[float, _Unit]]) -> list[tuple[float, _Unit]]:
         whole = [x for x in scored if x[1].table == table and x[1].whole]
         if rows and (len(rows) == 1 or rows[0][0] > rows[1][0]):
             keep.append(rows[0])
+            codes = [w for w in words if len(w) >= 2 and any(ch.isdigit() for ch in w)]
+            keep.extend(x for x in rows[1:] if any(c in x[1].quoted.casefold() for c in codes))
         elif whole:
             keep.append(whole[0])
     return keep
@@ -313,7 +316,7 @@ def extractive_answer(
                 continue
             # Prefer coverage, then the source's rank, then shorter sentences.
             candidates.append((max(hits / max(1, len(words)), near) + relevance * 0.2, u))
-        for score, u in _tables(candidates):
+        for score, u in _tables(candidates, words):
             scored.append((score, order, u.quoted, str(src["label"]), lang))
     if not scored:
         return no_information(language)
