@@ -290,6 +290,7 @@ def extractive_answer(
     with ``similarity`` its closest unit is quoted as written, and the answer says, in
     the question's language, that the source is in the other language."""
     words = [w.casefold() for w in keywords(question)]
+    codes = [w for w in words if len(w) >= 2 and any(ch.isdigit() for ch in w)]
     asked = detect_language(question)
     scored: list[tuple[float, int, str, str, str]] = []
     for order, src in enumerate(sources):
@@ -311,6 +312,10 @@ def extractive_answer(
         candidates: list[tuple[float, _Unit]] = []
         for u in units:
             near = next(semantic, 0.0) if foreign and not u.whole else 0.0
+            if foreign and any(c in u.quoted.casefold() for c in codes):
+                # A code of the question ("F-37") named in the other language's text: above
+                # the closest unit in meaning, so its table row stands out.
+                near = max(near, relevance + 0.01)
             hits = sum(1 for w in words if w in u.matched.casefold())
             if hits == 0 and near <= 0:
                 continue
