@@ -347,6 +347,20 @@ def stage_sweep(args: argparse.Namespace) -> None:
     for label, got in table.items():
         print(f"{label:<44} " + " ".join(f"{got[g]:>15.4f}" for g in groups))
     print(f"\nall sets -> {best}")
+    for name, pools in loaded.items():  # whole sets, by question kind
+        for kind in ("same", "cross"):
+            qids = sorted(q for q in pools["qrels"] if pools["queries"][q]["kind"] == kind)
+            if qids:
+                figures = {
+                    "today": ndcg(pools, today, qids),
+                    "vector": ndcg(pools, single("vector"), qids),
+                    "bm25": ndcg(pools, single("bm25"), qids),
+                    "merged": ndcg(pools, merged(best), qids),
+                }
+                print(
+                    f"{name} {kind} ({len(qids)}): "
+                    + ", ".join(f"{k} {v:.4f}" for k, v in figures.items())
+                )
     (args.out / "sweep.json").write_text(
         json.dumps(
             {"today": base, "rules": table, "chosen": best.label(), "rule": best.__dict__}, indent=1
