@@ -42,7 +42,10 @@ class AgentOutputState(OutputState, total=False):
 
 
 class AgentState(State, AgentOutputState, total=False):
-    """The state graph's working state plus ``model_calls`` (reset by ``agent_prepare``)."""
+    """The state graph's working state plus ``model_calls`` and ``degraded`` (reset by
+    ``agent_prepare``)."""
+
+    degraded: str  # why the offline rules took over from the model ('' while it drives)
 
 
 def build_agent_graph(
@@ -72,7 +75,9 @@ def build_agent_graph(
         )
     builder.add_edge(START, "agent_prepare")
     builder.add_conditional_edges("agent_prepare", after_prepare, ["call_model", "offline_tools"])
-    builder.add_conditional_edges("call_model", after_model, ["run_tools", "cite"])
+    builder.add_conditional_edges(
+        "call_model", after_model, ["run_tools", "cite", "offline_tools", "offline_answer"]
+    )
     builder.add_edge("run_tools", "call_model")
     builder.add_edge("offline_tools", "offline_answer")
     builder.add_edge("offline_answer", "cite")

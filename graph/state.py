@@ -10,7 +10,7 @@ server can serialise them.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
@@ -23,9 +23,7 @@ from typing_extensions import TypedDict
 
 from nodes.reducers import add_warnings, merge_or_reset
 from tools.answer.sources import Source
-from tools.policy.decisions import Decision, EvidenceRecord
-
-Route = Literal["knowledge", "search", "both"]
+from tools.policy.decisions import Decision, EvidenceRecord, Route
 
 
 class InputState(TypedDict, total=False):
@@ -79,8 +77,9 @@ class State(InputState, OutputState, total=False):
     web_queries: list[str]
     internal_docs: list[Source]
     web_docs: list[Source]
-    web_searched: bool
-    web_error: str
+    web_searched: bool  # a web search ran this turn (or failed)
+    web_skipped: bool  # the person approving web searches skipped one this turn
+    web_error: str  # why the last web search found nothing ('' after a success)
     web_fetched_at: str
     next_query: str
     next_source: str

@@ -35,7 +35,6 @@ from nodes.resources import web_settings
 from tools.answer.search_service import WebApproval
 from tools.errors import ConfigError
 from tools.websearch import (
-    SKIPPED_BY_USER,
     WebSearchDecision,
     WebSearchSettings,
     approval_request,
@@ -96,7 +95,7 @@ def web_search_decision(
     if not approval_needed(ctx, settings):
         return None
     assert settings is not None  # approval_needed checked it
-    if state.get("web_error") == SKIPPED_BY_USER:
+    if state.get("web_skipped"):
         return SKIP  # skipped once this turn: do not ask again
     request = approval_request(settings, queries, hl=hl, gl=gl, num=num, cache=default_cache())
     try:
@@ -108,14 +107,14 @@ def web_search_decision(
 def tool_approval(ctx: Context, state: Mapping[str, Any]) -> WebApproval:
     """:func:`web_search_decision` as the search service's hook for one step (both graphs):
     once the user skips, later searches in the step are skipped too without asking again."""
-    turn = {"web_error": state.get("web_error") or ""}
+    turn = {"web_skipped": bool(state.get("web_skipped"))}
 
     def approve(
         settings: WebSearchSettings, queries: list[str], *, hl: str | None, gl: str | None, num: int
     ) -> WebSearchDecision | None:
         decision = web_search_decision(ctx, turn, settings, queries, hl=hl, gl=gl, num=num)
         if decision is not None and decision.action == "skip":
-            turn["web_error"] = SKIPPED_BY_USER
+            turn["web_skipped"] = True
         return decision
 
     return approve

@@ -48,6 +48,7 @@ def fresh_turn() -> dict[str, Any]:
         "internal_docs": [],
         "web_docs": [],
         "web_searched": False,
+        "web_skipped": False,
         "web_error": "",
         "next_query": "",
         "next_source": "",

@@ -48,7 +48,10 @@ def _offline(state: Mapping[str, Any]) -> Reflection:
         f"{d.get('heading', '')} {d.get('title', '')} {d.get('text', '')}" for d in _evidence(state)
     ]
     step = offline_next_step(
-        state["question"], state.get("route"), bool(state.get("web_error")), texts
+        state["question"],
+        state.get("route"),
+        bool(state.get("web_error") or state.get("web_skipped")),
+        texts,
     )
     return Reflection(sufficient=step.sufficient, next_query=step.next_query, source=step.source)
 
