@@ -34,11 +34,13 @@ from langchain_core.messages import (
     BaseMessage,
     HumanMessage,
     SystemMessage,
+    ToolMessage,
 )
 from langgraph.runtime import Runtime
 
 from nodes.agent_tools import AGENT_TOOLS, apply_outcomes, route_of, run_calls
 from nodes.common import emit
+from nodes.deadline import deadline_reason
 from nodes.generate import web_note
 from nodes.models import OFFLINE, load_chat_model, model_env
 from nodes.prepare import prepare
@@ -50,13 +52,14 @@ from prompts.agent import (
     NO_TOOLS_LEFT_EN,
     NO_TOOLS_LEFT_ZH,
 )
+from prompts.notices import DEADLINE_TOOL_MESSAGE
 from tools.errors import HybridRagError
 from tools.policy.decisions import Decision, Evidence, decide, record, turn_evidence
 from tools.policy.offline import extractive_answer
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from graph.agent_graph import AgentState
     from graph.context import Context
+    from graph.state import AgentState
 
 log = logging.getLogger("hybrid_rag.nodes")
 
@@ -143,7 +146,7 @@ async def call_model(state: AgentState, runtime: Runtime[Context]) -> dict[str, 
     emit(runtime, "thinking", call=calls + 1, tools_left=max(0, tools_left))
     update: dict[str, Any] = {"model_calls": calls + 1}
     try:
-        model = load_chat_model(state["mode"], model_env(ctx))
+        model = load_chat_model(state["mode"], model_env(state, ctx))
         # Tools stay bound even when the budget is spent: some providers reject a history
         # with tool calls but no tool definitions. The system prompt then says "answer now",
         # and a model that still asks for tools gets the graceful bounded answer below.
@@ -239,6 +242,35 @@ def _confidence(state: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
         "decision": verdict,
         "evidence": record(evidence_of(state)),
     }
+
+
+# --- past the run's deadline ------------------------------------------------------------
+
+
+async def late_run_tools(state: Mapping[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+    """The agent's ``run_tools`` past the deadline (``nodes.deadline``): every tool call is
+    answered "not run"
+    (a model provider rejects a tool call left without its reply)."""
+    messages = state.get("messages") or []
+    last = messages[-1] if messages else None
+    calls = list(last.tool_calls) if isinstance(last, AIMessage) else []
+    return {
+        "messages": [
+            ToolMessage(
+                DEADLINE_TOOL_MESSAGE,
+                tool_call_id=c.get("id") or f"call_{c['name']}",
+                name=c["name"],
+                status="error",
+            )
+            for c in calls
+        ]
+    }
+
+
+async def late_call_model(state: Mapping[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+    """The agent's ``call_model`` past the deadline (``nodes.deadline``): the bounded
+    extractive answer."""
+    return bounded_answer(state, runtime.context, deadline_reason(runtime.context))
 
 
 # --- routing ---------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from nodes.crosslingual import translated_queries
 from nodes.generate import build_prompt, web_note
 from nodes.models import OFFLINE
 from nodes.search import kb_probe, locale_setting
+from nodes.settings import settings_of
 from prompts.agent import (
     AGENT_OFFLINE_NOTE_EN,
     AGENT_OFFLINE_NOTE_ZH,
@@ -48,8 +49,8 @@ from tools.policy.offline import extractive_answer, no_information, offline_rout
 from tools.websearch.text import search_locale
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from graph.agent_graph import AgentState
     from graph.context import Context
+    from graph.state import AgentState
 
 
 async def run_turn(
@@ -67,6 +68,29 @@ def offline_call(name: str, args: dict[str, Any]) -> ToolCall:
     return tool_call(name=name, args=args, id=f"call_offline_{uuid.uuid4().hex[:16]}")
 
 
+def offline_plan(route: str, question: str, web_args: dict[str, Any]) -> list[ToolCall]:
+    """The offline rule's tool calls for ``route``: the question to each source asked."""
+    plan: list[ToolCall] = []
+    if route in ("knowledge", "both"):
+        plan.append(offline_call(INTERNAL_SEARCH, {"query": question}))
+    if route in ("search", "both"):
+        plan.append(offline_call(GOOGLE_SEARCH, web_args))
+    return plan
+
+
+async def crosslingual_report(
+    ctx: Context, state: Mapping[str, Any], question: str, warnings: list[str]
+) -> dict[str, Any]:
+    """The state graph's rewrite-step report (offline, nothing is translated); its note
+    goes to ``warnings``."""
+    if not ctx.crosslingual:
+        return {}
+    _, report = await translated_queries(ctx, settings_of(state, ctx), question, OFFLINE)
+    if report.get("note"):
+        warnings.append(f"cross-lingual: {report['note']}")
+    return report
+
+
 async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     """No model (none configured, or it failed): a fixed rule picks the tools (route by cues
     + KB probe, ``tools.policy.route_without_plan``) and calls them.
@@ -80,7 +104,7 @@ async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[st
     warnings: list[str] = []
     emit(runtime, "routing", mode=OFFLINE)
     with timed("offline_tools", timings):
-        probe, unavailable = await kb_probe(ctx, question)
+        probe, unavailable = await kb_probe(ctx, state, question)
         warnings.extend(unavailable)
         rule = offline_route(question, probe)
         degraded = str(state.get("degraded") or "")
@@ -89,11 +113,7 @@ async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[st
         emit(runtime, "routed", route=route, reason=reason)
         hl, gl = search_locale(question, *locale_setting(ctx))
         web_args = {"query": question, "hl": hl, "gl": gl}
-        plan: list[ToolCall] = []
-        if route in ("knowledge", "both"):
-            plan.append(offline_call(INTERNAL_SEARCH, {"query": question}))
-        if route in ("search", "both"):
-            plan.append(offline_call(GOOGLE_SEARCH, web_args))
+        plan = offline_plan(route, question, web_args)
         messages, done, registry = await run_turn(state, plan[: ctx.max_tool_calls], runtime)
         update = apply_outcomes(state, registry, done)
         # The state graph's corrective fallback (tools.policy): weak KB evidence → also
@@ -117,12 +137,7 @@ async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[st
         update["internal_docs"] = kept
     if len(plan) > ctx.max_tool_calls:
         warnings.append(f"max_tool_calls ({ctx.max_tool_calls}) left planned searches out")
-    report: dict[str, Any] = {}
-    if ctx.crosslingual:
-        # Same report as the state graph's rewrite step: offline, nothing is translated.
-        _, report = await translated_queries(ctx, question, OFFLINE)
-        if report.get("note"):
-            warnings.append(f"cross-lingual: {report['note']}")
+    report = await crosslingual_report(ctx, state, question, warnings)
     return {
         **update,
         "messages": messages,

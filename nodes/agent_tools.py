@@ -51,9 +51,9 @@ def registry_of(state: Mapping[str, Any]) -> SourceRegistry:
     return SourceRegistry(state.get("language", "en"), state.get("sources") or [])
 
 
-def agent_reranker(ctx: Context) -> Reranker | None:
+def agent_reranker(ctx: Context, mode: str | None) -> Reranker | None:
     """The agent reranks inside internal_search; 'llm' ordering is the state graph's only."""
-    name = effective_reranker(ctx)
+    name = effective_reranker(ctx, mode)
     return None if name in ("none", "llm") else make_reranker(name)
 
 
@@ -66,7 +66,7 @@ async def _internal_search(query: str, runtime: ToolRuntime) -> tuple[str, dict[
         question=runtime.state.get("question"),
         top_k=ctx.top_k_internal,
         snippet_chars=ctx.snippet_chars,
-        reranker=agent_reranker(ctx),
+        reranker=agent_reranker(ctx, runtime.state.get("mode")),
     )
 
 

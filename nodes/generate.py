@@ -101,7 +101,7 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         answer = ""
         if mode != OFFLINE:
             try:
-                reply = await load_chat_model(mode, model_env(ctx)).ainvoke(messages)
+                reply = await load_chat_model(mode, model_env(state, ctx)).ainvoke(messages)
                 answer, message_id = str(reply.content).strip(), reply.id
                 draft = str(reply.content)
             except Exception as exc:  # provider down: answer from the sources, say why

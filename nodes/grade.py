@@ -86,7 +86,7 @@ async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     with timed("grade", timings):
         spec = fast_model(state, ctx)
         if spec != OFFLINE and internal and state.get("iteration", 0) == 0:
-            result = await _model_grades(model_env(ctx), spec, question, internal)
+            result = await _model_grades(model_env(state, ctx), spec, question, internal)
             if result is None:
                 warnings.append("document grading output unusable; used relevance scores")
             else:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph.runtime import Runtime
 
 from nodes.common import emit, timed
+from nodes.deadline import deadline_reason
 from nodes.search import locale_setting, search_service
 from nodes.tracing import annotate_run
 from tools.answer.sources import Source
@@ -100,6 +101,12 @@ async def search_web(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         warnings = [f"web search failed: {found.error}"]
     emit(runtime, "searched", count=len(update.get("web_docs") or []), error=found.error)
     return {**update, "warnings": warnings, "timings": timings}
+
+
+async def late_search_web(state: Mapping[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+    """``search_web`` past the deadline (``nodes.deadline``): no search, the reason recorded
+    as the web's."""
+    return {"web_searched": True, "web_error": deadline_reason(runtime.context)}
 
 
 def _merge_web(old: Sequence[Source], new: Sequence[Source]) -> list[Source]:

@@ -17,6 +17,7 @@ from nodes.common import emit, render_history, structured_call, timed
 from nodes.crosslingual import language_names, other_languages
 from nodes.models import OFFLINE, fast_model, model_env
 from nodes.search import kb_probe
+from nodes.settings import settings_of
 from prompts.internal import PLAN_SYSTEM, PLAN_TRANSLATE
 from tools.policy.decisions import Route, route_without_plan
 from tools.policy.offline import offline_route
@@ -45,7 +46,7 @@ async def route(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     warnings: list[str] = []
     emit(runtime, "routing")
     with timed("route", timings):
-        probe, unavailable = await kb_probe(ctx, question)
+        probe, unavailable = await kb_probe(ctx, state, question)
         warnings.extend(unavailable)
         spec = fast_model(state, ctx)
         result: dict[str, Any]
@@ -61,7 +62,10 @@ async def route(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 )
             )
             # The KB's other languages: the plan translates too, so no extra call is spent.
-            languages, _ = await other_languages(ctx, question) if ctx.crosslingual else ([], {})
+            settings = settings_of(state, ctx)
+            languages, _ = (
+                await other_languages(ctx, settings, question) if ctx.crosslingual else ([], {})
+            )
             translate = (
                 PLAN_TRANSLATE.format(languages=language_names(languages)) if languages else ""
             )
@@ -71,7 +75,7 @@ async def route(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 num_rewrites=ctx.num_rewrites,
                 translate=translate,
             )
-            out, error = await structured_call(spec, Plan, system, user, model_env(ctx))
+            out, error = await structured_call(spec, Plan, system, user, model_env(state, ctx))
             if out is None:  # a failed planner: the shared rule (the agent's too)
                 fallback = route_without_plan(offline_route(question, probe).route, True)
                 warnings.append(f"planner output unusable ({error}); routed to {fallback}")

@@ -179,7 +179,7 @@ def web_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalLLMServer]:
 def _fresh() -> dict[str, Any]:
     from langgraph.types import Overwrite
 
-    from nodes.reducers import fresh_turn
+    from graph.reducers import fresh_turn
 
     return {k: v.value if isinstance(v, Overwrite) else v for k, v in fresh_turn().items()}
 
@@ -402,23 +402,93 @@ def test_the_environment_is_read_once_per_run(
     assert calls == ["read"]
 
 
-def test_run_settings_stay_off_the_context_and_leave_with_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_run_settings_stay_off_the_context_and_out_of_every_output(
+    sample_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import gc
+    """The run's settings travel in the state's untracked channel: not on the context, not
+    in the output, not in a checkpoint, and opaque to whatever serialises a node's input."""
+    from langgraph.checkpoint.memory import InMemorySaver
 
-    from nodes import settings as run_settings_module
+    from graph import build_graph
+    from nodes.settings import RunSettings, resolve_run_settings
 
     monkeypatch.setenv("SERPER_API_KEY", "SENTINEL-run-settings-key")
-    context = Context(data_home=str(tmp_path), search_provider="serper")
-    resolved = run_settings_module.resolve_run_settings(context)
+    context = Context(data_home=str(sample_home), search_provider="serper")
+    resolved = resolve_run_settings(context)
     assert resolved.web is not None and resolved.web.chain() == ("serper",)
-    assert run_settings_module.run_settings(context) is resolved  # not read again
-    assert "SENTINEL-run-settings-key" not in repr(vars(context))  # no key on the context
-    key = id(context)
-    del context
-    gc.collect()
-    assert key not in run_settings_module._by_context
+    assert "SENTINEL" not in repr(resolved) and not hasattr(resolved, "__dict__")
+    saver = InMemorySaver()
+    config: Any = {"configurable": {"thread_id": "t-settings"}}
+    out = asyncio.run(
+        build_graph(checkpointer=saver).ainvoke({"question": Q}, config, context=context)
+    )
+    assert "run_settings" not in out
+    assert "SENTINEL-run-settings-key" not in repr(vars(context))
+    assert "SENTINEL-run-settings-key" not in repr(list(saver.list(config)))
+    assert isinstance(resolved, RunSettings)
+
+
+def test_nothing_below_prepare_reads_the_environment(
+    sample_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32 item 3: a turn of either graph, with every read of ``os.environ`` by the
+    project's code outside ``prepare`` raising (libraries read theirs freely)."""
+    import os
+    import sys
+    from collections.abc import MutableMapping
+
+    from graph import build_agent_graph, build_graph
+    from nodes.prepare import prepare
+
+    ours = ("graph.", "nodes.", "tools.", "prompts.")
+    real = os.environ
+    seen: list[str] = []
+
+    class Guarded(MutableMapping[str, str]):
+        def _check(self) -> None:
+            frame = sys._getframe(2)
+            reader = ""  # the first frame that is not the mapping machinery: who reads
+            while frame is not None:
+                name = str(frame.f_globals.get("__name__", ""))
+                if frame.f_code is prepare.__code__:
+                    return  # prepare reads the environment, once per run
+                if not reader and name not in ("os", "_collections_abc", __name__):
+                    reader = name
+                frame = frame.f_back  # type: ignore[assignment]
+            if reader.startswith(ours):
+                seen.append(reader)
+                raise AssertionError(f"{reader} read os.environ below prepare")
+
+        def __getitem__(self, key: str) -> str:
+            self._check()
+            return real[key]
+
+        def __setitem__(self, key: str, value: str) -> None:
+            real[key] = value
+
+        def __delitem__(self, key: str) -> None:
+            del real[key]
+
+        def __iter__(self) -> Any:
+            self._check()
+            return iter(real)
+
+        def __len__(self) -> int:
+            return len(real)
+
+    with LocalLLMServer(search_results=serper_rows) as server:
+        monkeypatch.setenv("SERPER_API_KEY", "test-key")
+        monkeypatch.setenv("SERPER_BASE_URL", server.base_url)
+        monkeypatch.setenv("HYBRID_RAG_PAGES_ALLOW_HOSTS", "127.0.0.1")
+        context = Context(data_home=str(sample_home), search_provider="serper", read_pages=1)
+        question = {"question": "What is the latest news on our annual leave policy today?"}
+        monkeypatch.setattr(os, "environ", Guarded())
+        out = asyncio.run(build_graph().ainvoke(question, context=context))
+        agent = asyncio.run(build_agent_graph().ainvoke(question, context=context))
+    assert seen == []
+    assert out["route"] in ("both", "search") and out["search_calls"] >= 1
+    assert out["pages_read"] + out["pages_failed"] >= 1  # the page reader ran, with its settings
+    assert any(c["name"] == "google_search" and c["ok"] for c in agent["tool_calls"])
 
 
 def test_one_locale_rule_for_every_web_search(

@@ -90,16 +90,17 @@ class WebFound:
 
 @dataclass
 class SearchService:
-    """One run's searches. ``kb`` and ``web_settings`` are called on each search (not
-    now), so building the service opens nothing; ``web_settings`` returns ``None`` when
-    web search is disabled."""
+    """One run's searches, under the run's settings given as values (resolved once per
+    run by the caller; nothing here reads the environment). ``kb`` and ``web_settings`` are
+    called on each search (not now), so building the service opens nothing;
+    ``web_settings`` returns ``None`` when web search is disabled."""
 
     kb: Callable[[], KnowledgeBase]
     web_settings: Callable[[], WebSearchSettings | None]
     approve: WebApproval | None = None
     cache: SearchCache | None = None
     read_pages: int = 0  # top web results whose pages are fetched and read (0: snippets)
-    page_settings: Callable[[], PageSettings] = PageSettings.from_env
+    page_settings: PageSettings = field(default_factory=PageSettings)  # the run's (nodes.settings)
     page_cache: PageCache | None = None
     reader: Reader = field(default_factory=Reader.everyone)  # whose documents the KB shows
 
@@ -235,7 +236,7 @@ class SearchService:
         top = found.sources[: self.read_pages]
         try:
             reads = await read_pages(
-                [s["url"] for s in top], question, settings=self.page_settings(),
+                [s["url"] for s in top], question, settings=self.page_settings,
                 cache=self.page_cache,
             )  # fmt: skip
         except HybridRagError as exc:  # a misconfigured page reader: snippets only
