@@ -208,7 +208,7 @@ def instrument(kb: KnowledgeBase, prof: Profile) -> None:
     store._guard = timed_guard  # type: ignore[assignment]
 
     for name in ("candidate_pool", "snapshot"):
-        original = getattr(kb, name)  # AttributeError here: the KB's stages were renamed
+        original = getattr(kb.retriever, name)  # AttributeError: the stages were renamed
 
         def wrapper(*a: Any, _orig: Any = original, _name: str = name, **kw: Any) -> Any:
             started = time.perf_counter()
@@ -217,7 +217,7 @@ def instrument(kb: KnowledgeBase, prof: Profile) -> None:
             finally:
                 prof.add(f"kb.{_name}", (time.perf_counter() - started) * 1000)
 
-        setattr(kb, name, wrapper)
+        setattr(kb.retriever, name, wrapper)
 
 
 def instrument_bm25(index: BM25Index, prof: Profile) -> None:

@@ -44,5 +44,5 @@ class ConcurrentTurnError(CheckpointError):
 def kb_unavailable(exc: Exception) -> str:
     """The one wording of "the knowledge base failed" in warnings, whichever step (the
     router's probe, a retrieval round, the agent's tool) met it, so a run repeating it
-    gives it once (``nodes.reducers.add_warnings``)."""
+    gives it once (``graph.reducers.add_warnings``)."""
     return f"knowledge base unavailable: {exc}"

@@ -16,6 +16,10 @@ from typing import Literal
 
 Language = Literal["zh", "en"]
 
+# A citation label in either language's spelling (tools.answer.citations numbers them;
+# the policy strips them from text it compares).
+LABEL_RE = re.compile(r"\[(内部|网络|internal|web)\s*-\s*(\d{1,3})\]", re.IGNORECASE)
+
 # CJK Unified Ideographs (+ extension A and compatibility ideographs).
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 CJK_RE = re.compile(f"[{_CJK}]")

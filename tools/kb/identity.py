@@ -78,6 +78,12 @@ def _via(path: Path) -> str:
     return str(path.absolute().parent.resolve() / path.name) if path.is_symlink() else ""
 
 
+NOT_FOLLOWED = (
+    "symbolic link to {target}, outside the folder: not followed "
+    "(ingest --follow-links to follow it)"
+)
+
+
 def _walk(root: Path, follow_links: bool, found: list[Found], skipped: list[SkippedFile]) -> None:
     top = root.resolve()
     visited = {top}
@@ -109,13 +115,7 @@ def _walk(root: Path, follow_links: bool, found: list[Found], skipped: list[Skip
                     continue
                 inside = target.is_relative_to(top)
                 if not inside and not follow_links:
-                    skipped.append(
-                        SkippedFile(
-                            where,
-                            f"symbolic link to {target}, outside the folder: not followed "
-                            "(ingest --follow-links to follow it)",
-                        )
-                    )
+                    skipped.append(SkippedFile(where, NOT_FOLLOWED.format(target=target)))
                     continue
                 if target.is_dir():
                     if target in visited or inside:

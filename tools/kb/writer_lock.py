@@ -53,6 +53,18 @@ def _holder(path: Path) -> str:
     return "another process"
 
 
+def _tell_waiting(
+    holder: str, what: str, timeout: float, waiting: Callable[[str], None] | None
+) -> bool:
+    """Say once who is being waited for (the log reaches a terminal whole; progress may
+    cut it)."""
+    note = f"waiting for {holder} to finish writing {what}"
+    log.warning("%s (at most %g s)", note, timeout)
+    if waiting:
+        waiting(note)
+    return True
+
+
 @contextlib.contextmanager
 def writer_lock(
     path: Path,
@@ -91,12 +103,8 @@ def writer_lock(
                         f"{what} is being written by {holder}; waited {timeout:g} s "
                         "(HYBRID_RAG_WRITE_LOCK_TIMEOUT). Try again when it has finished"
                     ) from None
-                if not told:  # the log reaches a terminal whole; progress may cut it
-                    note = f"waiting for {holder} to finish writing {what}"
-                    log.warning("%s (at most %g s)", note, timeout)
-                    if waiting:
-                        waiting(note)
-                    told = True
+                if not told:
+                    told = _tell_waiting(holder, what, timeout, waiting)
                 time.sleep(POLL_S)
             except OSError as exc:  # e.g. ENOLCK: a network filesystem without locks
                 log.warning(
