@@ -13,7 +13,7 @@ Reported per question: chat requests, prompt and completion tokens (the server's
 to the first progress event (``custom`` stream) and to the first answer token
 (``messages`` stream), and the p50 time and call count of every node.
 
-    .venv/bin/python bench/bench_calls.py [--questions 12] [--model-latency 0.3] [--token-gap 0.02]
+    .venv/bin/python -m bench.bench_calls [--questions 12] [--model-latency 0.3] [--token-gap 0.02]
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import json
 import os
 import re
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -34,17 +33,14 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from bench.harness import SAMPLE_KB, SAMPLE_QUESTIONS
+from graph import Context, build_agent_graph, build_graph
+from nodes import resources
+from tests.fakes import hash_model
+from tests.local_provider import serve
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
-from graph import Context, build_agent_graph, build_graph  # noqa: E402
-from nodes import resources  # noqa: E402
-from tests.fakes import hash_model  # noqa: E402
-from tests.local_provider import serve  # noqa: E402
-from tools.kb.knowledge_base import KBConfig, KnowledgeBase  # noqa: E402
-
-SAMPLE_KB = REPO / "examples" / "kb"
-QUESTIONS = REPO / "examples" / "questions.jsonl"
+QUESTIONS = SAMPLE_QUESTIONS
 PASSAGE_RE = re.compile(r'^<source label="Passage \d+">', re.M)
 SCHEMA_NODE = {"Plan": "route", "PassageGrades": "grade", "Reflection": "reflect"}
 ANSWER = "According to the knowledge base, the answer is given in the cited policy [internal-1]."

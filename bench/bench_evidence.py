@@ -16,7 +16,7 @@ Stages (each caches its output under ``--out``, so later stages re-run in second
 ``calibrate`` logistic answerability: leave one data set out (AUROC, ECE), then the fit on
               all of them; ``--write-params`` stores it in tools/kb/answerability_params/.
 
-    .venv/bin/python bench/bench_evidence.py --home /tmp/ev-home --out /tmp/ev \\
+    .venv/bin/python -m bench.bench_evidence --home /tmp/ev-home --out /tmp/ev \\
         --embedding local:e5 pools fusion features calibrate [--write-params]
 
 Data sets: SciFact train, RGB zh (derived retrieval set), CMRC2018 trial and RealTime QA's
@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.harness import DATA_DIR, REPO
 from tools.evaluation.datasets import (
     DEV_SETS,
     AnswerabilitySample,
@@ -51,7 +52,6 @@ from tools.kb.answerability import params_name as answerability_params_name
 from tools.kb.fusion import FusionMethod, fuse
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
-REPO = Path(__file__).resolve().parent.parent
 SETS = DEV_SETS
 METHODS: tuple[FusionMethod, ...] = ("minmax", "zscore", "rrf")
 WEIGHTS = [round(0.05 * i, 2) for i in range(21)]
@@ -299,7 +299,7 @@ def stage_calibrate(args: argparse.Namespace) -> None:
                 "samples": len(rows),
                 "embedding": model_id if stem != "lexical" else "any",
                 "l2": args.l2,
-                "command": "bench/bench_evidence.py ... calibrate --write-params",
+                "command": "-m bench.bench_evidence ... calibrate --write-params",
             }
             params = AnswerabilityModel(
                 stem,
@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("stages", nargs="+", choices=list(STAGES))
-    ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument("--data-dir", type=Path, default=DATA_DIR)
     ap.add_argument("--home", type=Path, required=True)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--embedding", default="local")

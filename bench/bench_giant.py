@@ -13,29 +13,22 @@ paragraph in ten an unbroken 2,000-character run) and, in a fresh process each:
 
 Usage::
 
-    .venv/bin/python bench/bench_giant.py                  # 20 MB, hash embedder
-    .venv/bin/python bench/bench_giant.py --mb 2 --embedding local
+    .venv/bin/python -m bench.bench_giant                  # 20 MB, hash embedder
+    .venv/bin/python -m bench.bench_giant --mb 2 --embedding local
 """
 
 from __future__ import annotations
-
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 import argparse
 import json
 import resource
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from bench.harness import REPO, rerun
 
 
 def write_giant(path: Path, mb: float) -> None:
@@ -104,7 +97,7 @@ def run_ingest(file: Path, home: Path, embedding: str, stop_after: int | None) -
 
 
 def child(argv: list[str]) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, "--child", *argv], check=True,
+    out = subprocess.run(rerun(__spec__.name, "--child", *argv), cwd=REPO, check=True,
                          capture_output=True, text=True)  # fmt: skip
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 

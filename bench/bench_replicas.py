@@ -9,7 +9,7 @@ runs start at once, run ``i`` on replica ``i mod N``, each on a new thread (``ru
 Every run must answer with an internal citation and no knowledge-base warning, or the
 script exits 1. Prints p50/p95 overall and per replica, and the throughput.
 
-    .venv/bin/python bench/bench_replicas.py [--runs 50] [--replicas 2] [--jobs 10] \\
+    .venv/bin/python -m bench.bench_replicas [--runs 50] [--replicas 2] [--jobs 10] \\
         [--omp-threads 1] [--home DIR] [--json FILE]
 
 ``--jobs`` is each replica's ``--n-jobs-per-worker``. ``--omp-threads`` is each replica's
@@ -30,12 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from langgraph_sdk import get_client
 
-from langgraph_sdk import get_client  # noqa: E402
-
-from tests.langgraph_server import (  # noqa: E402
+from tests.langgraph_server import (
     SAMPLE_KB,
     LocalServer,
     server_env,
@@ -43,7 +40,7 @@ from tests.langgraph_server import (  # noqa: E402
     stop_server,
     wait_until_ready,
 )
-from tests.servers import ChromaServer, chroma_executable  # noqa: E402
+from tests.servers import ChromaServer, chroma_executable
 
 CLI = Path(sys.executable).parent / "hybrid-rag"
 QUESTIONS = (

@@ -22,17 +22,13 @@ through ``evaluate_retrieval`` with a cheap hash embedder instead):
 
 Usage::
 
-    OMP_NUM_THREADS=2 .venv/bin/python bench/bench_retrieval.py
-    .venv/bin/python bench/bench_retrieval.py --datasets rgb,cmrc --max-queries 100
-    .venv/bin/python bench/bench_retrieval.py --compare-tokenizers --compare-stem
-    .venv/bin/python bench/bench_retrieval.py --embedding local:e5 --fusion weighted
+    OMP_NUM_THREADS=2 .venv/bin/python -m bench.bench_retrieval
+    .venv/bin/python -m bench.bench_retrieval --datasets rgb,cmrc --max-queries 100
+    .venv/bin/python -m bench.bench_retrieval --compare-tokenizers --compare-stem
+    .venv/bin/python -m bench.bench_retrieval --embedding local:e5 --fusion weighted
 """
 
 from __future__ import annotations
-
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 import argparse
 import json
@@ -45,23 +41,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from tools.evaluation.datasets import (  # noqa: E402
+from bench.harness import DATA_DIR
+from tools.evaluation.datasets import (
     BeirData,
     evaluate_retrieval,
     load_beir,
     score_run,
     to_documents,
 )
-from tools.kb.bm25 import BM25Index  # noqa: E402
-from tools.kb.chunking import ChunkingOptions, chunk_document  # noqa: E402
-from tools.kb.knowledge_base import SEARCH_MODES, KBConfig, KnowledgeBase, SearchMode  # noqa: E402
-from tools.kb.tokenizers import make_tokenizer  # noqa: E402
+from tools.kb.bm25 import BM25Index
+from tools.kb.chunking import ChunkingOptions, chunk_document
+from tools.kb.knowledge_base import SEARCH_MODES, KBConfig, KnowledgeBase, SearchMode
+from tools.kb.tokenizers import make_tokenizer
 
-DEFAULT_DATA = REPO.parent / "shared" / "data"
 METRICS = ("ndcg@10", "recall@5", "recall@10", "mrr@10", "hit@5")
 
 
@@ -166,7 +158,7 @@ def print_table(title: str, rows: list[tuple[str, str, dict[str, float]]]) -> No
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+    p.add_argument("--data-dir", type=Path, default=DATA_DIR)
     p.add_argument(
         "--datasets", default="scifact,rgb,cmrc", help="comma list of " + ",".join(DATASETS)
     )

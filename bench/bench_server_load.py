@@ -6,7 +6,7 @@ warms it with one run, then fires ``--runs`` runs at once (each on its own new t
 ``runs.wait``) and reports client-side latency percentiles and throughput. Every run
 must succeed (an answer with citations and no error), or the script exits 1.
 
-    .venv/bin/python bench/bench_server_load.py [--runs 50] [--jobs 10] [--graph hybrid_rag]
+    .venv/bin/python -m bench.bench_server_load [--runs 50] [--jobs 10] [--graph hybrid_rag]
 
 ``--jobs`` is ``langgraph dev --n-jobs-per-worker`` (runs executed concurrently by the
 server; its default is 1, which serialises everything).
@@ -17,18 +17,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from langgraph_sdk import get_client
 
-from langgraph_sdk import get_client  # noqa: E402
-
-from tests.langgraph_server import (  # noqa: E402
+from tests.langgraph_server import (
     ingest_sample_kb,
     start_server,
     stop_server,

@@ -6,7 +6,7 @@ per-process caches every process pays for every distinct query; with the Redis l
 (``HYBRID_RAG_REDIS_URL``) the target is one upstream call per distinct query, however
 many processes ask at the same time.
 
-    .venv/bin/python bench/bench_shared_cache.py [--processes 4] [--queries 200] [--distinct 60]
+    .venv/bin/python -m bench.bench_shared_cache [--processes 4] [--queries 200] [--distinct 60]
 
 Needs ``redis-server`` (Debian package) and redis-py (the ``[redis]`` extra).
 """
@@ -23,11 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.local_provider import LocalServer, Reply  # noqa: E402
-from tests.redis_server import RedisServer  # noqa: E402
+from bench.harness import REPO
+from tests.local_provider import LocalServer, Reply
+from tests.redis_server import RedisServer
 
 WORKER = """
 import asyncio, json, sys, time
@@ -64,7 +62,7 @@ def replay(
 ) -> dict[str, float]:
     before = len(provider.hits("/search"))
     env = {**os.environ, "SERPER_API_KEY": "bench-key", "SERPER_BASE_URL": provider.url,
-           "PYTHONPATH": str(ROOT), "HYBRID_RAG_REDIS_URL": redis_url or ""}  # fmt: skip
+           "PYTHONPATH": str(REPO), "HYBRID_RAG_REDIS_URL": redis_url or ""}  # fmt: skip
     started = time.perf_counter()
     procs = [
         subprocess.Popen(

@@ -5,7 +5,7 @@ and RealTimeQA (``realtimeqa/gcs/*_qa.jsonl``, field ``question_sentence``).
 A local HTTP server plays a Serper-shaped provider with ~150 ms latency; the
 real client, cache and single-flight code paths are exercised end to end.
 
-    .venv/bin/python bench/bench_websearch_cache.py [--data-dir DIR] [--requests 2000]
+    .venv/bin/python -m bench.bench_websearch_cache [--data-dir DIR] [--requests 2000]
 """
 
 from __future__ import annotations
@@ -22,10 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from tools.websearch import (  # noqa: E402
+from bench.harness import DATA_DIR
+from tools.websearch import (
     SearchCache,
     WebSearchClient,
     WebSearchSettings,
@@ -169,7 +167,7 @@ async def run(args: argparse.Namespace, questions: list[str]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--zipf-s", type=float, default=1.1)
     parser.add_argument("--latency", type=float, default=0.150)
