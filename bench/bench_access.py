@@ -33,7 +33,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from bench.harness import DATA_DIR
+from bench.harness import parser
 from tools.access.acl import Reader, acl_metadata
 from tools.evaluation.datasets import (
     DEV_SETS,
@@ -116,8 +116,7 @@ def _acl(doc_id: str, args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    p = parser(__doc__, data=True)
     p.add_argument("--sets", default=",".join(DEV_SETS), help="comma list of dev sets")
     p.add_argument("--home", type=Path, default=None, help="data home (collections, cache)")
     p.add_argument("--embedding", default="local:e5")

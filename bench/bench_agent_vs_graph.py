@@ -19,7 +19,6 @@ The knowledge base is the sample KB with deterministic hash embeddings (no model
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -34,7 +33,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatResult
 from langchain_core.runnables import RunnableLambda
 
-from bench.harness import SAMPLE_KB, SAMPLE_QUESTIONS
+from bench.harness import SAMPLE_KB, SAMPLE_QUESTIONS, parser
 from graph import Context, build_agent_graph, build_graph
 from nodes import resources
 from nodes.models import register_chat_model
@@ -151,11 +150,11 @@ async def run_config(
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--model-latency", type=float, default=0.1, help="seconds per model call")
-    parser.add_argument("--search-latency", type=float, default=0.15, help="seconds per search")
-    args = parser.parse_args()
+    ap = parser(__doc__)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--model-latency", type=float, default=0.1, help="seconds per model call")
+    ap.add_argument("--search-latency", type=float, default=0.15, help="seconds per search")
+    args = ap.parse_args()
     questions = load_questions()
     home = Path(tempfile.mkdtemp(prefix="bench-agent-")) / "home"
     kb = KnowledgeBase(KBConfig(home=home), embedding_model=hash_model())

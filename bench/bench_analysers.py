@@ -19,13 +19,11 @@ Data sets are read from ``--data-dir`` (default ../shared/data), never copied.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-from bench.harness import DATA_DIR
+from bench.harness import parser
 from tools.evaluation.datasets import (
     DEV_SETS,
     BeirData,
@@ -107,8 +105,7 @@ def bm25_ndcg(data: BeirData, tokenize: Callable[[str], list[str]]) -> dict[str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    ap = parser(__doc__, data=True)
     ap.add_argument("--sets", type=lambda s: s.split(","), default=list(SETS))
     args = ap.parse_args(argv)
     table: dict[str, dict[str, float]] = {}

@@ -18,7 +18,6 @@ to the first progress event (``custom`` stream) and to the first answer token
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -32,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.harness import SAMPLE_KB, SAMPLE_QUESTIONS
+from bench.harness import SAMPLE_KB, SAMPLE_QUESTIONS, parser
 from graph import Context, build_agent_graph, build_graph
 from nodes import resources
 from tests.agent_fakes import LocalLLMServer
@@ -129,11 +128,11 @@ def pct(values: list[float], p: float) -> float:
 def main() -> None:
     # langchain's streamed structured output trips a pydantic serializer warning; noise here.
     warnings.filterwarnings("ignore", message="Pydantic serializer warnings")
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--questions", type=int, default=12)
-    parser.add_argument("--model-latency", type=float, default=0.3)
-    parser.add_argument("--token-gap", type=float, default=0.02)
-    args = parser.parse_args()
+    ap = parser(__doc__)
+    ap.add_argument("--questions", type=int, default=12)
+    ap.add_argument("--model-latency", type=float, default=0.3)
+    ap.add_argument("--token-gap", type=float, default=0.02)
+    args = ap.parse_args()
     rows = [json.loads(line) for line in QUESTIONS.read_text(encoding="utf-8").splitlines()]
     questions = [r["question"] for r in rows if r.get("kind") == "kb"][: args.questions]
     model = CompetentModel()

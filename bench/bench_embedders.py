@@ -32,7 +32,6 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import argparse
 import importlib.util
 import json
 import math
@@ -46,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.harness import DATA_DIR
+from bench.harness import parser
 
 
 # ----------------------------------------------------------------------- candidates
@@ -330,10 +329,7 @@ def _fmt(col: str, value: object) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    ap = parser(__doc__, data=True, raw=True)
     ap.add_argument(
         "--models", default=DEFAULT_MODELS, help=f"comma list of {', '.join(CANDIDATES)}"
     )

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.harness import DATA_DIR
+from bench.harness import parser
 from tools.evaluation.calibration import calibration_report
 from tools.evaluation.datasets import (
     DEV_SETS,
@@ -322,11 +322,8 @@ STAGES = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    ap = parser(__doc__, data=True, raw=True)
     ap.add_argument("stages", nargs="+", choices=list(STAGES))
-    ap.add_argument("--data-dir", type=Path, default=DATA_DIR)
     ap.add_argument("--home", type=Path, required=True)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--embedding", default="local")

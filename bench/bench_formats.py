@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.harness import REPO, rerun
+from bench.harness import REPO, parser, rerun
 
 FORMAT_SHARE = {"pdf": 0.3, "docx": 0.2, "html": 0.2, "xlsx": 0.1, "csv": 0.05, "md": 0.15}
 SUFFIX = {"pdf": ".pdf", "docx": ".docx", "html": ".html", "xlsx": ".xlsx", "csv": ".csv",
@@ -239,7 +239,7 @@ def print_table(rows: Sequence[dict[str, Any]], embedding: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = parser(__doc__)
     p.add_argument("--files", type=int, default=200, help="documents in the corpus (~200)")
     p.add_argument("--corpus", type=Path, default=None, help="corpus folder (default: temp)")
     p.add_argument("--keep", action="store_true", help="keep the corpus folder")

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.harness import REPO, rerun
+from bench.harness import REPO, parser, rerun
 
 
 def write_giant(path: Path, mb: float) -> None:
@@ -103,7 +103,7 @@ def child(argv: list[str]) -> dict[str, Any]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = parser(__doc__, raw=True)
     p.add_argument("--mb", type=float, default=20.0)
     p.add_argument("--embedding", default="hash", help="'hash' (pipeline only) or 'local'")
     p.add_argument("--stop-after", type=int, default=20, help="slices before the interruption")

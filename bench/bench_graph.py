@@ -38,7 +38,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.harness import DATA_DIR
+from bench.harness import need, parser
 from cli.eval_answers import evaluate_rgb, evaluate_routing
 from graph import Context, build_graph
 from nodes import resources
@@ -213,8 +213,7 @@ def part_both(questions: list[str], home: Path, args: argparse.Namespace) -> dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    p = parser(__doc__, data=True)
     p.add_argument("--parts", default=",".join(PARTS), help="comma list of " + ",".join(PARTS))
     p.add_argument("--docs", type=int, default=1000, help="SciFact documents in the KB")
     p.add_argument("--all", action="store_true", help="index all 5,183 SciFact documents")
@@ -233,8 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     freshqa = args.data_dir / "freshqa" / "freshqa_dev.jsonl"
     rgb = args.data_dir / "rgb" / "zh_refine_dev.json"
     for needed, path in (("latency", scifact), ("routing", freshqa), ("rgb", rgb)):
-        if (needed in parts or (needed == "latency" and "both" in parts)) and not path.exists():
-            sys.exit(f"error: {path} not found; pass --data-dir pointing at the shared data folder")
+        if needed in parts or (needed == "latency" and "both" in parts):
+            need(path)
 
     home = args.home or Path(tempfile.mkdtemp(prefix="bench-graph-"))
     result: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}

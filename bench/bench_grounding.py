@@ -16,14 +16,12 @@ marked; ``--context`` overrides other Context fields (e.g. '{"embed_every_query"
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import tempfile
 from dataclasses import fields
 from pathlib import Path
 
-from bench.harness import DATA_DIR
+from bench.harness import need, parser
 from cli.eval_answers import evaluate_rgb, refusal_table
 from graph import Context
 
@@ -31,16 +29,14 @@ THRESHOLDS = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    ap = parser(__doc__, data=True)
     ap.add_argument("--home", type=Path, default=None)
     ap.add_argument("--embedding", default="local")
     ap.add_argument("--max-questions", type=int, default=None)
     ap.add_argument("--context", type=json.loads, default={})
     args = ap.parse_args(argv)
     path = args.data_dir / "rgb" / "zh_refine_dev.json"
-    if not path.exists():
-        sys.exit(f"error: {path} not found; pass --data-dir pointing at the shared data folder")
+    need(path)
     home = args.home or Path(tempfile.mkdtemp(prefix="bench-grounding-"))
     home.mkdir(parents=True, exist_ok=True)
     context = {**args.context, "refusal_threshold": 0.0}

@@ -21,7 +21,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
@@ -31,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.harness import DATA_DIR
+from bench.harness import need, parser
 from tools.evaluation.datasets import load_beir, to_documents
 from tools.kb.embeddings import EmbeddingModel, make_embedding_model
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
@@ -86,8 +85,7 @@ def one_run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    p = parser(__doc__, data=True)
     p.add_argument("--docs", type=int, default=1000, help="first N SciFact documents")
     p.add_argument("--all", action="store_true", help="all 5,183 documents")
     p.add_argument("--embedding", default="local", help="model of the embedding runs")
@@ -95,8 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
     args = p.parse_args(argv)
     root = args.data_dir / "beir_scifact"
-    if not root.exists():
-        sys.exit(f"error: {root} not found; pass --data-dir pointing at the shared data folder")
+    need(root)
     docs = to_documents(load_beir(root, "train"))
     if not args.all:
         docs = docs[: args.docs]

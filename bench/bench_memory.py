@@ -22,7 +22,6 @@ Exit code 1 when a bound does not hold.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
 import os
@@ -34,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.harness import SAMPLE_KB
+from bench.harness import SAMPLE_KB, parser
 from graph import Context, build_graph
 from graph.agent_graph import build_agent_graph
 from nodes import models, resources
@@ -127,7 +126,7 @@ def cache_sizes(kb: KnowledgeBase) -> dict[str, Any]:
 
 
 async def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--runs", type=int, default=1000, help="state-graph runs (default 1000)")
     ap.add_argument("--agent-runs", type=int, default=300, help="agent runs (default 300)")
     ap.add_argument("--every", type=int, default=50, help="sample RSS every N runs")

@@ -73,7 +73,7 @@ from typing import Any
 
 import tools.answer.search_service as search_service
 import tools.websearch.page_passages as page_passages
-from bench.harness import DATA_DIR
+from bench.harness import parser
 from graph import Context, build_agent_graph, build_graph
 from prompts.answer import OFFLINE_NOTE_EN
 from tests.local_provider import LocalServer, Reply
@@ -523,8 +523,7 @@ def ceiling(questions: list[Question]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    p = parser(__doc__, data=True)
     p.add_argument("--sets", type=lambda s: s.split(","), default=list(SETS))
     p.add_argument("--graphs", type=lambda s: s.split(","), default=list(GRAPHS))
     p.add_argument("--read-pages", type=int, default=5, help="Context.read_pages of pages mode")

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.harness import DATA_DIR
+from bench.harness import parser
 from graph import Context, build_graph
 from nodes import resources
 from tools.evaluation.datasets import (
@@ -188,8 +188,7 @@ def leave_one_out(results: dict[str, dict[str, dict[str, Any]]]) -> dict[str, di
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    ap = parser(__doc__, data=True)
     ap.add_argument("--home", type=Path, required=True)
     ap.add_argument("--embedding", default="local")
     ap.add_argument("--sets", type=lambda s: s.split(","), default=list(SETS))

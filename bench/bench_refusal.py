@@ -20,12 +20,9 @@ For every RGB zh dev question the sources are labelled as the answer prompt show
 
 from __future__ import annotations
 
-import argparse
-import sys
-from pathlib import Path
 from typing import Any
 
-from bench.harness import DATA_DIR
+from bench.harness import need, parser
 from tools.evaluation.datasets import read_jsonl
 from tools.policy.offline import extractive_answer
 from tools.policy.refusal import check_answer
@@ -45,13 +42,11 @@ def labelled(passages: list[str]) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    ap = parser(__doc__, data=True)
     ap.add_argument("--max-questions", type=int, default=None)
     args = ap.parse_args(argv)
     path = args.data_dir / "rgb" / "zh_refine_dev.json"
-    if not path.exists():
-        sys.exit(f"error: {path} not found; pass --data-dir pointing at the shared data folder")
+    need(path)
     refused = {"memory": 0, "reworded": 0, "on-topic": 0, "faithful": 0, "short": 0}
     counts = dict.fromkeys(refused, 0)
     for row in list(read_jsonl(path))[: args.max_questions or None]:

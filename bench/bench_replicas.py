@@ -19,7 +19,6 @@ do not fight over them. ``--home DIR`` keeps the CLI's embedding cache between r
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import statistics
@@ -32,6 +31,7 @@ from typing import Any
 
 from langgraph_sdk import get_client
 
+from bench.harness import parser
 from tests.langgraph_server import (
     SAMPLE_KB,
     LocalServer,
@@ -152,14 +152,14 @@ def report(figures: dict[str, Any]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--replicas", type=int, default=2)
-    parser.add_argument("--jobs", type=int, default=10, help="--n-jobs-per-worker per replica")
-    parser.add_argument("--omp-threads", type=int, default=1, help="OMP_NUM_THREADS per replica")
-    parser.add_argument("--home", type=Path, default=None, help="the CLI's data home (cache)")
-    parser.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
-    args = parser.parse_args()
+    ap = parser(__doc__)
+    ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--replicas", type=int, default=2)
+    ap.add_argument("--jobs", type=int, default=10, help="--n-jobs-per-worker per replica")
+    ap.add_argument("--omp-threads", type=int, default=1, help="OMP_NUM_THREADS per replica")
+    ap.add_argument("--home", type=Path, default=None, help="the CLI's data home (cache)")
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
+    args = ap.parse_args()
     exe = chroma_executable()
     if exe is None or not CLI.exists():
         print("needs the chroma executable and the hybrid-rag CLI: make install-dev")

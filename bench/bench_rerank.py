@@ -21,7 +21,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from bench.harness import DATA_DIR, SAMPLE_KB, SAMPLE_QUESTIONS
+from bench.harness import SAMPLE_KB, SAMPLE_QUESTIONS, parser
 from tools.evaluation.datasets import load_beir, score_run, to_documents
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.kb.rerank import make_reranker, rerank_chunks
@@ -87,8 +87,7 @@ def crosslingual() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    ap = parser(__doc__, data=True)
     ap.add_argument(
         "--home", type=Path, required=True, help="data home (its embedding cache is reused)"
     )

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.harness import DATA_DIR
+from bench.harness import need, parser
 from tools.evaluation.datasets import (
     BeirData,
     evaluate_retrieval,
@@ -76,8 +76,7 @@ DATASETS = {
 def load(data_dir: Path, name: str) -> BeirData:
     ds = DATASETS[name]
     root = data_dir / ds.path
-    if not root.exists():
-        sys.exit(f"error: {root} not found; pass --data-dir pointing at the shared data folder")
+    need(root)
     return load_beir(root, ds.split)
 
 
@@ -158,8 +157,7 @@ def print_table(title: str, rows: list[tuple[str, str, dict[str, float]]]) -> No
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    p = parser(__doc__, data=True)
     p.add_argument(
         "--datasets", default="scifact,rgb,cmrc", help="comma list of " + ",".join(DATASETS)
     )
@@ -183,8 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
     args = p.parse_args(argv)
-    if not args.data_dir.exists():
-        sys.exit(f"error: data directory {args.data_dir} not found (use --data-dir)")
+    need(args.data_dir)
     names = [n.strip() for n in args.datasets.split(",") if n.strip()]
     unknown = [n for n in names if n not in DATASETS]
     if unknown:

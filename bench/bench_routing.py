@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.harness import DATA_DIR
+from bench.harness import parser
 from tools.evaluation.datasets import BeirData, load_beir, read_jsonl, to_documents
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.kb.loaders import SourceDocument, content_hash
@@ -151,8 +151,7 @@ def choose(table: dict[str, dict[float, tuple[float | None, float]]], kbs: list[
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    ap = parser(__doc__, data=True)
     ap.add_argument("--home", type=Path, required=True)
     ap.add_argument("--embedding", default="local:e5")
     ap.add_argument("--docs", type=int, default=1000)

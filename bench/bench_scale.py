@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from bench.harness import DATA_DIR
+from bench.harness import need, parser
 from tools.evaluation.datasets import percentile
 from tools.kb import snapshot as kb_module
 from tools.kb.bm25 import BM25Index
@@ -115,8 +115,7 @@ def make_model(kind: str) -> tuple[EmbeddingModel, dict[str, list[float]]]:
 # ----------------------------------------------------------------------------- corpus
 def load_news(data_dir: Path) -> list[dict[str, Any]]:
     path = data_dir / NEWS
-    if not path.exists():
-        sys.exit(f"error: {path} not found; pass --data-dir pointing at the shared data folder")
+    need(path)
     with path.open(encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
 
@@ -462,8 +461,7 @@ def print_report(r: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    p = parser(__doc__, data=True)
     p.add_argument("--chunks", type=int, default=100_000, help="chunks to store (default 100k)")
     p.add_argument("--vectors", choices=("random", "hash"), default="random")
     p.add_argument("--tokenizer", choices=("jieba", "bigram"), default="jieba")
@@ -479,8 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", default=None, help="data home to use and keep (default: temp dir)")
     p.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
     args = p.parse_args(argv)
-    if not args.data_dir.exists():
-        sys.exit(f"error: data directory {args.data_dir} not found (use --data-dir)")
+    need(args.data_dir)
     started = time.perf_counter()
     result = run(args)
     result["wall_s"] = round(time.perf_counter() - started, 1)

@@ -14,7 +14,6 @@ server; its default is 1, which serialises everything).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import tempfile
@@ -24,6 +23,7 @@ from typing import Any
 
 from langgraph_sdk import get_client
 
+from bench.harness import parser
 from tests.langgraph_server import (
     ingest_sample_kb,
     start_server,
@@ -93,11 +93,11 @@ async def load(url: str, graph: str, runs: int) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--jobs", type=int, default=10, help="--n-jobs-per-worker")
-    parser.add_argument("--graph", default="hybrid_rag", choices=["hybrid_rag", "tool_agent"])
-    args = parser.parse_args()
+    ap = parser(__doc__)
+    ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--jobs", type=int, default=10, help="--n-jobs-per-worker")
+    ap.add_argument("--graph", default="hybrid_rag", choices=["hybrid_rag", "tool_agent"])
+    args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="hybrid-rag-load-") as tmp:
         home = Path(tmp) / "home"
         home.mkdir()

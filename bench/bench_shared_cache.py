@@ -13,7 +13,6 @@ Needs ``redis-server`` (Debian package) and redis-py (the ``[redis]`` extra).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -23,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.harness import REPO
+from bench.harness import REPO, parser
 from tests.local_provider import LocalServer, Reply
 from tests.redis_server import RedisServer
 
@@ -84,14 +83,14 @@ def replay(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--processes", type=int, default=4)
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--distinct", type=int, default=60)
-    parser.add_argument("--zipf", type=float, default=1.1)
-    parser.add_argument("--inflight", type=int, default=4, help="searches in flight per process")
-    parser.add_argument("--latency", type=float, default=0.3, help="provider seconds per call")
-    args = parser.parse_args()
+    ap = parser(__doc__)
+    ap.add_argument("--processes", type=int, default=4)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--distinct", type=int, default=60)
+    ap.add_argument("--zipf", type=float, default=1.1)
+    ap.add_argument("--inflight", type=int, default=4, help="searches in flight per process")
+    ap.add_argument("--latency", type=float, default=0.3, help="provider seconds per call")
+    args = ap.parse_args()
     log = zipf_log(args.queries, args.distinct, args.zipf, seed=7)
     unique = len(set(log))
     body = {"organic": [{"title": "t", "link": "https://example.org/", "snippet": "s"}]}

@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from bench.harness import DATA_DIR
+from bench.harness import parser
 from tools.websearch import (
     SearchCache,
     WebSearchClient,
@@ -166,16 +166,15 @@ async def run(args: argparse.Namespace, questions: list[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
-    parser.add_argument("--requests", type=int, default=2000)
-    parser.add_argument("--zipf-s", type=float, default=1.1)
-    parser.add_argument("--latency", type=float, default=0.150)
-    parser.add_argument("--jitter", type=float, default=0.050)
-    parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--sf", type=int, default=100, help="concurrent identical requests")
-    parser.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args(argv)
+    ap = parser(__doc__, data=True)
+    ap.add_argument("--requests", type=int, default=2000)
+    ap.add_argument("--zipf-s", type=float, default=1.1)
+    ap.add_argument("--latency", type=float, default=0.150)
+    ap.add_argument("--jitter", type=float, default=0.050)
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--sf", type=int, default=100, help="concurrent identical requests")
+    ap.add_argument("--seed", type=int, default=7)
+    args = ap.parse_args(argv)
     questions = load_questions(args.data_dir)
     if not questions:
         print(
