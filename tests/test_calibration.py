@@ -98,15 +98,20 @@ def _beir(root: Path) -> Path:
     return root
 
 
-def test_eval_calibration_cli(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from cli.main import main
+@pytest.fixture
+def hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Knowledge bases embed with the tests' hash model: no model load."""
     from tests.fakes import hash_model
 
     monkeypatch.setattr(
         "tools.kb.knowledge_base.make_embedding_model", lambda *a, **k: hash_model()
     )
+
+
+@pytest.mark.usefixtures("hash_embedder")
+def test_eval_calibration_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from cli.main import main
+
     data = _beir(tmp_path / "beir")
     plot = tmp_path / "rel.png"
     args = ["--home", str(tmp_path / "h"), "eval", "calibration", "--data", str(data), "--json"]
@@ -200,17 +205,14 @@ def test_a_fit_needs_both_classes() -> None:
         fit(only_answerable, FEATURES)
 
 
+@pytest.mark.usefixtures("hash_embedder")
 def test_eval_calibration_fit_writes_the_parameters_the_kb_loads(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from cli.main import main
-    from tests.fakes import hash_model
     from tools.kb.answerability import AnswerabilityModel, params_name
     from tools.kb.embeddings import embedding_model_id
 
-    monkeypatch.setattr(
-        "tools.kb.knowledge_base.make_embedding_model", lambda *a, **k: hash_model()
-    )
     first = _beir(tmp_path / "first")
     second = _beir(tmp_path / "second")
     out = tmp_path / "params"
