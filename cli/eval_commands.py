@@ -76,10 +76,16 @@ def register(subparsers: Any) -> None:
     )
     cal.add_argument("--split", default=None, help="qrels split of a --data without one")
     cal.add_argument(
-        "--freshqa", type=Path, default=None, help="FreshQA JSONL: unrelated questions (label 0)"
+        "--freshqa",
+        type=Path,
+        default=None,
+        help="FreshQA JSONL: unrelated questions (label 0), asked of the first --data KB",
     )
     cal.add_argument(
-        "--rgb", type=Path, default=None, help="RGB JSON-lines: per-question 5-passage KBs"
+        "--rgb",
+        type=Path,
+        default=None,
+        help="RGB JSON-lines: per-question 5-passage KBs (joins a --data set named rgb)",
     )
     cal.add_argument("--max-queries", type=int, default=None, help="per data set")
     cal.add_argument("--bins", type=int, default=10)
