@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from tools.errors import HybridRagError
+from tools.errors import HybridRagError, redact_credentials
 from tools.text import terminal_safe
 
 # Modules that contribute sub-commands, in help order.
@@ -81,7 +81,8 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         return int(args.func(args) or 0)
     except HybridRagError as exc:
-        print(f"hybrid-rag: error: {exc}", file=sys.stderr)
+        # redacted once more here: no URL's password reaches the screen, whoever quoted it
+        print(f"hybrid-rag: error: {redact_credentials(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("hybrid-rag: interrupted", file=sys.stderr)

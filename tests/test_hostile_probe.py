@@ -1,0 +1,100 @@
+"""What the hostile-input probe of issue 33 found, each fault made to happen for real:
+no secret echoed, no traceback, one bad file never costs the others, reads never write."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli.main import main
+from tests.test_errors_not_tracebacks import hash_cli, one_error, run
+from tools.evaluation.run_stats import load_runs, record_run
+
+__all__ = ["hash_cli"]  # a fixture shared with test_errors_not_tracebacks
+
+OFFLINE = ("--set", "model=offline", "--set", "search_provider=none")
+
+
+# 1. A malformed checkpoint URL never echoes its password.
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u:secretpw@[::1",  # the probe's: psycopg quotes the whole URI
+        "postgresql://u:secretpw@host:99999/db",  # a bad port
+        "postgresql://u@host/db?password=secretpw&port=x",  # the password as a parameter
+    ],
+)
+def test_a_malformed_checkpoint_url_never_echoes_its_password(
+    url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HYBRID_RAG_CHECKPOINT_URL", url)
+    code, out, err = run(capsys, "ask", "x", "--thread", "t1", "--quiet", *OFFLINE)
+    line = one_error(err)
+    assert code == 2 and "secretpw" not in out + err, line
+    assert "Postgres" in line  # still names what is wrong
+
+
+def test_redact_credentials_in_any_url() -> None:
+    from tools.errors import redact_credentials
+
+    text = 'bad "postgresql://u:p@ss:w0rd@[::1" and redis://:tok@h:6379/0 ?x=1&password=pw9'
+    out = redact_credentials(text)
+    assert "p@ss" not in out and "w0rd" not in out and "tok@" not in out and "pw9" not in out
+    assert "postgresql://u:***@[::1" in out and "redis://:***@h:6379/0" in out
+    assert redact_credentials("http://host/a:b@c") == "http://host/a:b@c"  # a path
+    assert "pa/ss" not in redact_credentials("postgresql://u:pa/ss@h/db")
+
+
+# 4. An empty principal list is an error, not "no restriction".
+@pytest.mark.parametrize("principals", ["", " ", ",", " , "])
+def test_search_as_nobody_is_an_error(
+    principals: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], hash_cli: None
+) -> None:
+    home = str(tmp_path / "h")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "secret.md").write_text("# Salaries\n\nThe salary band of level 7 is secret.\n")
+    assert main(["--home", home, "ingest", str(docs), "--acl", "group:hr"]) == 0
+    capsys.readouterr()
+    code, out, err = run(capsys, "--home", home, "search", "salary band", "--as", principals)
+    line = one_error(err)
+    assert code == 2 and "--as" in line and "empty access list" in line
+    assert "secret" not in out
+
+
+# 11. Bytes that are not UTF-8 in a question are a clear error.
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["ask", "annual leave \udcff days", "--quiet", *OFFLINE],
+        ["search", "annual leave \udcff days"],
+        ["ask", "annual leave", "--thread", "t\udcff", "--quiet", *OFFLINE],
+    ],
+)
+def test_a_question_that_is_not_utf8_is_a_clear_error(
+    argv: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # What Python makes of `ask $'annual leave \xff days'`: the byte as a lone surrogate.
+    code, _, err = run(capsys, "--home", str(tmp_path / "h"), *argv)
+    line = one_error(err)
+    assert code == 2 and "not valid UTF-8" in line and "\\xff" in line
+    assert not (tmp_path / "h").exists()  # refused before anything was opened
+
+
+# 15. A foreign JSON line in runs.jsonl is not a run.
+def test_stats_skips_records_that_are_not_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "runs.jsonl"
+    record_run(path, {"route": "knowledge", "strategy": "vector", "search_cost": 0.0})
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write('{"hello": "world"}\n{"level": "info", "msg": "started"}\n')
+        fh.write('{"route": 7}\n{"route": "web", "search_cost": "free"}\n')
+    runs, unreadable = load_runs(path)
+    assert [r["route"] for r in runs] == ["knowledge"] and unreadable == 4
+    code, out, err = run(capsys, "--home", str(tmp_path), "stats", "--json")
+    assert code == 0 and "Traceback" not in err
+    summary = json.loads(out)
+    assert summary["runs"] == 1 and summary["unreadable_lines"] == 4
