@@ -127,9 +127,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     if args.k < 1:  # arguments first: a bad one is named before any store is opened
         raise ConfigError(f"k must be >= 1, got {args.k}")
-    reader = (
+    reader = (  # `--as ""` is an empty list (an error), not "no restriction"
         Reader(frozenset(parse_acl(args.as_principals, where="--as")))
-        if args.as_principals
+        if args.as_principals is not None
         else None
     )
     with open_kb(args) as kb:
