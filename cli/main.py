@@ -14,8 +14,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from tools.errors import HybridRagError, redact_credentials
-from tools.text import terminal_safe
+from tools.errors import HybridRagError, InputError, redact_credentials
+from tools.text import terminal_safe, undecodable_bytes
 
 # Modules that contribute sub-commands, in help order.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -25,6 +25,24 @@ COMMAND_MODULES: tuple[str, ...] = (
     "cli.eval_commands",
     "cli.users_command",
 )
+
+
+# Arguments that are text, not paths (a path may hold any bytes): a byte that is not UTF-8
+# cannot be embedded, stored or sent, so it is named before anything opens.
+TEXT_ARGUMENTS = ("question", "query", "thread", "set", "as_principals", "acl", "doc_id")
+
+
+def check_text_arguments(args: argparse.Namespace) -> None:
+    """``InputError`` naming the first text argument that is not valid UTF-8."""
+    for name in TEXT_ARGUMENTS:
+        value = getattr(args, name, None)
+        for item in value if isinstance(value, list) else [value]:
+            shown = undecodable_bytes(item) if isinstance(item, str) else None
+            if shown is not None:
+                raise InputError(
+                    f"the {name.replace('_', ' ')} is not valid UTF-8 text: '{shown}' "
+                    "(check the terminal's or the script's character encoding)"
+                )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,6 +97,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return 2
     args = parser.parse_args(argv)
     try:
+        check_text_arguments(args)
         return int(args.func(args) or 0)
     except HybridRagError as exc:
         # redacted once more here: no URL's password reaches the screen, whoever quoted it

@@ -83,6 +83,15 @@ def test_a_question_that_is_not_utf8_is_a_clear_error(
     assert not (tmp_path / "h").exists()  # refused before anything was opened
 
 
+def test_the_graphs_refuse_a_question_that_is_not_utf8() -> None:
+    # The same question through Python or a server (JSON can carry "\udcff") is named too.
+    from nodes.prepare import validate_question
+    from tools.errors import InputError
+
+    with pytest.raises(InputError, match=r"not valid UTF-8 text: 'leave \\xff days'"):
+        validate_question("leave \udcff days", 1000)
+
+
 # 15. A foreign JSON line in runs.jsonl is not a run.
 def test_stats_skips_records_that_are_not_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -83,6 +83,25 @@ _TERMINAL_RE = re.compile(
 _JSON_RAW_CONTROLS_RE = re.compile(r"[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def undecodable_bytes(text: str) -> str | None:
+    """``text`` with its undecodable bytes shown as ``\\xNN`` when it has any, else None.
+
+    Python decodes command-line arguments and file names with "surrogateescape": a byte
+    that is not UTF-8 becomes a lone surrogate, which no embedder, store or stream can
+    encode. This names such text readably (``annual leave \\xff days``)."""
+    if not _SURROGATE_RE.search(text):
+        return None
+
+    def shown(match: re.Match[str]) -> str:
+        code = ord(match.group())
+        return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+    return _SURROGATE_RE.sub(shown, text)
+
+
 def terminal_safe(text: str) -> str:
     """``text`` without escape sequences or control characters (newlines and tabs kept):
     what a document or web page says must not retitle, clear or re-link the terminal."""
