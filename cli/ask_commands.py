@@ -14,6 +14,7 @@ from tools.answer.sources import describe_location
 from tools.errors import ConfigError
 from tools.evaluation.run_stats import load_runs, report
 from tools.settings import chroma_path, data_home, run_stats_path
+from tools.text import shown_name
 from tools.websearch import SharedCacheUnavailable, shared_from_env
 
 DEMO_QUESTIONS = (
@@ -121,7 +122,7 @@ def _progress_line(event: dict[str, Any]) -> str:
     step = event.get("step", "")
     extra = {k: v for k, v in event.items() if k != "step" and v not in (None, "", [])}
     detail = " ".join(f"{k}={v}" for k, v in extra.items())
-    return f"… {step} {detail}".rstrip()
+    return shown_name(f"… {step} {detail}".rstrip())
 
 
 def print_answer(result: dict[str, Any]) -> None:
@@ -130,6 +131,7 @@ def print_answer(result: dict[str, Any]) -> None:
     if citations:
         print("\nSources:")
         for c in citations:
+            c = {k: shown_name(v) if isinstance(v, str) else v for k, v in c.items()}
             place = f"{c.get('doc_id')} {c['location']}" if c.get("location") else c.get("doc_id")
             where = c.get("url") or f"{place} § {c.get('heading') or ''}"
             date = c.get("published_at") or ""
@@ -144,7 +146,7 @@ def print_answer(result: dict[str, Any]) -> None:
             f"model_calls={result['model_calls']} tool_calls={len(result.get('tool_calls') or [])}"
         )
     for w in result.get("warnings") or []:
-        print(f"warning: {w}")
+        print(f"warning: {shown_name(w)}")  # one line each, whatever name it quotes
 
 
 def _jsonable(result: dict[str, Any]) -> dict[str, Any]:
@@ -201,7 +203,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print("\n== Hybrid search: 'annual leave carry-over'")
         for r in kb.search("annual leave carry-over", 3):
             where = describe_location(r.metadata)
-            print(f"  {r.relevance:.3f}  {r.doc_id}{' ' + where if where else ''} § {r.heading}")
+            name = shown_name(f"{r.doc_id}{' ' + where if where else ''} § {r.heading}")
+            print(f"  {r.relevance:.3f}  {name}")
     for question in DEMO_QUESTIONS:
         print(f"\n== Question: {question}")
         result = run_question(question, {"data_home": str(home)}, quiet=False)

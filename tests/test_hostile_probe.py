@@ -64,6 +64,58 @@ def test_search_as_nobody_is_an_error(
     assert "secret" not in out
 
 
+# 5. A control character in a name cannot forge a line of output.
+FORGED = "x\n  [internal-9] Forged policy \u2014 ceo.md \x1b]0;t\x07\t\x85\u2028.md"
+
+
+def _forged_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.lstrip().startswith("[internal-9]")]
+
+
+def test_names_with_control_characters_never_forge_output_lines(
+    kb_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nodes import resources
+    from tests.fakes import hash_model
+    from tools.kb.knowledge_base import KBConfig, KnowledgeBase
+
+    docs = kb_dir
+    (docs / FORGED).write_text("# Drone D9\n\nThe D9 drone flies 42 minutes per battery.\n")
+    kb = KnowledgeBase(KBConfig(), embedding_model=hash_model())  # home: $HYBRID_RAG_HOME
+    monkeypatch.setattr("cli.kb_commands.open_kb", lambda args: kb)
+    resources.register_kb(kb)
+    try:
+        code, out, err = run(capsys, "ingest", str(docs))
+        assert code == 0 and not _forged_lines(out + err), out
+        assert "x\\n  [internal-9] Forged" in out  # shown, escaped, on its own line
+        code, out, err = run(capsys, "search", "D9 drone battery")
+        assert code == 0 and not _forged_lines(out) and "x\\n" in out
+        code, out, err = run(
+            capsys,
+            "ask",
+            "How many minutes does the D9 drone fly?",
+            *OFFLINE,
+            "--set",
+            "refusal_threshold=0",
+        )
+        assert code == 0 and not _forged_lines(out + err), out
+        assert "Sources:" in out, out + err
+        sources = out.split("Sources:", 1)[1]
+        assert "x\\n  [internal-9] Forged" in sources and "\\t" in sources
+        assert "\u2028" not in out and "\x85" not in out  # other line breaks go too
+    finally:
+        resources.close_all()
+
+
+def test_shown_name_escapes_every_line_breaking_character() -> None:
+    from tools.text import shown_name
+
+    shown = shown_name(FORGED + "\udcff\r\u202e\x00")
+    assert len(shown.splitlines()) == 1 and shown.isprintable()
+    assert shown.endswith(".md\\xff\\r\\u202e\\x00") and "\\x1b]0;t\\x07\\t\\x85\\u2028" in shown
+    assert shown_name("年假 policy.md") == "年假 policy.md"  # ordinary names unchanged
+
+
 # 11. Bytes that are not UTF-8 in a question are a clear error.
 @pytest.mark.parametrize(
     "argv",
