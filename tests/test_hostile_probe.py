@@ -4,6 +4,7 @@ no secret echoed, no traceback, one bad file never costs the others, reads never
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -114,6 +115,35 @@ def test_shown_name_escapes_every_line_breaking_character() -> None:
     assert len(shown.splitlines()) == 1 and shown.isprintable()
     assert shown.endswith(".md\\xff\\r\\u202e\\x00") and "\\x1b]0;t\\x07\\t\\x85\\u2028" in shown
     assert shown_name("年假 policy.md") == "年假 policy.md"  # ordinary names unchanged
+
+
+# 7. A file name that is not UTF-8 costs that file only.
+def test_a_file_name_that_is_not_utf8_is_skipped_with_a_reason(
+    kb_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], hash_cli: None
+) -> None:
+    bad = os.fsdecode(bytes(kb_dir) + b"/caf\xe9 menu.md")  # Latin-1 "café": not UTF-8
+    Path(bad).write_text("# Menu\n\nThe cafe serves soup on Fridays.\n")
+    sub = kb_dir / os.fsdecode(b"\xff-folder")
+    sub.mkdir()
+    (sub / "inside.md").write_text("# Inside\n\nA folder whose own name is not UTF-8.\n")
+    home = str(tmp_path / "h")
+    code, out, err = run(capsys, "--home", home, "ingest", str(kb_dir), "--json")
+    assert code == 0 and "Traceback" not in err, err
+    report = json.loads(out)
+    assert sorted(report["added"]) == [
+        "expenses.md",
+        "it.txt",
+        "leave.md",
+        "nianjia.md",
+        "robot.md",
+    ]
+    reasons = {s["source"]: s["reason"] for s in report["skipped"]}
+    assert len(reasons) == 2 and all("not valid UTF-8" in r for r in reasons.values()), reasons
+    assert any(s.endswith("caf\\xe9 menu.md") for s in reasons)  # named readably
+    code, out, _ = run(capsys, "--home", home, "ingest", str(kb_dir))  # the plain report
+    assert code == 0 and "caf\\xe9 menu.md: file name is not valid UTF-8" in out, out
+    code, out, _ = run(capsys, "--home", home, "ingest", bad)  # the file named directly
+    assert code == 0 and "skipped" in out and "caf\\xe9" in out
 
 
 # 11. Bytes that are not UTF-8 in a question are a clear error.
