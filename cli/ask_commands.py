@@ -39,6 +39,10 @@ def register(subparsers: Any) -> None:
         help="a Context field, e.g. --set confidence_threshold=0.5 (repeatable)",
     )
     ask.add_argument("--quiet", action="store_true", help="no progress lines")
+    ask.add_argument(  # also here: `ask ... --verbose` is where a user types it
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+        help="log details: tracebacks of failures the run went on after",
+    )  # fmt: skip
     ask.add_argument(
         "--agent",
         action="store_true",

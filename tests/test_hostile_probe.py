@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from cli.main import main
+from tests.local_provider import LocalServer, Reply
 from tests.test_errors_not_tracebacks import hash_cli, one_error, run
 from tools.evaluation.run_stats import load_runs, record_run
 
 __all__ = ["hash_cli"]  # a fixture shared with test_errors_not_tracebacks
 
+REPO = Path(__file__).resolve().parents[1]
 OFFLINE = ("--set", "model=offline", "--set", "search_provider=none")
 
 
@@ -144,6 +148,46 @@ def test_a_file_name_that_is_not_utf8_is_skipped_with_a_reason(
     assert code == 0 and "caf\\xe9 menu.md: file name is not valid UTF-8" in out, out
     code, out, _ = run(capsys, "--home", home, "ingest", bad)  # the file named directly
     assert code == 0 and "skipped" in out and "caf\\xe9" in out
+
+
+# 10. A failing model is one line per failure on the CLI, the traceback under --verbose.
+def _ask_in_a_process(home: Path, model_url: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    # A process of its own: what the user's terminal gets (pytest installs log handlers).
+    env = {**os.environ, "OPENAI_BASE_URL": model_url, "OPENAI_API_KEY": "sk-test-not-shown"}
+    argv = ["--home", str(home), "ask", "How many days of annual leave?", "--quiet", *extra]
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *argv, "--set", "model=openai:m", *OFFLINE[2:]],
+        env=env, capture_output=True, text=True, timeout=300, cwd=REPO,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply({"error": {"message": "internal failure"}}, status=500),
+        pytest.param(Reply("{not json", content_type="application/json"), marks=pytest.mark.slow),
+    ],
+    ids=["http-500", "malformed-json"],
+)
+def test_a_failing_model_is_one_line_per_failure(tmp_path: Path, reply: Reply) -> None:
+    with LocalServer() as model:
+        model.route("/v1/chat/completions", reply)
+        done = _ask_in_a_process(tmp_path, f"{model.url}/v1")
+        calls = len(model.hits())
+    assert done.returncode == 0 and "annual leave" not in done.stderr, done.stderr
+    lines = done.stderr.splitlines()
+    assert "Traceback" not in done.stderr and 'File "' not in done.stderr, done.stderr
+    assert all(line.startswith("hybrid-rag: warning: ") for line in lines), lines
+    assert 1 <= len(lines) <= calls and "sk-test" not in done.stderr
+    assert "warning: answer model call failed" in done.stdout  # the answer says so too
+
+
+@pytest.mark.slow
+def test_verbose_shows_the_model_failures_details(tmp_path: Path) -> None:
+    with LocalServer() as model:
+        model.route("/v1/chat/completions", Reply({"error": {"message": "boom"}}, status=500))
+        done = _ask_in_a_process(tmp_path, f"{model.url}/v1", "--verbose")
+    assert done.returncode == 0 and "Traceback" in done.stderr and "boom" in done.stderr
 
 
 # 11. Bytes that are not UTF-8 in a question are a clear error.
