@@ -163,7 +163,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     thread = getattr(args, "thread", None)
     if thread is not None and not thread.strip():
         raise ConfigError("--thread needs a non-empty conversation ID")
-    home = data_home(args.home)  # an unusable data home is one error line before the run
+    # an unusable data home is one error line before the run; a missing one stays missing
+    home = data_home(args.home, create=False)
     context = parse_context(args.set, args.home)
     if "collection" in context:
         _require_named_collection(context, home)
@@ -185,13 +186,21 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def _require_named_collection(context: dict[str, Any], home: Path) -> None:
     """A collection the user named must exist: ``ask`` reads, it never creates one."""
-    from tools.kb.store import StoreLocation, open_client, require_collection
+    from tools.kb.store import (
+        StoreLocation,
+        never_written,
+        no_collection,
+        open_client,
+        require_collection,
+    )
 
     try:
         host, port = context.get("chroma_host") or None, int(context.get("chroma_port") or 8000)
     except (TypeError, ValueError):
         return  # a malformed port: the Context check names the field
     location = StoreLocation(path=chroma_path(home), host=host, port=port)
+    if never_written(location):  # opening it would create it
+        raise no_collection(str(context["collection"]), location.describe())
     require_collection(open_client(location), str(context["collection"]), location.describe())
 
 
@@ -217,7 +226,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    runs, unreadable = load_runs(run_stats_path(data_home(args.home)))
+    runs, unreadable = load_runs(run_stats_path(data_home(args.home, create=False)))
     summary = report(runs, unreadable)
     summary["shared_search_cache"] = shared_cache_stats()
     if args.json:

@@ -41,7 +41,8 @@ async def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     }
 
     def write() -> None:
-        home = data_home(Path(ctx.data_home) if ctx.data_home else None)
+        # create=False: a run records into an existing data home, never makes one
+        home = data_home(Path(ctx.data_home) if ctx.data_home else None, create=False)
         record_run(run_stats_path(home), record)
 
     try:

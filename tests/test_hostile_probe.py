@@ -218,6 +218,42 @@ def test_the_graphs_refuse_a_question_that_is_not_utf8() -> None:
         validate_question("leave \udcff days", 1000)
 
 
+# 13. Reading a data home that does not exist creates nothing.
+SERPER_OK = {
+    "organic": [
+        {
+            "title": "Python 3.14 released",
+            "link": "https://www.python.org/downloads/release/python-3140/",
+            "snippet": "The latest stable Python release is Python 3.14, released in October.",
+            "position": 1,
+        }
+    ]
+}
+
+
+def test_reading_a_data_home_that_does_not_exist_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "never-ingested"
+    with LocalServer() as serp:
+        serp.route("/search", Reply(SERPER_OK))
+        monkeypatch.setenv("SERPER_API_KEY", "test-key")
+        monkeypatch.setenv("SERPER_BASE_URL", serp.url)
+        code, out, err = run(
+            capsys, "--home", str(home), "ask", "What is the latest stable Python release?",
+            "--set", "model=offline", "--set", "search_provider=serper", "--quiet",
+        )  # fmt: skip
+    assert code == 0 and "Traceback" not in err, err
+    assert "nothing ingested yet" in out and "[web-1]" in out, out  # says so, answers
+    assert not home.exists()
+    for argv in (["search", "python"], ["kb", "stats"], ["ask", "x?", "--set", "collection=kb2"]):
+        code, _, err = run(
+            capsys, "--home", str(home), *argv, *(OFFLINE if argv[0] == "ask" else ())
+        )
+        assert code == 2 and "nothing ingested yet" in one_error(err), argv
+        assert not home.exists(), argv
+
+
 # 15. A foreign JSON line in runs.jsonl is not a run.
 def test_stats_skips_records_that_are_not_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

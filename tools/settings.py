@@ -18,8 +18,9 @@ from tools.errors import ConfigError
 ENV_HOME = "HYBRID_RAG_HOME"
 
 
-def data_home(override: str | os.PathLike[str] | None = None) -> Path:
-    """Return the data directory, creating it if needed."""
+def data_home(override: str | os.PathLike[str] | None = None, *, create: bool = True) -> Path:
+    """Return the data directory, creating it if needed (``create=False``: a reader, which
+    leaves a missing one missing)."""
     if override:
         home = Path(override)
     elif os.environ.get(ENV_HOME):
@@ -31,6 +32,8 @@ def data_home(override: str | os.PathLike[str] | None = None) -> Path:
     named = "--home" if override else f"${ENV_HOME}" if os.environ.get(ENV_HOME) else "data home"
     if home.exists() and not home.is_dir():
         raise ConfigError(f"{named} {home} is a file, not a directory: name a directory")
+    if not create:
+        return home
     try:
         home.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

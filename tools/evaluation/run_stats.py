@@ -19,13 +19,15 @@ HIGH_FALLBACK_RATE = 0.3
 def record_run(path: Path, run: dict[str, Any]) -> None:
     """Append one run as one JSON line, written by a single ``write`` in append mode so
     concurrent writers never interleave; a torn last line (a killed writer) is closed
-    first, so it cannot swallow this record."""
+    first, so it cannot swallow this record. Into an existing folder only: a question
+    asked of a data home that does not exist leaves nothing behind."""
     line = json.dumps(
         {"at": datetime.now(UTC).isoformat(timespec="seconds"), **run}, ensure_ascii=False
     )
     data = (line + "\n").encode("utf-8")
     with _lock:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.parent.is_dir():  # a run never creates a data home (nothing ingested)
+            return
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)  # read: last byte
         try:
             if not _ends_with_newline(fd):
