@@ -3,15 +3,20 @@ no secret echoed, no traceback, one bad file never costs the others, reads never
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cli.main import main
+from nodes import resources
+from tests.fakes import hash_model
 from tests.local_provider import LocalServer, Reply
 from tests.test_errors_not_tracebacks import hash_cli, one_error, run
 from tools.evaluation.run_stats import load_runs, record_run
@@ -148,6 +153,86 @@ def test_a_file_name_that_is_not_utf8_is_skipped_with_a_reason(
     assert code == 0 and "caf\\xe9 menu.md: file name is not valid UTF-8" in out, out
     code, out, _ = run(capsys, "--home", home, "ingest", bad)  # the file named directly
     assert code == 0 and "skipped" in out and "caf\\xe9" in out
+
+
+# 9. A full disk: reading needs no write.
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A small tmpfs, unmounted afterwards (root only: mounting needs CAP_SYS_ADMIN)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs (a real full disk) needs root")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(disk)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace')}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def _fill(disk: Path) -> None:
+    """Write until the filesystem says ENOSPC (big pieces, then pages)."""
+    with (disk / "filler").open("wb", buffering=0) as fh:
+        for size in (1 << 20, 4096, 512):
+            try:
+                while True:
+                    fh.write(b"\0" * size)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC, exc
+    with pytest.raises(OSError, match="No space left"):
+        (disk / "probe").write_bytes(b"x" * 8192)
+
+
+def test_read_commands_work_on_a_full_disk(
+    full_disk: Path,
+    kb_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    hash_cli: None,
+) -> None:
+    home = str(full_disk / "home")
+    assert main(["--home", home, "ingest", str(kb_dir)]) == 0
+    monkeypatch.setattr(
+        "tools.kb.knowledge_base.make_embedding_model", lambda *a, **k: hash_model()
+    )
+    _fill(full_disk)
+    capsys.readouterr()
+    code, out, err = run(capsys, "--home", home, "search", "annual leave", "-k", "2")
+    assert code == 0 and "leave.md" in out and "Traceback" not in err, err
+    code, out, err = run(capsys, "--home", home, "kb", "stats")
+    assert code == 0 and "documents" in out and "Traceback" not in err, err
+    try:
+        code, out, err = run(
+            capsys, "--home", home, "ask", "How many days of annual leave after five years?",
+            *OFFLINE, "--quiet",
+        )  # fmt: skip
+    finally:
+        resources.close_all()
+    assert code == 0 and "Traceback" not in err, err
+    assert "[internal-1]" in out and "15 days" in out, out
+    # the run could not be recorded: one line says so, the answer is whole
+    assert all(line.startswith("hybrid-rag: warning: ") for line in err.splitlines()), err
+
+
+def test_the_open_lock_of_a_reader_needs_no_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Where no tmpfs can be mounted: the lock's write fails as a full disk makes it fail.
+    from tools.kb import writer_lock
+
+    def no_space(*args: Any) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(writer_lock.os, "pwrite", no_space)
+    monkeypatch.setattr(writer_lock.os, "ftruncate", no_space)
+    entered = False
+    with writer_lock.writer_lock(tmp_path / "x.lock", timeout=1, what="kb", best_effort=True):
+        entered = True
+    assert entered
 
 
 # 10. A failing model is one line per failure on the CLI, the traceback under --verbose.
