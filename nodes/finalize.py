@@ -43,7 +43,8 @@ async def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     where = settings_of(state, ctx).home
 
     def write() -> None:
-        record_run(run_stats_path(data_home(where)), record)
+        # create=False: a run records into an existing data home, never makes one
+        record_run(run_stats_path(data_home(where, create=False)), record)
 
     try:
         # File I/O off the event loop: the LangGraph server rejects blocking calls in nodes.

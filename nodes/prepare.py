@@ -21,6 +21,7 @@ from tools.errors import InputError
 from tools.kb.rerank import make_reranker
 from tools.kb.tokenizers import warm_up, warmed_up
 from tools.policy.offline import answer_language
+from tools.text import undecodable_bytes
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
@@ -35,6 +36,8 @@ def validate_question(question: Any, max_chars: int) -> str:
         raise InputError(f"question must be a string, got {type(question).__name__}")
     if _CONTROL_RE.search(question):
         raise InputError("question contains control characters")
+    if undecodable_bytes(question) is not None:  # a lone surrogate: no model can read it
+        raise InputError(f"question is not valid UTF-8 text: '{undecodable_bytes(question)}'")
     text = question.strip()
     if not text:
         raise InputError("question is empty")

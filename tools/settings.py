@@ -34,12 +34,15 @@ def home_path(
     return home.expanduser()
 
 
-def data_home(override: str | os.PathLike[str] | None = None) -> Path:
-    """Return the data directory, creating it if needed."""
+def data_home(override: str | os.PathLike[str] | None = None, *, create: bool = True) -> Path:
+    """Return the data directory, creating it if needed (``create=False``: a reader, which
+    leaves a missing one missing)."""
     home = home_path(override)
     named = "--home" if override else f"${ENV_HOME}" if os.environ.get(ENV_HOME) else "data home"
     if home.exists() and not home.is_dir():
         raise ConfigError(f"{named} {home} is a file, not a directory: name a directory")
+    if not create:
+        return home
     try:
         home.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

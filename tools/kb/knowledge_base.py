@@ -50,6 +50,8 @@ from tools.kb.store import (
     StoreGuard,
     StoreLocation,
     drop_collections,
+    never_written,
+    no_collection,
     open_client,
     open_collections,
     require_collection,
@@ -123,10 +125,12 @@ class KnowledgeBase:
         self, config: KBConfig | None = None, *, embedding_model: EmbeddingModel | None = None
     ) -> None:
         self.config = config or KBConfig()
-        self.home = data_home(self.config.home)
+        self.home = data_home(self.config.home, create=self.config.create)
         self.location = StoreLocation(
             path=chroma_path(self.home), host=self.config.chroma_host, port=self.config.chroma_port
         )
+        if not self.config.create and never_written(self.location):  # a read creates nothing
+            raise no_collection(self.config.collection, self.location.describe())
         self.model = embedding_model or make_embedding_model(
             self.config.embedding, base_url=self.config.embedding_base_url
         )

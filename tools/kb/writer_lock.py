@@ -113,8 +113,12 @@ def writer_lock(
                 )  # fmt: skip
                 yield
                 return
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%H:%M:%S')}".encode(), 0)
+        # Who holds it, for the messages of those who wait: a note, so a full disk does not
+        # stop the holder (a reader opening the store writes nothing else; a writer's own
+        # writes report the disk).
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%H:%M:%S')}".encode(), 0)
         try:
             yield
         finally:
