@@ -65,6 +65,15 @@ def _tell_waiting(
     return True
 
 
+def _note_holder(fd: int) -> None:
+    """Who holds the lock, for the messages of those who wait: a note, so a full disk does
+    not stop the holder (a reader opening the store writes nothing else; a writer's own
+    writes report the disk)."""
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%H:%M:%S')}".encode(), 0)
+
+
 @contextlib.contextmanager
 def writer_lock(
     path: Path,
@@ -113,12 +122,7 @@ def writer_lock(
                 )  # fmt: skip
                 yield
                 return
-        # Who holds it, for the messages of those who wait: a note, so a full disk does not
-        # stop the holder (a reader opening the store writes nothing else; a writer's own
-        # writes report the disk).
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%H:%M:%S')}".encode(), 0)
+        _note_holder(fd)
         try:
             yield
         finally:
