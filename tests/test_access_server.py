@@ -193,3 +193,37 @@ async def test_mcp_calls_run_as_the_caller(served: tuple[LocalServer, dict[str, 
 
     assert "QUOKKA" not in await call(tokens["alice"])
     assert "QUOKKA-42" in await call(tokens["bob"])
+
+
+async def test_mcp_lists_the_graphs_and_the_callers_own_assistants(
+    served: tuple[LocalServer, dict[str, str]],
+) -> None:
+    pytest.importorskip("mcp", reason="the 'mcp' client is in the dev extra")
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    srv, tokens = served
+    import httpx2  # type: ignore[import-not-found]
+
+    await client(served, "bob").assistants.create("hybrid_rag", name="budget bot")
+
+    async def names(token: str) -> list[str]:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=120) as http,
+            streamable_http_client(srv.url + "/mcp", http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            return [t.name for t in (await session.list_tools()).tools]
+
+    graphs = {"hybrid_rag", "tool_agent"} if agent_graph_available() else {"hybrid_rag"}
+    assert graphs | {"budget_bot"} <= set(await names(tokens["bob"]))
+    alices = await names(tokens["alice"])
+    assert graphs <= set(alices) and "budget_bot" not in alices
+    refused = httpx.post(
+        srv.url + "/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={"Authorization": "Bearer wrong", "Accept": "application/json"},
+    )
+    assert refused.status_code == 401 and "unknown bearer token" in refused.text
