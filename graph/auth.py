@@ -24,6 +24,7 @@ header, which would bypass the checks above. Studio sends the bearer token inste
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -130,6 +131,10 @@ async def assistants(ctx: Auth.types.AuthContext, value: Any) -> Auth.types.Filt
     if ctx.action == "create":
         _stamp_owner(value, identity)
     if ctx.action in ("read", "search"):
+        if "aegra_api" in sys.modules:
+            # Aegra scopes assistants to their creator and "system" itself, and its search
+            # fails on any filter a handler returns (aegra-api 0.6: no such attribute).
+            return None  # type: ignore[return-value]
         # $or is served by langgraph-api's filters, though the SDK's FilterType omits it.
         return {"$or": [{"owner": identity}, SYSTEM]}  # type: ignore[return-value]
     return {"owner": identity}
