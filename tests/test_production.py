@@ -24,15 +24,11 @@ from graph.aegra_config import render
 from tests.langgraph_server import REPO, agent_graph_available, server_env
 from tests.ports import free_port
 from tests.servers import PostgresServer
-from tools.access.acl import parse_acl
+from tests.team_kb import ASK_ALICE_FACT, ASK_BOB_FACT, team_kb
 from tools.access.users import add_user
 
 pytest.importorskip("aegra_api", reason="the production server (aegra-api) is in the dev extra")
 
-ALICE_FACT = "The salary band review code for HR is ZEBRA-17."
-BOB_FACT = "The quarterly budget unlock code for finance is QUOKKA-42."
-ASK_ALICE = "What is the salary band review code for HR?"
-ASK_BOB = "What is the quarterly budget unlock code for finance?"
 UVICORN = Path(sys.executable).parent / "uvicorn"
 START_DEADLINE_S = 90.0
 
@@ -94,22 +90,8 @@ def production_env(home: Path, database_url: str, users: Path | None) -> dict[st
 def served(
     postgres_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Production, dict[str, str]]]:
-    from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-
     base = tmp_path_factory.mktemp("production")
-    docs = base / "docs"
-    (docs / "hr").mkdir(parents=True)
-    (docs / "hr" / ".acl").write_text("group:hr\n")
-    (docs / "hr" / "pay.md").write_text(f"# Pay review\n\n{ALICE_FACT}\n")
-    (docs / "finance").mkdir()
-    (docs / "finance" / "budget.md").write_text(f"# Budget\n\n{BOB_FACT}\n")
-    users = base / "users.json"
-    tokens = {"alice": add_user(users, "alice", ["hr"]), "bob": add_user(users, "bob", [])}
-    home = base / "home"
-    home.mkdir()
-    with KnowledgeBase(KBConfig(home=home)) as kb:
-        kb.ingest([docs], acl=())
-        kb.ingest([docs / "finance"], acl=parse_acl("user:bob"))
+    home, users, tokens = team_kb(base)
     database = postgres_server.create_database("aegra")
     env = production_env(home, database, users)
     server = Production(f"http://127.0.0.1:{free_port()}", env, base / "aegra.log")
@@ -149,11 +131,11 @@ async def test_two_users_both_graphs_threads_and_access_survive_a_restart(
     graphs = ["hybrid_rag", "tool_agent"] if agent_graph_available() else ["hybrid_rag"]
     threads: dict[str, str] = {}
     for graph in graphs:
-        threads[graph], mine = await ask(alice, graph, ASK_ALICE)
+        threads[graph], mine = await ask(alice, graph, ASK_ALICE_FACT)
         assert "ZEBRA-17" in mine
-        _, not_mine = await ask(bob, graph, ASK_ALICE)
+        _, not_mine = await ask(bob, graph, ASK_ALICE_FACT)
         assert "ZEBRA" not in not_mine and "pay.md" not in not_mine
-    _, bobs = await ask(bob, "hybrid_rag", ASK_BOB)
+    _, bobs = await ask(bob, "hybrid_rag", ASK_BOB_FACT)
     assert "QUOKKA-42" in bobs
     server.stop()
     server.start()  # same database: threads and assistants are in PostgreSQL
@@ -167,7 +149,9 @@ async def test_two_users_both_graphs_threads_and_access_survive_a_restart(
     refused = httpx.post(f"{server.url}/threads/search", json={}, timeout=30)
     assert refused.status_code == 401
     # the thread goes on after the restart, still as alice
-    more = await alice.runs.wait(threads["hybrid_rag"], "hybrid_rag", input={"question": ASK_ALICE})
+    more = await alice.runs.wait(
+        threads["hybrid_rag"], "hybrid_rag", input={"question": ASK_ALICE_FACT}
+    )
     assert "ZEBRA-17" in json.dumps(more)
 
 
@@ -186,7 +170,7 @@ async def test_mcp_on_the_production_server(served: tuple[Production, dict[str, 
     ):
         await session.initialize()
         names = [t.name for t in (await session.list_tools()).tools]
-        result = await session.call_tool("hybrid_rag", {"question": ASK_BOB})
+        result = await session.call_tool("hybrid_rag", {"question": ASK_BOB_FACT})
     assert "hybrid_rag" in names and len(names) == len(set(names))
     assert "QUOKKA-42" in result.content[0].text and "Sources:" in result.content[0].text
 
