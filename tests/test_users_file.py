@@ -137,7 +137,10 @@ def test_admin_and_disabled_flags(tmp_path: Path) -> None:
     assert [u.identity for u in list_users(path)] == ["root"]
     with pytest.raises(InputError, match=r"no user 'carol' .*\(users: root\)"):
         rotate_token(path, "carol")
-    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert oct(path.stat().st_mode & 0o777) == "0o600"  # a new file: the owner's only
+    os.chmod(path, 0o644)  # let the server's user read it (deploy/compose.yaml)
+    rotate_token(path, "root")
+    assert oct(path.stat().st_mode & 0o777) == "0o644"  # an edit keeps that
 
 
 async def _auth(headers: dict[Any, Any]) -> Any:

@@ -243,11 +243,17 @@ def entries_of(path: Path) -> list[dict[str, Any]]:
 
 
 def write_entries(path: Path, entries: list[dict[str, Any]]) -> None:
-    """Replace the file atomically, readable and writable by its owner only."""
+    """Replace the file atomically. A new file is readable and writable by its owner only;
+    an existing one keeps its mode (a server running as another user may have been let
+    read it, e.g. 644 for deploy/compose.yaml), never writable by group or others."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode) & ~(stat.S_IWGRP | stat.S_IWOTH)
+    except FileNotFoundError:
+        mode = 0o600
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     tmp.write_text(json.dumps({"users": entries}, indent=2) + "\n", encoding="utf-8")
-    os.chmod(tmp, 0o600)
+    os.chmod(tmp, mode)
     tmp.replace(path)
 
 
