@@ -18,8 +18,11 @@ caller is the same local user, so only the graphs are listed.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
 from typing import Any, get_type_hints
 
 from langgraph_sdk import get_client
@@ -58,6 +61,33 @@ OUTPUT_SCHEMA = {
     },
     "required": ["answer", "sources"],
 }
+
+
+@cache
+def graph_descriptions(config_dir: str) -> dict[str, str]:
+    """Each graph's ``description`` in the ``langgraph.json`` of ``config_dir`` (Aegra
+    gives the graphs' own assistants a generic one; langgraph-api this one)."""
+    try:
+        config = json.loads((Path(config_dir) / "langgraph.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    graphs = config.get("graphs") if isinstance(config, dict) else None
+    return {
+        str(name): str(spec["description"])
+        for name, spec in (graphs or {}).items()
+        if isinstance(spec, dict) and spec.get("description")
+    }
+
+
+def describe(assistant: Mapping[str, Any]) -> str:
+    """What a calling model reads: a user's assistant's own description, else its graph's."""
+    system = (assistant.get("metadata") or {}).get("created_by") == "system"
+    config = os.environ.get("AEGRA_CONFIG", "").strip()
+    where = str(Path(config).resolve().parent) if config else os.getcwd()
+    graph = str(assistant.get("graph_id") or "")
+    if system and graph in graph_descriptions(where):
+        return graph_descriptions(where)[graph]
+    return str(assistant.get("description") or f"The {graph} graph.")
 
 
 def input_schema() -> dict[str, Any]:
@@ -149,7 +179,7 @@ async def list_tools(request: Request) -> dict[str, Any]:
         {
             "name": name,
             "title": str(a.get("name") or name),
-            "description": a.get("description") or f"The {a.get('graph_id')} graph.",
+            "description": describe(a),
             "inputSchema": input_schema(),
             "outputSchema": OUTPUT_SCHEMA,
             "annotations": {"readOnlyHint": True, "openWorldHint": True},

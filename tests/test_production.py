@@ -169,9 +169,12 @@ async def test_mcp_on_the_production_server(served: tuple[Production, dict[str, 
         ClientSession(read, write) as session,
     ):
         await session.initialize()
-        names = [t.name for t in (await session.list_tools()).tools]
+        tools = (await session.list_tools()).tools
+        names = [t.name for t in tools]
+        described = next(t.description for t in tools if t.name == "hybrid_rag")
         result = await session.call_tool("hybrid_rag", {"question": ASK_BOB_FACT})
     assert "hybrid_rag" in names and len(names) == len(set(names))
+    assert "knowledge base" in described and '{"question"' in described  # langgraph.json's
     assert "QUOKKA-42" in result.content[0].text and "Sources:" in result.content[0].text
 
 
