@@ -5,7 +5,8 @@ Protocol server keeping threads, runs and assistants in PostgreSQL), configured 
 Aegra calls a graph export that is callable with no argument (langgraph-api passes a
 ``ServerRuntime``), and mounts a custom app only when it is a FastAPI one; so the graphs
 are exported here as such factories of the same compiled graphs, and ``app`` is a FastAPI
-app holding the routes of ``graph/webapp.py``. Its lifespan refuses to start a server
+app holding the routes of ``graph/webapp.py`` and the checks Aegra lacks
+(``graph/aegra_guard.py``: runs on another user's thread, deployment context fields). Its lifespan refuses to start a server
 without a users file unless ``HYBRID_RAG_OPEN=1`` says every caller may read everything.
 """
 
@@ -21,6 +22,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from graph import server
+from graph.aegra_guard import RunGuard
 from graph.webapp import routes
 from tools.access.users import USERS_FILE_ENV, read_users
 from tools.errors import ConfigError
@@ -65,3 +67,4 @@ async def lifespan(_app: Any) -> AsyncIterator[None]:
 
 app = FastAPI(title="hybrid-rag", lifespan=lifespan)
 app.router.routes.extend(routes())
+app.add_middleware(RunGuard)  # what Aegra 0.6 leaves unchecked before a run

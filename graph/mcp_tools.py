@@ -17,6 +17,7 @@ caller is the same local user, so only the graphs are listed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -79,14 +80,18 @@ def graph_descriptions(config_dir: str) -> dict[str, str]:
     }
 
 
-def describe(assistant: Mapping[str, Any]) -> str:
+def served_descriptions() -> dict[str, str]:
+    """The graphs' descriptions of the config this server runs (blocking: file system)."""
+    config = os.environ.get("AEGRA_CONFIG", "").strip()
+    return graph_descriptions(str(Path(config).resolve().parent) if config else os.getcwd())
+
+
+def describe(assistant: Mapping[str, Any], graphs: Mapping[str, str]) -> str:
     """What a calling model reads: a user's assistant's own description, else its graph's."""
     system = (assistant.get("metadata") or {}).get("created_by") == "system"
-    config = os.environ.get("AEGRA_CONFIG", "").strip()
-    where = str(Path(config).resolve().parent) if config else os.getcwd()
     graph = str(assistant.get("graph_id") or "")
-    if system and graph in graph_descriptions(where):
-        return graph_descriptions(where)[graph]
+    if system and graph in graphs:
+        return graphs[graph]
     return str(assistant.get("description") or f"The {graph} graph.")
 
 
@@ -157,14 +162,28 @@ def _error(text: str) -> dict[str, Any]:
     return {"result": {"content": [{"type": "text", "text": text}], "isError": True}}
 
 
-def _client(request: Request) -> Any:
-    """An SDK client of this server, on the socket this request came in by, as the caller."""
-    host, port = request.scope.get("server") or ("127.0.0.1", 80)
+def own_url(scope: Mapping[str, Any]) -> str:
+    """This server, on the socket the request came in by."""
+    host, port = scope.get("server") or ("127.0.0.1", 80)
     host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     host = f"[{host}]" if ":" in host else host
-    headers = {k: v for k, v in request.headers.items() if k.lower() in FORWARDED}
-    url = f"http://{host}:{port}"
-    return get_client(url=url, api_key=None, headers=headers, timeout=CALL_TIMEOUT_S)
+    return f"http://{host}:{port}"
+
+
+def caller_credentials(scope: Mapping[str, Any]) -> dict[str, str]:
+    """The request's token headers, to call this server as the caller."""
+    return {
+        k.decode("latin-1"): v.decode("latin-1")
+        for k, v in scope.get("headers", [])
+        if k.decode("latin-1").lower() in FORWARDED
+    }
+
+
+def _client(request: Request) -> Any:
+    """An SDK client of this server, as the caller."""
+    scope = request.scope
+    headers = caller_credentials(scope)
+    return get_client(url=own_url(scope), api_key=None, headers=headers, timeout=CALL_TIMEOUT_S)
 
 
 async def _tools(request: Request) -> dict[str, Mapping[str, Any]]:
@@ -175,11 +194,12 @@ async def _tools(request: Request) -> dict[str, Mapping[str, Any]]:
 
 
 async def list_tools(request: Request) -> dict[str, Any]:
+    graphs = await asyncio.to_thread(served_descriptions)
     tools = [
         {
             "name": name,
             "title": str(a.get("name") or name),
-            "description": describe(a),
+            "description": describe(a, graphs),
             "inputSchema": input_schema(),
             "outputSchema": OUTPUT_SCHEMA,
             "annotations": {"readOnlyHint": True, "openWorldHint": True},
@@ -254,7 +274,7 @@ def _http_error(message: str, status: int) -> Response:
 
 
 async def endpoint(request: Request) -> Response:
-    """POST: one JSON-RPC message; GET (server-sent streams) and DELETE: not offered."""
+    """One JSON-RPC message per POST (no server-sent stream by GET, no session to DELETE)."""
     if request.method != "POST":
         return Response(status_code=405, headers={"Allow": "POST"})
     try:

@@ -146,6 +146,7 @@ async def test_two_users_both_graphs_threads_and_access_survive_a_restart(
             await bob.threads.get(thread_id)
     listed = {t["thread_id"] for t in await bob.threads.search(limit=100)}
     assert not listed & set(threads.values())
+    await another_users_thread_is_closed(bob, threads["hybrid_rag"])
     refused = httpx.post(f"{server.url}/threads/search", json={}, timeout=30)
     assert refused.status_code == 401
     # the thread goes on after the restart, still as alice
@@ -153,6 +154,54 @@ async def test_two_users_both_graphs_threads_and_access_survive_a_restart(
         threads["hybrid_rag"], "hybrid_rag", input={"question": ASK_ALICE_FACT}
     )
     assert "ZEBRA-17" in json.dumps(more)
+
+
+async def another_users_thread_is_closed(intruder: Any, thread_id: str) -> None:
+    """Every way into a thread: reading it, its state and history, its runs, and running
+    on it (a run's output is the thread's state: Aegra 0.6 let any user run on any thread)."""
+    attempts = {
+        "state": lambda: intruder.threads.get_state(thread_id),
+        "history": lambda: intruder.threads.get_history(thread_id),
+        "runs": lambda: intruder.runs.list(thread_id),
+        "create": lambda: intruder.runs.create(thread_id, "hybrid_rag", input={"question": "and?"}),
+        "wait": lambda: intruder.runs.wait(thread_id, "hybrid_rag", input={"question": "and?"}),
+    }
+    for name, attempt in attempts.items():
+        try:
+            got = await attempt()
+        except httpx.HTTPStatusError as exc:  # the SDK's errors are httpx's
+            assert exc.response.status_code in (403, 404), (name, exc.response.status_code)
+            continue
+        assert "ZEBRA" not in json.dumps(got) and not got, (name, got)
+    streamed = []
+    try:
+        async for part in intruder.runs.stream(thread_id, "hybrid_rag", input={"question": "and?"}):
+            streamed.append(part)
+    except httpx.HTTPStatusError as exc:
+        assert exc.response.status_code in (403, 404)
+    assert "ZEBRA" not in json.dumps([list(p) for p in streamed], default=str)
+
+
+async def test_deployment_and_misspelt_context_fields_are_refused(
+    served: tuple[Production, dict[str, str]],
+) -> None:
+    alice = client(served, "alice")
+    thread = await alice.threads.create()
+    for context, named in (
+        ({"data_home": "/etc"}, "data_home"),
+        ({"chroma_host": "169.254.169.254"}, "chroma_host"),
+        ({"confidnce_threshold": 0.5}, "confidnce_threshold"),
+    ):
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            await alice.runs.wait(thread["thread_id"], "hybrid_rag",
+                                  input={"question": ASK_ALICE_FACT}, context=context)  # fmt: skip
+        assert refused.value.response.status_code == 422 and named in refused.value.response.text
+        with pytest.raises(httpx.HTTPStatusError) as assistant:
+            await alice.assistants.create("hybrid_rag", name="x", context=context)
+        assert assistant.value.response.status_code == 422
+    fine = await alice.runs.wait(thread["thread_id"], "hybrid_rag",
+                                 input={"question": ASK_ALICE_FACT}, context={"top_k_internal": 3})  # fmt: skip
+    assert "ZEBRA-17" in json.dumps(fine)
 
 
 async def test_mcp_on_the_production_server(served: tuple[Production, dict[str, str]]) -> None:
