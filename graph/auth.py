@@ -131,7 +131,7 @@ async def assistants(ctx: Auth.types.AuthContext, value: Any) -> Auth.types.Filt
     if ctx.action == "create":
         _stamp_owner(value, identity)
     if ctx.action in ("read", "search"):
-        if "aegra_api" in sys.modules:
+        if "aegra_api.main" in sys.modules:  # served by Aegra (uvicorn aegra_api.main:app)
             # Aegra scopes assistants to their creator and "system" itself, and its search
             # fails on any filter a handler returns (aegra-api 0.6: no such attribute).
             return None  # type: ignore[return-value]
