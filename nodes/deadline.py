@@ -28,6 +28,7 @@ from prompts.notices import (
     DEADLINE_SENTENCE_ZH,
     DEADLINE_TOOL_MESSAGE,
 )
+from tools.kb.store import store_deadline
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
@@ -78,17 +79,20 @@ async def within_deadline(
         refreshed = {"deadline": deadline}
     if deadline is None:  # prepare (which sets it), or a node called on its own
         return await node(state, runtime)
-    left = float(deadline) - time.time()
-    if left > 0:
-        budget = asyncio.timeout(left)
-        try:
-            async with budget:
-                update = await node(state, runtime)
-            return {**update, **refreshed}
-        except TimeoutError:
-            if not budget.expired():
-                raise  # the node's own timeout, not the deadline
-    return {**await run_late(node, state, runtime, late), **refreshed}
+    # Cancelling the node cannot stop a knowledge-base call in its worker thread (and
+    # the process waits for that thread at exit): the Chroma requests end by it too.
+    with store_deadline(float(deadline)):
+        left = float(deadline) - time.time()
+        if left > 0:
+            budget = asyncio.timeout(left)
+            try:
+                async with budget:
+                    update = await node(state, runtime)
+                return {**update, **refreshed}
+            except TimeoutError:
+                if not budget.expired():
+                    raise  # the node's own timeout, not the deadline
+        return {**await run_late(node, state, runtime, late), **refreshed}
 
 
 async def run_late(

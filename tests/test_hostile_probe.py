@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,28 @@ def test_shown_name_escapes_every_line_breaking_character() -> None:
     assert len(shown.splitlines()) == 1 and shown.isprintable()
     assert shown.endswith(".md\\xff\\r\\u202e\\x00") and "\\x1b]0;t\\x07\\t\\x85\\u2028" in shown
     assert shown_name("年假 policy.md") == "年假 policy.md"  # ordinary names unchanged
+
+
+# 6. The run deadline bounds a Chroma server that accepts and never answers.
+@pytest.mark.parametrize("graph", [[], ["--agent"]], ids=["state", "agent"])
+def test_the_run_deadline_bounds_a_silent_chroma_server(
+    graph: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.local_provider import BlackHole
+
+    monkeypatch.delenv("HYBRID_RAG_STORE_TIMEOUT", raising=False)  # 30 s per request
+    with BlackHole() as hole:
+        monkeypatch.setenv("CHROMA_HOST", "127.0.0.1")
+        monkeypatch.setenv("CHROMA_PORT", str(hole.port))
+        started = time.monotonic()
+        code, out, err = run(
+            capsys, "ask", "How many days of annual leave?", *graph, "--quiet", *OFFLINE,
+            "--set", "run_timeout_s=3",
+        )  # fmt: skip
+        elapsed = time.monotonic() - started  # asyncio.run waits for the KB's threads too
+    assert code == 0 and "Traceback" not in err, err
+    assert elapsed < 3 + 10, elapsed  # was 30 s per Chroma request, 153 s in all
+    assert "knowledge base unavailable" in out and "run deadline" in out, out
 
 
 # 7. A file name that is not UTF-8 costs that file only.

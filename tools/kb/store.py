@@ -18,8 +18,11 @@ whatever the Chroma client raises into a ``StoreError`` that names the step.
 from __future__ import annotations
 
 import contextlib
+import math
 import re
+import time
 from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -65,10 +68,59 @@ def validate_collection_name(name: str) -> str:
     return name
 
 
+# The deadline (epoch seconds) of the run a store call serves: a request to a Chroma server
+# then ends by it, whatever HYBRID_RAG_STORE_TIMEOUT allows. A ContextVar: the worker
+# threads a run's searches go to (asyncio.to_thread copies the context) carry it.
+_DEADLINE: ContextVar[float | None] = ContextVar("store_deadline", default=None)
+
+
+@contextlib.contextmanager
+def store_deadline(deadline: float | None) -> Iterator[None]:
+    """Every Chroma server request made in this block (and the threads it starts with
+    ``asyncio.to_thread``) ends by ``deadline`` (epoch seconds; None: no deadline)."""
+    token = _DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def bounded_timeout(timeout: float) -> float:
+    """``timeout`` cut to what is left of the current deadline; a ``StoreError`` when
+    nothing is left (the request would outlive the run it serves)."""
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return timeout
+    left = deadline - time.time()
+    if left <= 0:
+        raise StoreError("the run deadline was reached before the knowledge base answered")
+    return min(timeout, left)
+
+
+class _DeadlineTransport(httpx.BaseTransport):
+    """Cuts each request's connect/read/write/pool timeouts to the deadline's remainder."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self._inner = inner
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        left = bounded_timeout(math.inf)
+        if left != math.inf:
+            given = request.extensions.get("timeout") or {}
+            request.extensions["timeout"] = {
+                k: left if given.get(k) is None else min(given[k], left)
+                for k in ("connect", "read", "write", "pool")
+            }
+        return self._inner.handle_request(request)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
 def open_client(location: StoreLocation) -> ClientAPI:
     settings = chromadb.Settings(anonymized_telemetry=False)
     if location.host:
-        timeout = store_timeout()
+        timeout = bounded_timeout(store_timeout())
         where = f"{location.host}:{location.port}"
         try:
             # chromadb's constructor already sends requests, with no time limit: ask the
@@ -107,12 +159,17 @@ def _limit_requests(client: ClientAPI, timeout: float) -> None:
     chromadb's ``HttpClient`` builds its ``httpx.Client`` with ``timeout=None`` and no
     setting to change it, so a server that accepts and never answers would hang every
     call; the session is reached through the client's server object (checked here, and
-    by a test against such a server, so a chromadb upgrade cannot drop it silently).
+    by a test against such a server, so a chromadb upgrade cannot drop it silently). Its
+    transport is wrapped so a request made for a run also ends by the run's deadline
+    (:func:`store_deadline`): the client is shared by runs with different deadlines.
     """
     session = getattr(getattr(client, "_server", None), "_session", None)
-    if not isinstance(session, httpx.Client):
+    transport = getattr(session, "_transport", None)
+    if not isinstance(session, httpx.Client) or not isinstance(transport, httpx.BaseTransport):
         raise StoreError("this chromadb version hides its HTTP session: cannot limit request time")
     session.timeout = httpx.Timeout(timeout)
+    if not isinstance(transport, _DeadlineTransport):  # and each request by the run's deadline
+        session._transport = _DeadlineTransport(transport)
 
 
 def _reopen_hint(stored_model: str) -> str:
