@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
@@ -147,10 +148,36 @@ def open_client(location: StoreLocation) -> ClientAPI:
             f"{exc.strerror or type(exc).__name__}"
             + (" (a file is in the way)" if location.path.is_file() else "")
         ) from exc
+    check_intact(location.path)  # before Chroma: its Rust core panics on a damaged file
     try:
         return chromadb.PersistentClient(path=str(location.path), settings=settings)
-    except Exception as exc:
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # a Rust panic (pyo3's PanicException) is not an Exception
+        check_intact(location.path)
         raise StoreError(f"cannot open embedded Chroma at {location.path}: {exc}") from exc
+
+
+def check_intact(folder: Path) -> None:
+    """``StoreError`` ("knowledge base unavailable: damaged store at …") when the embedded
+    store's database fails SQLite's structural check (overwritten or torn pages): said once
+    and plainly, where Chroma would panic in Rust on every command. Read-only, and linear in
+    the file's size (milliseconds for a few megabytes), once per opening."""
+    path = folder / STORE_FILE
+    if not path.is_file():
+        return
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            row = db.execute("PRAGMA quick_check(1)").fetchone()
+        problem = None if row and row[0] == "ok" else " ".join(str(row and row[0]).split())
+    except sqlite3.DatabaseError as exc:  # "file is not a database", "malformed", ...
+        problem = str(exc)
+    if problem:
+        raise StoreError(
+            f"knowledge base unavailable: damaged store at {path} ({problem[:160]}). Restore "
+            "the data home from a backup, or move it aside and ingest the documents again "
+            "(docs/FAULTS.md)"
+        )
 
 
 def _limit_requests(client: ClientAPI, timeout: float) -> None:
@@ -248,7 +275,11 @@ class StoreGuard:
     def __call__(self, what: str, fn: Callable[[], T]) -> T:
         try:
             return fn()
-        except Exception as exc:  # chromadb raises many unrelated types (HTTP, sqlite, ...)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # chromadb raises many types; its Rust core panics
+            if self.location.host is None:  # a page damaged since the store was opened
+                check_intact(self.location.path)
             raise StoreError(
                 f"{self.location.describe()} failed during {what}: {type(exc).__name__}: {exc}"
             ) from exc
