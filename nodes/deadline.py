@@ -28,7 +28,7 @@ from prompts.notices import (
     DEADLINE_SENTENCE_ZH,
     DEADLINE_TOOL_MESSAGE,
 )
-from tools.kb.store import store_deadline
+from tools.kb.store_deadline import store_deadline
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context

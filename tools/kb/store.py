@@ -18,12 +18,9 @@ whatever the Chroma client raises into a ``StoreError`` that names the step.
 from __future__ import annotations
 
 import contextlib
-import math
 import re
 import sqlite3
-import time
 from collections.abc import Callable, Iterator, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,6 +33,7 @@ from chromadb.api.models.Collection import Collection
 
 from tools.errors import ConfigError, EmbeddingMismatchError, InputError, StoreError
 from tools.kb.embeddings import spec_for_model_id
+from tools.kb.store_deadline import DeadlineTransport, bounded_timeout
 from tools.settings import store_timeout
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,500}[A-Za-z0-9]$")
@@ -67,55 +65,6 @@ def validate_collection_name(name: str) -> str:
             "'.', '_' or '-', starting and ending with a letter or digit"
         )
     return name
-
-
-# The deadline (epoch seconds) of the run a store call serves: a request to a Chroma server
-# then ends by it, whatever HYBRID_RAG_STORE_TIMEOUT allows. A ContextVar: the worker
-# threads a run's searches go to (asyncio.to_thread copies the context) carry it.
-_DEADLINE: ContextVar[float | None] = ContextVar("store_deadline", default=None)
-
-
-@contextlib.contextmanager
-def store_deadline(deadline: float | None) -> Iterator[None]:
-    """Every Chroma server request made in this block (and the threads it starts with
-    ``asyncio.to_thread``) ends by ``deadline`` (epoch seconds; None: no deadline)."""
-    token = _DEADLINE.set(deadline)
-    try:
-        yield
-    finally:
-        _DEADLINE.reset(token)
-
-
-def bounded_timeout(timeout: float) -> float:
-    """``timeout`` cut to what is left of the current deadline; a ``StoreError`` when
-    nothing is left (the request would outlive the run it serves)."""
-    deadline = _DEADLINE.get()
-    if deadline is None:
-        return timeout
-    left = deadline - time.time()
-    if left <= 0:
-        raise StoreError("the run deadline was reached before the knowledge base answered")
-    return min(timeout, left)
-
-
-class _DeadlineTransport(httpx.BaseTransport):
-    """Cuts each request's connect/read/write/pool timeouts to the deadline's remainder."""
-
-    def __init__(self, inner: httpx.BaseTransport) -> None:
-        self._inner = inner
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        left = bounded_timeout(math.inf)
-        if left != math.inf:
-            given = request.extensions.get("timeout") or {}
-            request.extensions["timeout"] = {
-                k: left if given.get(k) is None else min(given[k], left)
-                for k in ("connect", "read", "write", "pool")
-            }
-        return self._inner.handle_request(request)
-
-    def close(self) -> None:
-        self._inner.close()
 
 
 def open_client(location: StoreLocation) -> ClientAPI:
@@ -195,8 +144,8 @@ def _limit_requests(client: ClientAPI, timeout: float) -> None:
     if not isinstance(session, httpx.Client) or not isinstance(transport, httpx.BaseTransport):
         raise StoreError("this chromadb version hides its HTTP session: cannot limit request time")
     session.timeout = httpx.Timeout(timeout)
-    if not isinstance(transport, _DeadlineTransport):  # and each request by the run's deadline
-        session._transport = _DeadlineTransport(transport)
+    if not isinstance(transport, DeadlineTransport):  # and each request by the run's deadline
+        session._transport = DeadlineTransport(transport)
 
 
 def _reopen_hint(stored_model: str) -> str:
