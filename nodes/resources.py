@@ -9,6 +9,7 @@ while all of them share the process-wide search cache.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from nodes.settings import RunSettings
@@ -62,9 +63,13 @@ def get_kb(ctx: Context, settings: RunSettings) -> KnowledgeBase:
 
 
 def register_kb(kb: KnowledgeBase) -> None:
-    """Use an already-open knowledge base for its configuration (tests, embedding apps)."""
+    """Use an already-open knowledge base for its configuration (tests, embedding apps).
+
+    Runs look a KB up by a configuration whose data home is resolved (``RunSettings``), so
+    one opened with the default home is registered under the home it opened."""
+    key = kb.config if kb.config.home is not None else replace(kb.config, home=kb.home)
     with _lock:
-        _kbs[kb.config] = kb
+        _kbs[key] = kb
 
 
 def close_all() -> None:
