@@ -9,6 +9,7 @@ while all of them share the process-wide search cache.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,13 +48,14 @@ def kb_config(ctx: Context) -> KBConfig:
     )
 
 
-def get_kb(ctx: Context) -> KnowledgeBase:
+def get_kb(ctx: Context, *, create: bool = False) -> KnowledgeBase:
     """The shared knowledge base for this configuration (opened once).
 
     Blocking (it may open the store): call it off the event loop. A collection that does
     not exist yet is an ``InputError`` and nothing is kept, so the first run after an
-    ingest opens it."""
-    config = kb_config(ctx)
+    ingest opens it; a writer (the document API) passes ``create`` and shares the instance
+    with the runs, so they see its commits at once."""
+    config = replace(kb_config(ctx), create=True) if create else kb_config(ctx)
     with _lock:
         kb = _kbs.get(config)
         if kb is None:

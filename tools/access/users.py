@@ -36,6 +36,7 @@ class User:
 
     identity: str
     groups: tuple[str, ...] = ()
+    admin: bool = False
 
     def reader(self) -> Reader:
         return Reader.of(self.identity, self.groups)
@@ -66,7 +67,10 @@ def _user(entry: Any, n: int, path: Path) -> tuple[str, User]:
             principal("group", g)
     except InputError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    return digest.lower(), User(identity, tuple(sorted(set(groups))))
+    admin = entry.get("admin", False)
+    if not isinstance(admin, bool):
+        raise ConfigError(f"{where}: 'admin' must be true or false")
+    return digest.lower(), User(identity, tuple(sorted(set(groups))), admin)
 
 
 def _is_hex(text: str) -> bool:

@@ -38,7 +38,7 @@ from tools.kb.formats import LoadLimits
 from tools.kb.fusion import FUSION_METHODS
 from tools.kb.identity import aliases, assign_doc_ids, find_files
 from tools.kb.ingest import Ingester, IngestReport, ProgressFn
-from tools.kb.loaders import FileRef, SourceDocument
+from tools.kb.loaders import FileBytes, FileRef, SourceDocument
 from tools.kb.registry import Registry
 from tools.kb.retrieval import Retrieval, Retrieving, _Searched
 from tools.kb.search import (
@@ -273,9 +273,10 @@ class KnowledgeBase(Retrieving):
         return report
 
     def ingest_documents(
-        self, docs: Sequence[SourceDocument], *, progress: ProgressFn | None = None
+        self, docs: Sequence[SourceDocument | FileBytes], *, progress: ProgressFn | None = None
     ) -> IngestReport:
-        """Ingest documents that do not come from files (evaluation corpora, APIs)."""
+        """Ingest documents that do not come from the named files (evaluation corpora, the
+        document API's originals: a ``FileBytes`` is parsed only when its version changed)."""
         started = time.perf_counter()
         report = IngestReport()
         with self._writing(progress):
