@@ -55,6 +55,7 @@ from tools.kb.store import (
     drop_collections,
     open_client,
     open_collections,
+    reopen_client,
     require_collection,
 )
 from tools.kb.tokenizers import make_tokenizer
@@ -182,6 +183,10 @@ class KnowledgeBase(Retrieving):
         )
         # Per (generation, reader): the chunk ids a reader may read (access control).
         self._readable: LRUCache[tuple[str, str], list[str]] = LRUCache(maxsize=64)
+        # Other processes' commits (the CLI beside a server): see _follow_writers.
+        self._seen_generation = self.registry.generation()
+        if self.location.host is None:
+            self.chunks.on_stale = self._reopen
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -215,7 +220,34 @@ class KnowledgeBase(Retrieving):
             writer_lock(path, timeout=write_lock_timeout(), what=what, waiting=waiting),
             self._lock,
         ):
+            self._follow_writers()  # never write through a vector index older than the store
             yield
+
+    def _follow_writers(self) -> None:
+        """Reopen embedded Chroma when another process committed since this instance last
+        looked (the registry's generation moved, and not by this instance's commit): its
+        in-memory vector index would miss the new chunks and fail on the replaced ones.
+        Checked at every snapshot (each search) and before every write, so a commit by
+        the CLI, a sync or another server is searched by the next question. A Chroma
+        server serves every process the same store: nothing to do. Caller holds _lock."""
+        if self.location.host is not None:
+            return
+        now = self.registry.generation()
+        if now not in (self._seen_generation, self.registry.written):
+            self._reopen()
+        self._seen_generation = now
+
+    def _reopen(self) -> None:
+        with self._lock:
+            self._client = reopen_client(self.location)
+            chunks, registry = open_collections(
+                self._client,
+                self.config.collection,
+                model_id=self.model.model_id,
+                dimension=self.model.dimension,
+            )
+            self.chunks.collection, self.registry.collection = chunks, registry
+            self._retrievals.clear()
 
     def drop(self) -> None:
         """Delete both collections (used by throw-away evaluation indexes)."""
@@ -294,6 +326,7 @@ class KnowledgeBase(Retrieving):
     def snapshot(self) -> Snapshot:
         """The active chunks and BM25 index, rebuilt only when the registry changed."""
         with self._lock:  # an ingest on this instance may be moving the generation
+            self._follow_writers()
             return self._snapshots.current()
 
     # -- statistics ----------------------------------------------------------------------
