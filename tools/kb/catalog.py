@@ -97,10 +97,11 @@ class Job:
         return out
 
 
-class Catalog:
-    """The catalog of one collection (thread-safe; several processes share the file)."""
+class SharedFile:
+    """A SQLite file several threads and processes use: one connection behind a lock,
+    write-ahead log, ``schema`` created when missing."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, schema: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.Lock()
@@ -109,11 +110,18 @@ class Catalog:
             path, timeout=30.0, check_same_thread=False, isolation_level=None
         )
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(SCHEMA)
+        self._db.executescript(schema)
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+class Catalog(SharedFile):
+    """The catalog of one collection (thread-safe; several processes share the file)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, SCHEMA)
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
