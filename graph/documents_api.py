@@ -65,7 +65,7 @@ def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
 
     async def run(request: Request) -> Response:
         try:
-            who = caller(request)
+            who = await asyncio.to_thread(caller, request)  # it may re-read the users file
             return await handler(request, who)
         except Refused as exc:
             return error(exc.status, exc.message)

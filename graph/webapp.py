@@ -9,12 +9,12 @@ from __future__ import annotations
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
-from graph import documents_api
+from graph import documents_api, sources_api
 
 
 def routes() -> list[BaseRoute]:
     """Every custom route of the server, in the order Starlette matches them."""
-    return [*documents_api.routes()]
+    return [*documents_api.routes(), *sources_api.routes()]
 
 
 app = Starlette(routes=routes())

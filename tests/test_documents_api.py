@@ -218,3 +218,32 @@ def test_delete_removes_it_from_both_retrievers_at_once(
     # An admin may delete what another user uploaded.
     with http(served, "carol") as admin:
         assert admin.delete(doc_url(DOCX_ID)).status_code == 200
+
+
+def test_an_admin_syncs_a_folder_source_over_http(
+    served: tuple[LocalServer, dict[str, str]], tmp_path: Path
+) -> None:
+    folder = tmp_path / "policies"
+    folder.mkdir()
+    (folder / "expenses.md").write_text("# Expenses\n\nMeals are refunded up to 40 EUR.\n")
+    body = {"id": "policies", "kind": "folder", "location": str(folder), "acl": "group:hr",
+            "schedule": "every 1h"}  # fmt: skip
+    with http(served, "bob") as c:
+        assert c.post("/kb/sources", json=body).status_code == 403
+    with http(served, "carol") as admin:
+        created = admin.post("/kb/sources", json=body)
+        assert created.status_code == 201, created.text
+        r = admin.post("/kb/sources/policies/sync")
+        assert r.status_code == 202, r.text
+        job = wait_job(admin, r.json()["job_id"])
+        assert job["state"] == "done" and job["kind"] == "sync"
+        assert [f["doc_id"] for f in job["files"]] == ["src:policies:expenses.md"]
+        last = admin.get("/kb/sources/policies").json()["last_sync"]
+        assert (last["added"], last["removed"], last["errors"]) == (1, 0, [])
+    with http(served, "alice") as c:
+        listed = c.get("/kb/documents", params={"source": "source:policies"}).json()
+        assert [d["path"] for d in listed["documents"]] == ["expenses.md"]
+    with http(served, "carol") as admin:
+        gone = admin.delete("/kb/sources/policies").json()
+        assert gone == {"deleted": "policies", "documents_removed": 1}
+        assert admin.get("/kb/sources/policies").status_code == 404

@@ -120,5 +120,10 @@ def test_server_first_then_cli(served: tuple[LocalServer, Path, Path]) -> None:
     assert r.status_code == 200, r.text
     assert "CHERRY-33" not in json.dumps(ask(srv, FACTS["charlie"][0]))
     assert "APRICOT-44" in ask(srv, FACTS["alpha"][0])["answer"]
-    listed = cli(home, "kb", "stats")
-    assert "documents" in listed
+    # The CLI and the API count the same documents and chunks.
+    cli_stats = json.loads(cli(home, "kb", "stats", "--json"))
+    api_stats = httpx.get(f"{srv.url}/kb/stats", timeout=30).json()
+    listed = httpx.get(f"{srv.url}/kb/documents", timeout=30).json()
+    assert cli_stats["documents"] == api_stats["documents"] == listed["total"] == 1
+    assert cli_stats["chunks"] == api_stats["chunks"]
+    assert [d["doc_id"] for d in listed["documents"]] == cli_stats["documents_list"]

@@ -168,7 +168,7 @@ class Catalog(SharedFile):
 
     def new_job(self, kind: str, owner: str, files: list[JobFile]) -> Job:
         job = Job(uuid.uuid4().hex, kind, owner, files=files)
-        if all(f.status in TERMINAL_FILE for f in files):
+        if files and all(f.status in TERMINAL_FILE for f in files):
             job.state = "done" if any(f.status == "done" for f in files) else "failed"
         with self._tx() as db:
             db.execute(

@@ -111,6 +111,10 @@ class JobRunner:
     def submit(self, job: Job, items: Sequence[Item | None]) -> Future[None]:
         return self._pool.submit(run_job, self.library, job, items, self.limits)
 
+    def call(self, work: Callable[[], None]) -> Future[None]:
+        """Run other knowledge-base work (a source's sync) in the same queue."""
+        return self._pool.submit(work)
+
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
