@@ -30,7 +30,7 @@ CONTENT_TYPES = {
 
 def suffix_of(name: str) -> str:
     """The lower-case suffix of a file name, "" when it has none usable."""
-    suffix = Path(name).suffix.lower()
+    suffix = os.path.splitext(name)[1].lower()  # not Path: called per file of a sync
     return suffix if _SUFFIX.match(suffix) else ""
 
 
