@@ -9,12 +9,12 @@ from __future__ import annotations
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
-from graph import mcp_tools
+from graph import documents_api, mcp_tools, sources_api
 
 
 def routes() -> list[BaseRoute]:
     """Every custom route of the server, in the order Starlette matches them."""
-    return [*mcp_tools.routes()]
+    return [*mcp_tools.routes(), *documents_api.routes(), *sources_api.routes()]
 
 
 app = Starlette(routes=routes())

@@ -48,13 +48,16 @@ def kb_config(ctx: Context, settings: RunSettings) -> KBConfig:
     )
 
 
-def get_kb(ctx: Context, settings: RunSettings) -> KnowledgeBase:
+def get_kb(ctx: Context, settings: RunSettings, *, create: bool = False) -> KnowledgeBase:
     """The shared knowledge base for this configuration (opened once).
 
     Blocking (it may open the store): call it off the event loop. A collection that does
     not exist yet is an ``InputError`` and nothing is kept, so the first run after an
-    ingest opens it."""
+    ingest opens it; a writer (the document API) passes ``create`` and shares the instance
+    with the runs, so they see its commits at once."""
     config = kb_config(ctx, settings)
+    if create:
+        config = replace(config, create=True)
     with _lock:
         kb = _kbs.get(config)
         if kb is None:

@@ -84,12 +84,10 @@ def _user(entry: Any, n: int, path: Path) -> tuple[str, User]:
             principal("group", g)
     except InputError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    user = User(
-        identity,
-        tuple(sorted(set(groups))),
-        admin=entry.get("admin", False),
-        disabled=entry.get("disabled", False),
-    )
+    admin, disabled = entry.get("admin", False), entry.get("disabled", False)
+    if not isinstance(admin, bool) or not isinstance(disabled, bool):
+        raise ConfigError(f"{where}: 'admin' and 'disabled' must be true or false")
+    user = User(identity, tuple(sorted(set(groups))), admin=admin, disabled=disabled)
     return digest.lower(), user
 
 

@@ -41,6 +41,7 @@ REGISTRY_SUFFIX = "-docs"
 STORE_FILE = "chroma.sqlite3"  # embedded Chroma's database, in the store's folder
 WRITE_PAGE = 1000  # chunks per upsert: bounded request bodies for a Chroma server
 READ_PAGE = 2000  # chunks per get when reading the whole collection
+STALE_INDEX = "Error finding id"  # embedded Chroma's vector index is older than its store
 T = TypeVar("T")
 
 
@@ -127,6 +128,20 @@ def check_intact(folder: Path) -> None:
             "the data home from a backup, or move it aside and ingest the documents again "
             "(docs/FAULTS.md)"
         )
+
+
+def reopen_client(location: StoreLocation) -> ClientAPI:
+    """A new client of embedded Chroma that reads the store as it is on disk now.
+
+    chromadb keeps one system per path for the process, whose vector index stays in
+    memory: after another process commits, it no longer matches the store ("Error finding
+    id"). Forgetting the cached system makes the next client load it again; the old one
+    is left to the searches still using it (never stopped here: another instance of this
+    process may share it) and is freed with its last reference."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    SharedSystemClient._identifier_to_system.pop(str(location.path), None)
+    return open_client(location)
 
 
 def _limit_requests(client: ClientAPI, timeout: float) -> None:
@@ -253,6 +268,19 @@ class ChunkStore:
     def __init__(self, collection: Collection, guard: StoreGuard) -> None:
         self.collection = collection
         self._guard = guard
+        # Called when a search finds the store changed under it (another process
+        # committed between the generation check and the search): the owner reopens it,
+        # and the search is tried once more.
+        self.on_stale: Callable[[], None] | None = None
+
+    def _searching(self, what: str, fn: Callable[[], T]) -> T:
+        try:
+            return self._guard(what, fn)
+        except StoreError as exc:
+            if self.on_stale is None or STALE_INDEX not in str(exc):
+                raise
+            self.on_stale()
+            return self._guard(what, fn)
 
     def write(
         self,
@@ -315,7 +343,7 @@ class ChunkStore:
     ) -> list[tuple[str, float]]:
         """The ``n`` nearest chunks as ``(chunk id, cosine similarity)``, best first;
         ``ids`` restricts the search to those chunks."""
-        res = self._guard(
+        res = self._searching(
             "vector search",
             lambda: self.collection.query(
                 query_embeddings=[vector.tolist()],
@@ -336,7 +364,7 @@ class ChunkStore:
 
         Chunks deleted meanwhile are simply absent from the result.
         """
-        got = self._guard(
+        got = self._searching(
             "reading vectors",
             lambda: self.collection.get(ids=list(ids), include=["embeddings"]),
         )
