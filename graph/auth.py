@@ -1,7 +1,7 @@
 """Who calls the server, and what they may touch (``langgraph.json`` → ``auth``).
 
 **Who.** With ``HYBRID_RAG_USERS_FILE`` set (``tools.access.users``), every request must
-carry ``Authorization: Bearer <token>`` of a user in that file; a missing or unknown token
+carry ``Authorization: Bearer <token>`` (or ``x-api-key: <token>``) of a user in that file; a missing or unknown token
 is a 401. The user's groups decide which documents both retrievers may return
 (``nodes.access`` turns it into the run's ``Reader``). Without the variable the server is single-team, as it was before
 access control existed: every caller is the local user and reads every document.
@@ -40,19 +40,27 @@ def _directory(path: str) -> UserDirectory:
     return UserDirectory(Path(path).expanduser())
 
 
-def _bearer(authorization: str | None) -> str:
+def _bearer(authorization: str | None, headers: dict[bytes, bytes] | None = None) -> str:
+    """The bearer token, else the ``x-api-key`` header (what agent-chat-ui and the
+    LangGraph SDK's ``api_key`` send)."""
     scheme, _, token = (authorization or "").strip().partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else ""
+    if scheme.lower() == "bearer":
+        return token.strip()
+    key = (headers or {}).get(b"x-api-key", b"")
+    return key.decode("latin-1").strip() if isinstance(key, bytes) else str(key).strip()
 
 
 @auth.authenticate
-async def authenticate(authorization: str | None) -> Auth.types.MinimalUserDict:
-    """The caller, from the bearer token (read per request: no restart to add a user)."""
+async def authenticate(
+    authorization: str | None, headers: dict[bytes, bytes] | None = None
+) -> Auth.types.MinimalUserDict:
+    """The caller, from the bearer token or ``x-api-key`` (read per request: no restart to
+    add a user)."""
     path = os.environ.get(USERS_FILE_ENV, "").strip()
     if not path:
         return {"identity": LOCAL_USER, "kb_access": ALL_DOCUMENTS}  # type: ignore[typeddict-unknown-key]
     try:
-        user = _directory(path).authenticate(_bearer(authorization))
+        user = _directory(path).authenticate(_bearer(authorization, headers))
     except ConfigError as exc:  # a broken users file refuses everyone, and says why
         raise Auth.exceptions.HTTPException(status_code=503, detail=str(exc)) from None
     if user is None:
