@@ -108,7 +108,9 @@ def content_text(content: Any, *, strict: bool = True) -> str:
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        raise InputError(f"message content must be text or content blocks, got {type(content).__name__}")
+        raise InputError(
+            f"message content must be text or content blocks, got {type(content).__name__}"
+        )
     parts: list[str] = []
     for block in content:
         if isinstance(block, str):

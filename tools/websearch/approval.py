@@ -129,7 +129,9 @@ def from_hitl(value: dict[str, Any]) -> dict[str, Any]:
     """
     decisions = value.get("decisions", [value])
     if not isinstance(decisions, list) or len(decisions) != 1 or not isinstance(decisions[0], dict):
-        raise ValueError("decisions must be a list of exactly one decision (one web search request)")
+        raise ValueError(
+            "decisions must be a list of exactly one decision (one web search request)"
+        )
     decision = decisions[0]
     kind = decision.get("type")
     if kind not in HITL_DECISIONS:
@@ -222,8 +224,8 @@ def approval_request(
         },
         # The same request in the schema agent-chat-ui's inbox renders (resumed with
         # {"decisions": [...]}, read by WebSearchDecision).
-        "action_requests": [{"name": HITL_ACTION, "args": {"queries": unique}, "description": message}],
-        "review_configs": [
-            {"action_name": HITL_ACTION, "allowed_decisions": list(HITL_DECISIONS)}
+        "action_requests": [
+            {"name": HITL_ACTION, "args": {"queries": unique}, "description": message}
         ],
+        "review_configs": [{"action_name": HITL_ACTION, "allowed_decisions": list(HITL_DECISIONS)}],
     }

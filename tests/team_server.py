@@ -1,0 +1,82 @@
+"""A team's server on 127.0.0.1 for the page and chat-client tests: ``langgraph dev`` over
+the sample KB with a users file (alice in group hr, bob) and web search configured
+against a local Serper-shaped provider (``tests.local_provider``), so an approval
+request has a provider and a price, and what was searched is in the provider's log.
+
+Shared by tests/test_chat_ui_protocol.py, tests/test_ui_browser.py and bench/bench_ui.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.langgraph_server import (
+    LocalServer,
+    ingest_sample_kb,
+    start_server,
+    stop_server,
+    wait_until_ready,
+)
+from tests.local_provider import LocalServer as Provider
+from tests.local_provider import Reply
+from tools.access.users import add_user
+
+# Serper's answer to every search (two organic results, one dated).
+SERPER_BODY = {
+    "organic": [
+        {
+            "title": "Python 3.14.2 released",
+            "link": "https://www.python.org/downloads/release/python-3142/",
+            "snippet": "Python 3.14.2 is the latest stable release of Python, released on Dec 1.",
+            "date": "Dec 1, 2025",
+            "position": 1,
+        },
+        {
+            "title": "Python release schedule",
+            "link": "https://peps.python.org/pep-0745/",
+            "snippet": "The release schedule lists every planned Python 3.14 release.",
+            "position": 2,
+        },
+    ]
+}
+WEB_QUESTION = "What is the latest stable Python release today?"
+
+
+@dataclass
+class TeamServer:
+    server: LocalServer
+    provider: Provider
+    tokens: dict[str, str]  # identity -> bearer token
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def searched(self) -> list[str]:
+        return [str(r.body["q"]) for r in self.provider.hits("/search")]
+
+
+@contextmanager
+def team_server(base: Path) -> Iterator[TeamServer]:
+    """Start it (ingesting the sample KB while the server boots); stop it on exit."""
+    users = base / "users.json"
+    tokens = {"alice": add_user(users, "alice", ["hr"]), "bob": add_user(users, "bob", [])}
+    home = base / "home"
+    home.mkdir()
+    with Provider() as provider:
+        provider.route("/search", Reply(SERPER_BODY))
+        env = {
+            "HYBRID_RAG_USERS_FILE": str(users),
+            "SERPER_API_KEY": "test-key",
+            "SERPER_BASE_URL": provider.url,
+        }
+        srv = start_server(home, base / "langgraph-dev.log", env=env)
+        try:
+            ingest_sample_kb(home)
+            wait_until_ready(srv)
+            yield TeamServer(srv, provider, tokens)
+        finally:
+            stop_server(srv)
