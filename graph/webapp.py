@@ -9,10 +9,12 @@ from __future__ import annotations
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
+from graph.ui import ui_routes
+
 
 def routes() -> list[BaseRoute]:
     """Every custom route of the server, in the order Starlette matches them."""
-    return []
+    return [*ui_routes()]
 
 
 app = Starlette(routes=routes())

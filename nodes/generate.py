@@ -185,5 +185,12 @@ async def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "citation_validity": round(check.validity, 4),
         "warnings": warnings,
         # The chat message carries the sources its labels name (clients see only messages).
-        "messages": [AIMessage(message, id=_answer_message_id(state))],
+        # ``additional_kwargs.citations``: each turn's records, for a page showing old turns.
+        "messages": [
+            AIMessage(
+                message,
+                id=_answer_message_id(state),
+                additional_kwargs={"citations": check.cited},
+            )
+        ],
     }
