@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "cli.ask_commands",
     "cli.eval_commands",
     "cli.users_command",
+    "cli.serve_command",
 )
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from importlib.resources import files
 from pathlib import Path
 
-from starlette.responses import RedirectResponse, Response
 from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.langgraph_server import (
+    SAMPLE_KB,
     LocalServer,
-    ingest_sample_kb,
     start_server,
     stop_server,
     wait_until_ready,
@@ -23,6 +23,8 @@ from tests.langgraph_server import (
 from tests.local_provider import LocalServer as Provider
 from tests.local_provider import Reply
 from tools.access.users import add_user
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
+from tools.kb.registry import DocRecord
 
 # Serper's answer to every search (two organic results, one dated).
 SERPER_BODY = {
@@ -50,6 +52,7 @@ class TeamServer:
     server: LocalServer
     provider: Provider
     tokens: dict[str, str]  # identity -> bearer token
+    documents: dict[str, DocRecord]  # the sample KB's registry: doc_id -> record
 
     @property
     def url(self) -> str:
@@ -75,8 +78,11 @@ def team_server(base: Path) -> Iterator[TeamServer]:
         }
         srv = start_server(home, base / "langgraph-dev.log", env=env)
         try:
-            ingest_sample_kb(home)
+            # Ingested while the server boots (it opens the KB on its first run).
+            with KnowledgeBase(KBConfig(home=home)) as kb:
+                kb.ingest([SAMPLE_KB])
+                documents = {k: v for k, v in kb.registry.records().items() if v.get("version")}
             wait_until_ready(srv)
-            yield TeamServer(srv, provider, tokens)
+            yield TeamServer(srv, provider, tokens, documents)
         finally:
             stop_server(srv)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from pydantic import ValidationError
 
 from graph import Context, build_graph
 from nodes.prepare import current_question
-from tests.team_server import WEB_QUESTION, TeamServer, team_server
+from tests.team_server import WEB_QUESTION, TeamServer
 from tools.answer.citations import LABEL_RE
 from tools.answer.sources_block import with_sources, without_sources
 from tools.errors import InputError
@@ -115,12 +114,6 @@ async def test_after_a_chat_run_cancelled_before_prepare_the_new_question_is_ans
 
 
 # --- through langgraph dev, as agent-chat-ui -------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TeamServer]:
-    with team_server(tmp_path_factory.mktemp("chat-ui")) as srv:
-        yield srv
 
 
 class ChatUi:

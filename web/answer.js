@@ -40,13 +40,13 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-/** The sentence around position ``at`` of ``text`` (what a pill vouches for). */
+/** The sentence a pill at position ``at`` of ``text`` vouches for: the one ending before it
+ * (labels follow their sentence: "… 18 days. [internal-1]"). */
 function sentenceAt(text, at) {
-  const before = text.slice(0, at);
-  const start = Math.max(before.search(/[^.!?。！？\n]*$/), 0);
-  const rest = text.slice(at);
-  const stop = rest.search(/[.!?。！？\n]/);
-  return text.slice(start, stop < 0 ? text.length : at + stop).replace(LABEL_RE, " ");
+  const before = text.slice(0, at).replace(LABEL_RE, " ").trimEnd();
+  const body = before.replace(/[.!?。！？;；]$/, "");
+  const start = Math.max(body.search(/[^.!?。！？;；\n]*$/), 0);
+  return before.slice(start).trim();
 }
 
 /**
@@ -89,7 +89,7 @@ function keyTerms(sentence) {
   for (const run of sentence.match(/[\u3400-\u9fff]+/g) || []) {
     for (let i = 0; i + 2 <= run.length; i++) terms.add(run.slice(i, i + 2));
   }
-  for (const stop of ["the", "and", "for", "are", "with", "that", "this", "from", "was", "were", "has", "have"]) terms.delete(stop);
+  for (const stop of ["the", "and", "for", "are", "with", "that", "this", "from", "was", "were", "has", "have", "not", "each", "any", "all", "its", "per"]) terms.delete(stop);
   return [...terms].sort((a, b) => b.length - a.length);
 }
 
@@ -97,15 +97,30 @@ function escapeRe(s) {
   return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
 
-/** ``passage`` with the words of the citing sentence marked. */
+/** Where ``sentence`` is quoted in ``passage`` (whitespace-insensitive), or null. */
+function quoted(passage, sentence) {
+  const words = sentence.trim().split(/\s+/).filter(Boolean);
+  if (words.join("").length < 8) return null;
+  const re = new RegExp(words.map(escapeRe).join("\\s*"));
+  const m = re.exec(passage);
+  return m ? [m.index, m.index + m[0].length] : null;
+}
+
+/** ``passage`` with the citing sentence marked where it is quoted, else its words. */
 export function highlighted(passage, sentence) {
-  const terms = keyTerms(sentence);
   const frag = document.createDocumentFragment();
+  const span = quoted(passage, sentence.replace(/^[\s;；,，:：]+|[\s;；,，]+$/g, ""));
+  if (span) {
+    frag.append(passage.slice(0, span[0]), el("mark", {}, passage.slice(span[0], span[1])), passage.slice(span[1]));
+    return frag;
+  }
+  const terms = keyTerms(sentence);
   if (!terms.length) {
     frag.append(passage);
     return frag;
   }
-  const re = new RegExp(terms.map(escapeRe).join("|"), "gi");
+  // Latin words and numbers whole (not "days" inside "holidays"); Chinese pairs anywhere.
+  const re = new RegExp(terms.map((w) => (/^[\w'-]+$/.test(w) ? `\\b${escapeRe(w)}\\b` : escapeRe(w))).join("|"), "gi");
   let last = 0;
   for (const m of passage.matchAll(re)) {
     frag.append(passage.slice(last, m.index), el("mark", {}, m[0]));

@@ -103,13 +103,22 @@ function userTurn(text) {
 }
 
 function answerTurn() {
-  const progress = el("ol", { class: "progress", "aria-label": t("working") });
+  const progress = el("ol", { class: "progress" });
+  const summary = el("summary", {}, t("working"));
+  const steps = el("details", { class: "steps", open: true }, summary, progress);
   const status = el("p", { class: "status", role: "status" });
   const body = el("div", { class: "answer" });
   const facts = el("div", { class: "facts" });
   const root = el("article", { class: "turn assistant", "aria-busy": "false" },
-    el("h2", { class: "who" }, t("assistant")), status, progress, body, facts);
-  return { root, progress, status, body, facts };
+    el("h2", { class: "who" }, t("assistant")), status, steps, body, facts);
+  return { root, progress, steps, summary, status, body, facts };
+}
+
+/** Once answered, the steps fold into one line (still there to open). */
+function foldSteps(turn) {
+  const n = turn.progress.childElementCount;
+  turn.summary.textContent = t("stepsDone", { n });
+  turn.steps.open = false;
 }
 
 function renderFacts(turn, values) {
@@ -139,14 +148,15 @@ function progressLine(event, seen) {
 }
 
 /** Send a question, or resume an interrupted run; streams into a new answer turn. */
-async function run(body, question) {
+async function run(body, question, retry) {
   if (chat.busy) return false;
   chat.busy = true;
   setBusy(true);
   const box = $("conversation");
   box.querySelector(".hint")?.remove();
   box.querySelector(".approval")?.remove();
-  if (question) box.append(userTurn(question));
+  const asked = question ? userTurn(question) : null;
+  if (asked) box.append(asked);
   const turn = answerTurn();
   turn.root.setAttribute("aria-busy", "true");
   turn.status.textContent = t("sending");
@@ -196,12 +206,14 @@ async function run(body, question) {
   turn.status.textContent = "";
   if (failed) {
     turn.root.remove();
-    showError(failed, () => run(body, question));
+    asked?.remove();
+    showError(failed, retry || (() => run(body, question)));
     return false;
   }
   if (values.answer !== undefined && !values.__interrupt__) {
     renderAnswer(turn.body, values.answer, values.citations || []);
     renderFacts(turn, values);
+    foldSteps(turn);
   }
   const state = await guarded(() => api(`/threads/${chat.thread}/state`));
   const interrupt = (state?.interrupts || [])[0];
@@ -256,6 +268,15 @@ export async function guarded(fn) {
   }
 }
 
+/** Ask ``question`` on the open thread (a new one if none). */
+async function ask(question) {
+  const input = $("question");
+  if (input.value.trim() === question) input.value = "";
+  const ok = await run({ input: { question } }, question, () => ask(question));
+  // Nothing lost: a question that did not go through is back in the box.
+  if (!ok && !input.value.trim()) input.value = question;
+}
+
 export function initChat() {
   const form = $("ask-form");
   const input = $("question");
@@ -266,10 +287,7 @@ export function initChat() {
     e.preventDefault();
     const question = input.value.trim();
     if (!question || chat.busy) return;
-    input.value = "";
-    const ok = await run({ input: { question } }, question);
-    // Nothing lost: a question that did not go through is back in the box.
-    if (!ok && !input.value.trim()) input.value = question;
+    await ask(question);
   });
   input.addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
