@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -29,6 +30,7 @@ from tools.settings import data_home
 
 READY_DEADLINE_S = 120.0  # the first start imports the graphs and the embedding model
 POLL_S = 0.5
+STOP_DEADLINE_S = 20.0
 
 
 def register(subparsers: Any) -> None:
@@ -98,9 +100,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     env = {**os.environ, "HYBRID_RAG_HOME": str(home)}
     process = subprocess.Popen(cmd, cwd=folder, env=env)
     url = f"http://{args.host}:{args.port}"
+    # A SIGTERM to this command stops the server too (no orphaned langgraph dev).
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         if not wait_ready(process, url):
-            process.terminate()
             print(f"hybrid-rag: error: the server did not start on {url} (see its log above)",
                   file=sys.stderr)  # fmt: skip
             return 1
@@ -110,6 +113,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         return process.wait()
     except KeyboardInterrupt:
-        process.terminate()
-        process.wait(timeout=30)
         return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        _stop(process)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """terminate → wait (bounded) → kill."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=STOP_DEADLINE_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=STOP_DEADLINE_S)

@@ -178,7 +178,10 @@ async function run(body, question, retry) {
     if ($("approve-web").checked) payload.context = { approve_web_search: true };
     turn.status.textContent = t("working");
     for await (const { event, data } of stream(`/threads/${chat.thread}/runs/stream`, { json: payload, signal: chat.controller.signal })) {
-      if (event === "custom") {
+      if (event === "metadata") {
+        turn.status.textContent = t("accepted"); // the server took the run; a worker starts it
+        turn.status.dataset.phase = "accepted";
+      } else if (event === "custom") {
         const line = progressLine(data, seen);
         seen.add(data.step);
         if (line) turn.progress.append(el("li", { "data-step": data.step }, line));
