@@ -117,6 +117,15 @@ def test_english_question_streams_progress_and_answers_with_pills(alice: Page) -
     assert follow.locator("button.pill").count() > 0
     assert alice.page.locator("article.turn.user").count() == 2
     assert alice.page.locator("#thread-list li.current").count() == 1
+    # Reopened from the list: both turns, each answer with its own pills.
+    alice.page.click("#new-thread")
+    assert alice.page.locator("article.turn").count() == 0
+    alice.page.locator("#thread-list li .open", has_text=EN_QUESTION[:20]).first.click()
+    alice.page.wait_for_function(
+        "() => document.querySelectorAll('article.turn.assistant').length == 2"
+    )
+    for answer in alice.page.locator("article.turn.assistant").all():
+        assert answer.locator("button.pill").count() > 0
 
 
 def test_chinese_page_and_answer(browser: Any, team: TeamServer, fake_kb: FakeDocumentApi) -> None:
@@ -249,3 +258,18 @@ def test_a_server_error_is_a_message_that_can_be_retried(alice: Page) -> None:
     page.click("#error-retry")
     page.wait_for_selector("article.turn.assistant .facts .meta")
     assert page.locator("#error").is_hidden()
+
+
+def test_rename_and_delete_a_conversation(alice: Page) -> None:
+    page = alice.page
+    page.wait_for_selector("#thread-list li .open")
+    first = page.locator("#thread-list li").first
+    title = first.locator(".open").inner_text()
+    page.once("dialog", lambda d: d.accept("Leave questions"))
+    first.get_by_role("button", name=f"Rename: {title}").click()
+    page.wait_for_selector("#thread-list li .open:text-is('Leave questions')")
+    page.once("dialog", lambda d: d.accept())
+    page.get_by_role("button", name="Delete: Leave questions").click()
+    page.wait_for_function(
+        "() => ![...document.querySelectorAll('#thread-list .open')].some(b => b.textContent === 'Leave questions')"
+    )
