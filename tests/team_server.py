@@ -63,20 +63,22 @@ class TeamServer:
 
 
 @contextmanager
-def team_server(base: Path) -> Iterator[TeamServer]:
-    """Start it (ingesting the sample KB while the server boots); stop it on exit."""
+def team_server(base: Path, env: dict[str, str] | None = None) -> Iterator[TeamServer]:
+    """Start it (ingesting the sample KB while the server boots); stop it on exit.
+    ``env`` adds server variables (e.g. ``OPENAI_BASE_URL`` of a scripted model)."""
     users = base / "users.json"
     tokens = {"alice": add_user(users, "alice", ["hr"]), "bob": add_user(users, "bob", [])}
     home = base / "home"
     home.mkdir()
     with Provider() as provider:
         provider.route("/search", Reply(SERPER_BODY))
-        env = {
+        variables = {
             "HYBRID_RAG_USERS_FILE": str(users),
             "SERPER_API_KEY": "test-key",
             "SERPER_BASE_URL": provider.url,
+            **(env or {}),
         }
-        srv = start_server(home, base / "langgraph-dev.log", env=env)
+        srv = start_server(home, base / "langgraph-dev.log", env=variables)
         try:
             # Ingested while the server boots (it opens the KB on its first run).
             with KnowledgeBase(KBConfig(home=home)) as kb:

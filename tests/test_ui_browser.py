@@ -17,10 +17,11 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.agent_fakes import LocalLLMServer
 from tests.browser import DESKTOP, PHONE, chromium, unavailable
 from tests.fake_kb_api import FakeDocumentApi
 from tests.langgraph_server import REPO, SAMPLE_KB
-from tests.team_server import WEB_QUESTION, TeamServer
+from tests.team_server import WEB_QUESTION, TeamServer, team_server
 
 pytestmark = pytest.mark.skipif(bool(unavailable()), reason=unavailable() or "")
 
@@ -273,3 +274,38 @@ def test_rename_and_delete_a_conversation(alice: Page) -> None:
     page.wait_for_function(
         "() => ![...document.querySelectorAll('#thread-list .open')].some(b => b.textContent === 'Leave questions')"
     )
+
+
+STREAMED_ANSWER = "Employees get 18 days [internal-1]."
+TOKEN_PROBE = """
+() => {
+  window.__seen = [];
+  new MutationObserver(() => {
+    const turn = [...document.querySelectorAll('article.turn.assistant')].pop();
+    if (!turn) return;
+    window.__seen.push([turn.querySelector('.answer')?.textContent || '',
+                        Boolean(turn.querySelector('.facts .meta'))]);
+  }).observe(document.body, {subtree: true, childList: true, characterData: true});
+}
+"""
+
+
+@pytest.mark.slow
+def test_model_mode_streams_the_answer_token_by_token(browser: Any, tmp_path: Path) -> None:
+    # A scripted OpenAI-compatible model on loopback: its structured replies do not parse,
+    # so route/grade fall back to their rules; the answer streams in 8-character deltas.
+    with LocalLLMServer([{"content": STREAMED_ANSWER}]) as llm:
+        env = {"OPENAI_BASE_URL": f"{llm.base_url}/v1", "OPENAI_API_KEY": "test"}
+        with team_server(tmp_path, env=env) as team:
+            tab = Page(browser, team, FakeDocumentApi(team, SAMPLE_KB))  # /kb unused here
+            try:
+                tab.sign_in("alice")
+                tab.page.evaluate(TOKEN_PROBE)
+                turn = tab.ask(EN_QUESTION)
+                seen = tab.page.evaluate("() => window.__seen")
+                assert "18 days" in turn.locator(".answer").inner_text()
+                partial = [text for text, final in seen if text and not final]
+                assert partial, "no answer text before the run ended"
+                assert any(len(text) < len(STREAMED_ANSWER) for text in partial), partial[:5]
+            finally:
+                tab.close()
