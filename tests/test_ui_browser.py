@@ -216,6 +216,7 @@ def test_upload_reaches_done_and_stays_with_its_owner(
         "() => document.querySelector('#doc-rows').innerText.includes('alice-private-note')"
     )
     assert "Last sync" in page.locator("#sources-section").inner_text()
+    alice.shot("ui-documents-en.png")
     # bob: neither alice's thread nor her document.
     bob = Page(browser, team, fake_kb)
     try:
@@ -263,11 +264,14 @@ def test_a_server_error_is_a_message_that_can_be_retried(alice: Page) -> None:
 
 def test_rename_and_delete_a_conversation(alice: Page) -> None:
     page = alice.page
-    page.wait_for_selector("#thread-list li .open")
-    first = page.locator("#thread-list li").first
-    title = first.locator(".open").inner_text()
+    token = {"Authorization": f"Bearer {alice.team.tokens['alice']}"}
+    made = httpx.post(f"{alice.team.url}/threads", json={"metadata": {"title": "Rename me"}},
+                      headers=token)  # fmt: skip
+    assert made.status_code == 200, made.text
+    page.reload()  # the token is in sessionStorage: still signed in
+    page.wait_for_selector("#thread-list li .open:text-is('Rename me')")
     page.once("dialog", lambda d: d.accept("Leave questions"))
-    first.get_by_role("button", name=f"Rename: {title}").click()
+    page.get_by_role("button", name="Rename: Rename me").click()
     page.wait_for_selector("#thread-list li .open:text-is('Leave questions')")
     page.once("dialog", lambda d: d.accept())
     page.get_by_role("button", name="Delete: Leave questions").click()
