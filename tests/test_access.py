@@ -243,13 +243,13 @@ def test_chromas_own_query_skips_what_the_reader_may_not_read(acl_kb: KnowledgeB
     """The query is restricted, not only re-checked: the vector side's ``n`` candidates
     are ``n`` readable chunks, so a reader's search is never starved by others' ones."""
     snap = acl_kb.snapshot()
-    readable = acl_kb.readable_ids(snap, ALICE)
+    readable = acl_kb.retriever.readable_ids(snap, ALICE)
     assert readable is not None
     assert {snap.metadatas[snap.position[c]]["doc_id"] for c in readable} == {
         "hr/pay.md",
         "handbook.md",
     }
-    vector = acl_kb._query_vector("budget unlock code")
+    vector = acl_kb.retriever.query_vector("budget unlock code")
     near = acl_kb.chunks.nearest(vector, 10, None, ids=readable)
     assert {c for c, _ in near} == set(readable)  # all of them, and nothing else
     pool = acl_kb.candidate_pool("budget unlock code", mode="vector", reader=ALICE, n=2)

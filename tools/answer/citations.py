@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tools.answer.sources import describe_location
+from tools.text import LABEL_RE
 from tools.websearch.text import cut
 
 SourceKind = Literal["internal", "web"]
@@ -27,7 +28,6 @@ _WORD_TO_KIND: dict[str, SourceKind] = {
     "internal": "internal",
     "web": "web",
 }
-LABEL_RE = re.compile(r"\[(内部|网络|internal|web)\s*-\s*(\d{1,3})\]", re.IGNORECASE)
 
 
 def label(kind: SourceKind, number: int, language: str) -> str:

@@ -36,6 +36,7 @@ from tools.settings import store_timeout
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,500}[A-Za-z0-9]$")
 REGISTRY_SUFFIX = "-docs"
+STORE_FILE = "chroma.sqlite3"  # embedded Chroma's database, in the store's folder
 WRITE_PAGE = 1000  # chunks per upsert: bounded request bodies for a Chroma server
 READ_PAGE = 2000  # chunks per get when reading the whole collection
 T = TypeVar("T")
@@ -130,12 +131,24 @@ def require_collection(client: ClientAPI, name: str, where: str) -> None:
     """``InputError`` naming the existing knowledge bases unless ``name`` is one of them:
     a read must not create (a mistyped name would silently read an empty one)."""
     existing = knowledge_bases(client)
-    if name in existing:
-        return
+    if name not in existing:
+        raise no_collection(name, where, existing)
+
+
+def no_collection(name: str, where: str, existing: Sequence[str] = ()) -> InputError:
     listed = f"existing: {', '.join(existing)}" if existing else "nothing ingested yet"
-    raise InputError(
+    return InputError(
         f"no knowledge base (collection) {name!r} in {where}; {listed}. "
         f"'hybrid-rag ingest PATH --collection {name}' creates it"
+    )
+
+
+def never_written(location: StoreLocation) -> bool:
+    """An embedded store no ingest has written: a reader says so without opening it
+    (opening creates the folder, Chroma's database and the locks)."""
+    path = location.path  # a file in its place is not "never written": opening names it
+    return location.host is None and (
+        not path.exists() or (path.is_dir() and not (path / STORE_FILE).is_file())
     )
 
 

@@ -157,6 +157,19 @@ def _queries_value(queries: Any) -> Any:
     return [line for line in queries.splitlines() if line.strip()]
 
 
+def _price(settings: WebSearchSettings, provider: str) -> tuple[float | None, str]:
+    """The provider's price per query (None: unknown) and where it comes from."""
+    env = f"{ENV_PRICE_PREFIX}{provider.upper()}"
+    if provider in settings.prices:
+        return settings.price(provider), f"price per query from {env}"
+    if PROVIDERS[provider].price_usd > 0:
+        return settings.price(provider), f"list price per query (estimate; set {env} to override)"
+    return (
+        None,
+        f"{provider} has no known per-query price (self-hosted or free); set {env} to count one",
+    )
+
+
 def approval_request(
     settings: WebSearchSettings,
     queries: Sequence[str],
@@ -189,17 +202,7 @@ def approval_request(
 
     cached = [q for q in unique if is_cached(q)]
     paid = len({normalize_query(q) for q in unique if q not in cached})
-    env = f"{ENV_PRICE_PREFIX}{provider.upper()}"
-    price: float | None = settings.price(provider)
-    if provider in settings.prices:
-        note = f"price per query from {env}"
-    elif PROVIDERS[provider].price_usd > 0:
-        note = f"list price per query (estimate; set {env} to override)"
-    else:
-        price = None
-        note = (
-            f"{provider} has no known per-query price (self-hosted or free); set {env} to count one"
-        )
+    price, note = _price(settings, provider)
     cost = None if price is None else round(price * paid, 6)
     shown = "unknown" if cost is None else f"USD {cost:g}"
     message = (
