@@ -148,7 +148,7 @@ class FakeDocumentApi:
         raw = f"Content-Type: {ctype}\r\n\r\n".encode() + (request.post_data_buffer or b"")
         message = BytesParser(policy=HTTP).parsebytes(raw)
         files: list[tuple[str, bytes]] = []
-        acl = "public"
+        acl = f"user:{who[0]}"  # no acl: the uploader's alone (as issue 34 built it)
         for part in message.iter_parts():
             name = part.get_param("name", header="content-disposition")
             payload = part.get_payload(decode=True) or b""

@@ -25,7 +25,7 @@ function when(value) {
 }
 
 function acl(value) {
-  if (!value || value === "public") return t("aclPublic");
+  if (!value || value === "public") return t("everyone");
   return Array.isArray(value) ? value.join(", ") : String(value);
 }
 
@@ -110,9 +110,11 @@ async function upload(e) {
   if (!files.length) return;
   const form = new FormData();
   for (const f of files) form.append("file", f, f.name);
-  const restricted = $("acl-restricted").checked;
+  // No acl: the server makes a user's upload theirs alone. "public" needs an admin (the
+  // server's 403 says so).
   const list = $("acl-list").value.trim();
-  form.append("acl", restricted && list ? list : "public");
+  if ($("acl-public").checked) form.append("acl", "public");
+  else if ($("acl-restricted").checked && list) form.append("acl", list);
   const rows = new Map();
   $("upload-files").replaceChildren();
   for (const f of files) {
@@ -181,7 +183,6 @@ export function initDocuments() {
   $("doc-next").addEventListener("click", () => { docs.offset += PAGE; loadDocuments(); });
   $("upload-form").addEventListener("submit", upload);
   const sync = () => { $("acl-list").disabled = !$("acl-restricted").checked; };
-  $("acl-public").addEventListener("change", sync);
-  $("acl-restricted").addEventListener("change", sync);
+  for (const id of ["acl-private", "acl-public", "acl-restricted"]) $(id).addEventListener("change", sync);
   sync();
 }
