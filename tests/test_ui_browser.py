@@ -216,7 +216,6 @@ def test_upload_reaches_done_and_stays_with_its_owner(
         "() => document.querySelector('#doc-rows').innerText.includes('alice-private-note')"
     )
     assert "Last sync" in page.locator("#sources-section").inner_text()
-    alice.shot("ui-documents-en.png")
     # bob: neither alice's thread nor her document.
     bob = Page(browser, team, fake_kb)
     try:
