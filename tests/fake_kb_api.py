@@ -151,7 +151,8 @@ class FakeDocumentApi:
         acl = f"user:{who[0]}"  # no acl: the uploader's alone (as issue 34 built it)
         for part in message.iter_parts():
             name = part.get_param("name", header="content-disposition")
-            payload = part.get_payload(decode=True) or b""
+            raw_payload = part.get_payload(decode=True)
+            payload = raw_payload if isinstance(raw_payload, bytes) else b""
             if name == "file":
                 files.append((str(part.get_filename()), payload))
             elif name == "acl":
