@@ -225,10 +225,16 @@ def approval_request(
             "edit": {"action": "edit", "queries": unique},
             "skip": {"action": "skip"},
         },
-        # The same request in the schema agent-chat-ui's inbox renders (resumed with
-        # {"decisions": [...]}, read by WebSearchDecision).
+        **hitl_request(unique, message),
+    }
+
+
+def hitl_request(queries: list[str], message: str) -> dict[str, Any]:
+    """The request in the human-in-the-loop schema agent-chat-ui's inbox renders (resumed
+    with ``{"decisions": [...]}``, read by :class:`WebSearchDecision`)."""
+    return {
         "action_requests": [
-            {"name": HITL_ACTION, "args": {"queries": unique}, "description": message}
+            {"name": HITL_ACTION, "args": {"queries": queries}, "description": message}
         ],
         "review_configs": [{"action_name": HITL_ACTION, "allowed_decisions": list(HITL_DECISIONS)}],
     }
