@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "cli.ask_commands",
     "cli.eval_commands",
     "cli.users_command",
+    "cli.sources_command",
     "cli.serve_command",
 )
 

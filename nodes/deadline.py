@@ -26,7 +26,12 @@ from langgraph.runtime import Runtime
 from graph.context import Context
 from nodes.models import OFFLINE
 from nodes.tracing import annotate_run, run_summary
-from prompts.notices import DEADLINE_EN, DEADLINE_SENTENCE_EN, DEADLINE_SENTENCE_ZH
+from prompts.notices import (
+    DEADLINE_EN,
+    DEADLINE_SENTENCE_EN,
+    DEADLINE_SENTENCE_ZH,
+)
+from tools.kb.store_deadline import store_deadline
 
 if TYPE_CHECKING:
     from graph.state import State
@@ -77,17 +82,20 @@ async def within_deadline(
         refreshed = {"deadline": deadline}
     if deadline is None:  # prepare (which sets it), or a node called on its own
         return await node(state, runtime)
-    left = float(deadline) - time.time()
-    if left > 0:
-        budget = asyncio.timeout(left)
-        try:
-            async with budget:
-                update = await node(state, runtime)
-            return {**update, **refreshed}
-        except TimeoutError:
-            if not budget.expired():
-                raise  # the node's own timeout, not the deadline
-    return {**await run_late(node, state, runtime, late), **refreshed}
+    # Cancelling the node cannot stop a knowledge-base call in its worker thread (and
+    # the process waits for that thread at exit): the Chroma requests end by it too.
+    with store_deadline(float(deadline)):
+        left = float(deadline) - time.time()
+        if left > 0:
+            budget = asyncio.timeout(left)
+            try:
+                async with budget:
+                    update = await node(state, runtime)
+                return {**update, **refreshed}
+            except TimeoutError:
+                if not budget.expired():
+                    raise  # the node's own timeout, not the deadline
+        return {**await run_late(node, state, runtime, late), **refreshed}
 
 
 async def run_late(

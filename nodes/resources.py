@@ -9,6 +9,7 @@ while all of them share the process-wide search cache.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from nodes.settings import RunSettings
@@ -47,13 +48,16 @@ def kb_config(ctx: Context, settings: RunSettings) -> KBConfig:
     )
 
 
-def get_kb(ctx: Context, settings: RunSettings) -> KnowledgeBase:
+def get_kb(ctx: Context, settings: RunSettings, *, create: bool = False) -> KnowledgeBase:
     """The shared knowledge base for this configuration (opened once).
 
     Blocking (it may open the store): call it off the event loop. A collection that does
     not exist yet is an ``InputError`` and nothing is kept, so the first run after an
-    ingest opens it."""
+    ingest opens it; a writer (the document API) passes ``create`` and shares the instance
+    with the runs, so they see its commits at once."""
     config = kb_config(ctx, settings)
+    if create:
+        config = replace(config, create=True)
     with _lock:
         kb = _kbs.get(config)
         if kb is None:
@@ -62,9 +66,13 @@ def get_kb(ctx: Context, settings: RunSettings) -> KnowledgeBase:
 
 
 def register_kb(kb: KnowledgeBase) -> None:
-    """Use an already-open knowledge base for its configuration (tests, embedding apps)."""
+    """Use an already-open knowledge base for its configuration (tests, embedding apps).
+
+    Runs look a KB up by a configuration whose data home is resolved (``RunSettings``), so
+    one opened with the default home is registered under the home it opened."""
+    key = kb.config if kb.config.home is not None else replace(kb.config, home=kb.home)
     with _lock:
-        _kbs[kb.config] = kb
+        _kbs[key] = kb
 
 
 def close_all() -> None:

@@ -73,7 +73,7 @@ def server_config(cwd: Path) -> Path:
     for spec in [*config["graphs"].values(), *([config["auth"]] if "auth" in config else [])]:
         path, _, name = spec["path"].partition(":")
         spec["path"] = f"{(REPO / path).resolve()}:{name}"
-    if "app" in config.get("http", {}):
+    if "app" in config.get("http", {}):  # the custom routes (graph/webapp.py)
         path, _, name = config["http"]["app"].partition(":")
         config["http"]["app"] = f"{(REPO / path).resolve()}:{name}"
     target = cwd / "langgraph.json"

@@ -4,25 +4,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from cli import common
 from cli.main import main
-from tests.fakes import hash_model
+from tests.fakes import hash_kb_cli, hash_model
 from tools.kb.knowledge_base import KnowledgeBase
 
 
 @pytest.fixture(autouse=True)
 def _hash_embeddings(monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI opens its own KnowledgeBase; give it the fast deterministic embedder."""
-
-    def open_kb(args: Any) -> KnowledgeBase:
-        return KnowledgeBase(common.kb_config(args), embedding_model=hash_model())
-
-    monkeypatch.setattr(common, "open_kb", open_kb)
-    monkeypatch.setattr("cli.kb_commands.open_kb", open_kb)
+    hash_kb_cli(monkeypatch)
 
 
 def test_ingest_search_stats_delete(
@@ -110,8 +104,6 @@ def test_progress_bar_shows_an_eta(
 ) -> None:
     import itertools
 
-    from cli import common
-
     clock = itertools.chain([100.0], itertools.repeat(130.0))  # start, then 30 s later
     monkeypatch.setattr(common.time, "monotonic", lambda: next(clock))
     bar = common.ProgressBar("index")
@@ -135,7 +127,6 @@ def test_a_bad_environment_default_is_one_clear_line(
 def test_a_long_file_prints_a_heartbeat_with_what_happens_inside(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from cli import common
 
     now = [100.0]
     monkeypatch.setattr(common.time, "monotonic", lambda: now[0])

@@ -6,8 +6,10 @@ from __future__ import annotations
 import errno
 import json
 import os
+import random
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from tests.fakes import hash_model
 from tests.local_provider import LocalServer, Reply
 from tests.test_errors_not_tracebacks import hash_cli, one_error, run
 from tools.evaluation.run_stats import load_runs, record_run
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
 __all__ = ["hash_cli"]  # a fixture shared with test_errors_not_tracebacks
 
@@ -85,10 +88,6 @@ def _forged_lines(text: str) -> list[str]:
 def test_names_with_control_characters_never_forge_output_lines(
     kb_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nodes import resources
-    from tests.fakes import hash_model
-    from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-
     docs = kb_dir
     (docs / FORGED).write_text("# Drone D9\n\nThe D9 drone flies 42 minutes per battery.\n")
     kb = KnowledgeBase(KBConfig(), embedding_model=hash_model())  # home: $HYBRID_RAG_HOME
@@ -126,6 +125,28 @@ def test_shown_name_escapes_every_line_breaking_character() -> None:
     assert shown_name("年假 policy.md") == "年假 policy.md"  # ordinary names unchanged
 
 
+# 6. The run deadline bounds a Chroma server that accepts and never answers.
+@pytest.mark.parametrize("graph", [[], ["--agent"]], ids=["state", "agent"])
+def test_the_run_deadline_bounds_a_silent_chroma_server(
+    graph: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.local_provider import BlackHole
+
+    monkeypatch.delenv("HYBRID_RAG_STORE_TIMEOUT", raising=False)  # 30 s per request
+    with BlackHole() as hole:
+        monkeypatch.setenv("CHROMA_HOST", "127.0.0.1")
+        monkeypatch.setenv("CHROMA_PORT", str(hole.port))
+        started = time.monotonic()
+        code, out, err = run(
+            capsys, "ask", "How many days of annual leave?", *graph, "--quiet", *OFFLINE,
+            "--set", "run_timeout_s=3",
+        )  # fmt: skip
+        elapsed = time.monotonic() - started  # asyncio.run waits for the KB's threads too
+    assert code == 0 and "Traceback" not in err, err
+    assert elapsed < 3 + 10, elapsed  # was 30 s per Chroma request, 153 s in all
+    assert "knowledge base unavailable" in out and "run deadline" in out, out
+
+
 # 7. A file name that is not UTF-8 costs that file only.
 def test_a_file_name_that_is_not_utf8_is_skipped_with_a_reason(
     kb_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], hash_cli: None
@@ -153,6 +174,36 @@ def test_a_file_name_that_is_not_utf8_is_skipped_with_a_reason(
     assert code == 0 and "caf\\xe9 menu.md: file name is not valid UTF-8" in out, out
     code, out, _ = run(capsys, "--home", home, "ingest", bad)  # the file named directly
     assert code == 0 and "skipped" in out and "caf\\xe9" in out
+
+
+# 8. A damaged store is one line, and `ask` answers without it.
+def test_a_damaged_store_is_one_line_and_ask_goes_on_without_it(
+    kb_dir: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "h"
+    kb = KnowledgeBase(KBConfig(home=home), embedding_model=hash_model())
+    kb.ingest([kb_dir])
+    kb.close()
+    store = home / "chroma" / "chroma.sqlite3"
+    with store.open("r+b") as fh:  # a few pages overwritten, as a bad disk or a stray dd does
+        noise = random.Random(33)
+        for page in (2, 5, 9, 17, 33):
+            fh.seek(page * 4096)
+            fh.write(noise.randbytes(4096))
+    monkeypatch.setattr(
+        "tools.kb.knowledge_base.make_embedding_model", lambda *a, **k: hash_model()
+    )
+    said = f"knowledge base unavailable: damaged store at {store}"
+    for argv in (["search", "annual leave"], ["kb", "stats"]):
+        code = main(["--home", str(home), *argv])
+        out, err = capfd.readouterr()  # the file descriptors: a Rust panic writes to fd 2
+        assert code == 2 and said in one_error(err) and "panicked" not in err, err
+    question = "How many days of annual leave after five years?"
+    code = main(["--home", str(home), "ask", question, "--quiet", *OFFLINE])
+    out, err = capfd.readouterr()
+    assert code == 0 and "Traceback" not in err and "panicked" not in out + err, err
+    assert out.count(said) == 1 and "No relevant information found" in out, out
+    assert "ingest the documents again" in out and "backup" in out  # how to recover
 
 
 # 9. A full disk: reading needs no write.

@@ -46,8 +46,10 @@ def test_no_function_is_over_60_lines() -> None:
 
 def test_graph_imports_nodes_only_to_build_graphs() -> None:
     """The run's types (Context, State, reducers) and the persistence layer stand without
-    ``nodes``: only the two graph builders import it, annotations included."""
-    builders = {"rag_graph.py", "agent_graph.py"}
+    ``nodes``: only the two graph builders import it, annotations included, and the
+    document API, which shares the runs' open knowledge base (``nodes.resources``) so a run
+    sees an upload's commit at once."""
+    builders = {"rag_graph.py", "agent_graph.py", "documents_api.py"}
     for path in (ROOT / "graph").glob("*.py"):
         modules = [
             node.module

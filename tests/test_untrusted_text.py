@@ -21,7 +21,7 @@ from cli.main import TerminalSafe, main
 from graph import Context, build_graph
 from nodes import resources
 from nodes.tracing import redact_secrets
-from tests.fakes import ScriptedChatModel, hash_model
+from tests.fakes import ScriptedChatModel, hash_kb_cli, hash_model
 from tools.answer.agent_tools import SourceRegistry, internal_search, render_web
 from tools.answer.context_builder import fence, neutralise
 from tools.answer.search_service import SearchService
@@ -213,12 +213,7 @@ def test_terminal_output_drops_escape_sequences(
     (folder / "escape.md").write_text(text)
     (folder / "bad\x1b]0;file-title\x07.pdf").write_bytes(b"not a pdf")  # a skipped reason
 
-    def open_kb(args: Any) -> KnowledgeBase:
-        from cli import common
-
-        return KnowledgeBase(common.kb_config(args), embedding_model=hash_model())
-
-    monkeypatch.setattr("cli.kb_commands.open_kb", open_kb)
+    hash_kb_cli(monkeypatch)
     home = tmp_path / "home"
     assert main(["--home", str(home), "ingest", str(folder)]) == 0
     assert main(["--home", str(home), "search", "lockers cost"]) == 0

@@ -35,7 +35,7 @@ from tools.kb.formats import LoadLimits
 from tools.kb.fusion import FUSION_METHODS
 from tools.kb.identity import aliases, assign_doc_ids, find_files
 from tools.kb.ingest import Ingester, IngestReport, ProgressFn
-from tools.kb.loaders import FileRef, SourceDocument
+from tools.kb.loaders import FileBytes, FileRef, SourceDocument
 from tools.kb.registry import Registry
 from tools.kb.retrieval import Ranking, Retrieval, Retriever
 from tools.kb.search import (
@@ -54,6 +54,7 @@ from tools.kb.store import (
     no_collection,
     open_client,
     open_collections,
+    reopen_client,
     require_collection,
 )
 from tools.kb.tokenizers import make_tokenizer
@@ -174,6 +175,10 @@ class KnowledgeBase:
         self.candidate_pool = self.retriever.candidate_pool
         self.probe = self.retriever.probe
         self.forget_queries = self.retriever.forget_queries
+        # Other processes' commits (the CLI beside a server): see _follow_writers.
+        self._seen_generation = self.registry.generation()
+        if self.location.host is None:
+            self.chunks.on_stale = self._reopen
 
     def _open_store(self) -> tuple[Any, Any]:
         """The Chroma client and the two collections (chunks, registry)."""
@@ -221,7 +226,34 @@ class KnowledgeBase:
             writer_lock(path, timeout=write_lock_timeout(), what=what, waiting=waiting),
             self._lock,
         ):
+            self._follow_writers()  # never write through a vector index older than the store
             yield
+
+    def _follow_writers(self) -> None:
+        """Reopen embedded Chroma when another process committed since this instance last
+        looked (the registry's generation moved, and not by this instance's commit): its
+        in-memory vector index would miss the new chunks and fail on the replaced ones.
+        Checked at every snapshot (each search) and before every write, so a commit by
+        the CLI, a sync or another server is searched by the next question. A Chroma
+        server serves every process the same store: nothing to do. Caller holds _lock."""
+        if self.location.host is not None:
+            return
+        now = self.registry.generation()
+        if now not in (self._seen_generation, self.registry.written):
+            self._reopen()
+        self._seen_generation = now
+
+    def _reopen(self) -> None:
+        with self._lock:
+            self._client = reopen_client(self.location)
+            chunks, registry = open_collections(
+                self._client,
+                self.config.collection,
+                model_id=self.model.model_id,
+                dimension=self.model.dimension,
+            )
+            self.chunks.collection, self.registry.collection = chunks, registry
+            self.retriever.forget_queries()
 
     def drop(self) -> None:
         """Delete both collections (used by throw-away evaluation indexes)."""
@@ -279,9 +311,10 @@ class KnowledgeBase:
         return report
 
     def ingest_documents(
-        self, docs: Sequence[SourceDocument], *, progress: ProgressFn | None = None
+        self, docs: Sequence[SourceDocument | FileBytes], *, progress: ProgressFn | None = None
     ) -> IngestReport:
-        """Ingest documents that do not come from files (evaluation corpora, APIs)."""
+        """Ingest documents that do not come from the named files (evaluation corpora, the
+        document API's originals: a ``FileBytes`` is parsed only when its version changed)."""
         started = time.perf_counter()
         report = IngestReport()
         with self._writing(progress):
@@ -299,6 +332,7 @@ class KnowledgeBase:
     def snapshot(self) -> Snapshot:
         """The active chunks and BM25 index, rebuilt only when the registry changed."""
         with self._lock:  # an ingest on this instance may be moving the generation
+            self._follow_writers()
             return self._snapshots.current()
 
     # -- statistics ----------------------------------------------------------------------
