@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "cli.eval_commands",
     "cli.users_command",
     "cli.sources_command",
+    "cli.serve_command",
 )
 
 

@@ -16,6 +16,7 @@ from nodes.notices import localize
 from prompts import answer as P
 from tools.answer.citations import assign_labels, validate_citations
 from tools.answer.context_builder import BuiltContext, build_context
+from tools.answer.sources_block import with_sources
 from tools.policy.decisions import web_unavailable
 from tools.policy.offline import extractive_answer, no_information
 from tools.policy.refusal import check_answer
@@ -166,10 +167,19 @@ async def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             f"dropped citation labels that match no source: {', '.join(check.unknown_labels)}"
         )
     emit(runtime, "done", citations=len(check.cited))
+    message = with_sources(check.answer, check.cited, str(state.get("language") or "en"))
     return {
         "answer": check.answer,
         "citations": check.cited,
         "citation_validity": round(check.validity, 4),
         "warnings": warnings,
-        "messages": [AIMessage(check.answer, id=_answer_message_id(state))],
+        # The chat message carries the sources its labels name (clients see only messages).
+        # ``additional_kwargs.citations``: each turn's records, for a page showing old turns.
+        "messages": [
+            AIMessage(
+                message,
+                id=_answer_message_id(state),
+                additional_kwargs={"citations": check.cited},
+            )
+        ],
     }

@@ -21,7 +21,7 @@ from tools.errors import InputError
 from tools.kb.rerank import make_reranker
 from tools.kb.tokenizers import warm_up, warmed_up
 from tools.policy.offline import answer_language
-from tools.text import undecodable_bytes
+from tools.text import content_text, undecodable_bytes
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
@@ -64,7 +64,7 @@ def current_question(state: Mapping[str, Any]) -> tuple[Any, bool]:
     if "question" in state and (not new_message or _question_is_new(state, messages)):
         return state["question"], True
     if last is not None:
-        return last.content, False
+        return content_text(last.content), False
     raise InputError("input needs a 'question' or a human message in 'messages'")
 
 
@@ -72,11 +72,20 @@ def _question_is_new(state: Mapping[str, Any], messages: list[Any]) -> bool:
     """Whether ``question`` differs from what the last ``prepare`` took (a question
     field left over from the previous turn equals that message's text)."""
     asked = state.get("asked_id")
-    if not asked:
-        return False  # no turn was prepared yet: the trailing message is the question
-    taken = next((m for m in messages if getattr(m, "id", None) == asked), None)
     question = state["question"]
-    return taken is None or not isinstance(question, str) or question.strip() != taken.content
+    if not asked:
+        # No turn was prepared yet, so a question field beside an untaken message is this
+        # run's input: the first run (chat input) was cancelled before prepare took its
+        # message. Equal texts are one question sent both ways. (Not told apart: a first
+        # run {"question"} cancelled before prepare, then a chat message; the field wins.)
+        last = messages[-1] if messages else None
+        return last is None or not isinstance(question, str) or question.strip() != _text(last)
+    taken = next((m for m in messages if getattr(m, "id", None) == asked), None)
+    return taken is None or not isinstance(question, str) or question.strip() != _text(taken)
+
+
+def _text(message: Any) -> str:
+    return content_text(message.content, strict=False).strip()
 
 
 async def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

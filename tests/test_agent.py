@@ -25,6 +25,7 @@ from tests.fakes import hash_model
 from tools.answer import agent_tools
 from tools.answer.agent_tools import SourceRegistry
 from tools.answer.search_service import SearchService
+from tools.answer.sources_block import with_sources
 from tools.errors import StoreError
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.websearch import SearchCache, WebSearchSettings, set_default_cache
@@ -106,7 +107,7 @@ def test_one_tool_then_a_cited_answer(kb_home: Path, model: ToolScriptedChatMode
     assert {"answer", "citations", "warnings", "search_cost", "search_calls", "tool_calls",
             "mode", "route", "strategy", "timings", "question"} <= set(out)  # fmt: skip
     assert isinstance(out["messages"][-1], AIMessage)
-    assert out["messages"][-1].content == out["answer"]
+    assert out["messages"][-1].content == with_sources(out["answer"], out["citations"], "en")
     assert {"call_model", "run_tools"} <= set(out["timings"])
 
 
@@ -458,7 +459,8 @@ def test_offline_agent_records_tool_calls_like_the_model_path(
     offline = run({"question": question}, ctx(kb_home, **options))
     assert offline["mode"] == "offline"
     assert trace(offline["messages"]) == expected
-    assert offline["messages"][-1].content == offline["answer"]
+    final = offline["messages"][-1].content
+    assert final == with_sources(offline["answer"], offline["citations"], offline["language"])
     # The AI turns' tool calls are the recorded tool_calls, with the question as query.
     asked = [c for m in offline["messages"] if isinstance(m, AIMessage) for c in m.tool_calls]
     assert [(c["name"], c["args"]) for c in asked] == [

@@ -14,6 +14,7 @@ from langchain_core.messages import HumanMessage
 from graph import Context, build_graph
 from nodes import resources
 from tests.fakes import ScriptedChatModel, grade_every, passages_in
+from tools.answer.sources_block import with_sources
 from tools.errors import ConfigError, InputError
 from tools.kb.knowledge_base import KnowledgeBase
 from tools.policy.offline import offline_rewrites
@@ -323,7 +324,7 @@ def test_checked_answer_replaces_the_streamed_draft(
     assert last.id == ai_ids[0]
     assert "[internal-7]" in "".join(str(m.content) for m in streamed if m.id == ai_ids[0])
     assert "[internal-7]" not in last.content and "[internal-1]" in last.content
-    assert last.content == final["answer"]
+    assert last.content == with_sources(final["answer"], final["citations"], "en")
 
 
 def test_context_schema_has_descriptions_and_marks_model_fields() -> None:
@@ -506,7 +507,9 @@ def test_the_checked_answer_replaces_the_streamed_draft_under_its_id(
     assert {m.id for m in streamed if m.type in ("ai", "AIMessageChunk")} == {
         final["messages"][-1].id
     }
-    assert str(final["messages"][-1].content) == final["answer"]
+    assert str(final["messages"][-1].content) == with_sources(
+        final["answer"], final["citations"], "en"
+    )
 
 
 def test_any_provider_goes_through_init_chat_model(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Literal
+from typing import Any, Literal
+
+from tools.errors import InputError
 
 Language = Literal["zh", "en"]
 
@@ -134,3 +136,28 @@ def json_terminal_safe(json_text: str) -> str:
     the bidirectional overrides written as ``\\u`` escapes: the same data, and nothing a terminal acts on. (They can
     only occur inside JSON strings, where the escape is valid.)"""
     return _JSON_RAW_CONTROLS_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text)
+
+
+def content_text(content: Any, *, strict: bool = True) -> str:
+    """The text of a chat message's content: a string, or content blocks (what chat UIs
+    such as agent-chat-ui send: ``[{"type": "text", "text": "..."}]``) joined by newlines.
+
+    ``strict``: a block that is not text (an image, a file) is an ``InputError`` naming its
+    type; otherwise it is left out (a message of an earlier turn, read as history).
+    """
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise InputError(
+            f"message content must be text or content blocks, got {type(content).__name__}"
+        )
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text") or ""))
+        elif strict:
+            kind = block.get("type") if isinstance(block, dict) else type(block).__name__
+            raise InputError(f"only text can be asked; the message has a {kind!r} block")
+    return "\n".join(p for p in parts if p)

@@ -122,17 +122,19 @@ def _tidy(text: str) -> str:
 
 
 CITATION_SNIPPET_CHARS = 240
+CITATION_PASSAGE_CHARS = 1500  # the passage a source card shows (a chunk is shorter)
 
 
 def citation_record(src: Mapping[str, Any]) -> dict[str, Any]:
     """What a reader (or a chat UI) needs to show and check a citation: title, the quoted
-    passage's opening, and where it lives (URL and fetch time, or file, heading and, for
+    passage's opening (``snippet``) and the passage itself (``passage``, bounded), and where it lives (URL and fetch time, or file, heading and, for
     PDF pages and spreadsheet sheets, ``page``/``page_end``/``sheet``/``location``)."""
     rec: dict[str, Any] = {
         "label": src.get("label"),
         "type": src.get("kind"),
         "title": src.get("title"),
         "snippet": cut(" ".join(str(src.get("text") or "").split()), CITATION_SNIPPET_CHARS),
+        "passage": cut(str(src.get("text") or "").strip(), CITATION_PASSAGE_CHARS),
     }
     if src.get("kind") == "web":
         rec.update(
