@@ -24,7 +24,6 @@ from typing import Any
 import httpx
 
 import graph
-from graph.ui import UI_PATH
 from tools.errors import ConfigError
 from tools.settings import data_home
 
@@ -107,6 +106,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print(f"hybrid-rag: error: the server did not start on {url} (see its log above)",
                   file=sys.stderr)  # fmt: skip
             return 1
+        from graph.ui import UI_PATH  # starlette: installed with the server, not the CLI
+
         print(f"\nThe page: {url}{UI_PATH}/\nThe API:  {url}  (Ctrl-C stops the server)")
         print(f"Answers come from the knowledge base in {home} (fill it with 'hybrid-rag demo' "
               "or 'hybrid-rag ingest PATH').")  # fmt: skip
