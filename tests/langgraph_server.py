@@ -145,6 +145,19 @@ def ingest_sample_kb(home: Path) -> str:
 
 
 @contextmanager
+def serving(
+    home: Path, log_path: Path, env: Mapping[str, str] | None = None
+) -> Iterator[LocalServer]:
+    """``langgraph dev`` on ``home``, ready; stopped on exit."""
+    srv = start_server(home, log_path, env=env)
+    try:
+        wait_until_ready(srv)
+        yield srv
+    finally:
+        stop_server(srv)
+
+
+@contextmanager
 def serving_sample_kb(base: Path) -> Iterator[LocalServer]:
     """``langgraph dev`` over the sample KB, ingested into a fresh data home under ``base``
     while the server boots; stopped on exit."""

@@ -15,9 +15,7 @@ import pytest
 from tests.langgraph_server import (
     LocalServer,
     agent_graph_available,
-    start_server,
-    stop_server,
-    wait_until_ready,
+    serving,
 )
 from tests.team_kb import ASK_ALICE_FACT, ASK_BOB_FACT, team_kb
 
@@ -28,12 +26,9 @@ def served(
 ) -> Iterator[tuple[LocalServer, dict[str, str]]]:
     base = tmp_path_factory.mktemp("access")
     home, users, tokens = team_kb(base)
-    srv = start_server(home, base / "langgraph-dev.log", env={"HYBRID_RAG_USERS_FILE": str(users)})
-    try:
-        wait_until_ready(srv)
+    env = {"HYBRID_RAG_USERS_FILE": str(users)}
+    with serving(home, base / "langgraph-dev.log", env) as srv:
         yield srv, tokens
-    finally:
-        stop_server(srv)
 
 
 def client(served: tuple[LocalServer, dict[str, str]], user: str) -> Any:

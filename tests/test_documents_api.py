@@ -24,9 +24,7 @@ from tests.docgen import write_docx, write_pdf
 from tests.langgraph_server import (
     LocalServer,
     agent_graph_available,
-    start_server,
-    stop_server,
-    wait_until_ready,
+    serving,
 )
 from tools.access.users import add_user
 
@@ -57,12 +55,9 @@ def served(
     make_admin(users, "carol")
     home = base / "home"
     home.mkdir()
-    srv = start_server(home, base / "langgraph-dev.log", env={"HYBRID_RAG_USERS_FILE": str(users)})
-    try:
-        wait_until_ready(srv)
+    env = {"HYBRID_RAG_USERS_FILE": str(users)}
+    with serving(home, base / "langgraph-dev.log", env) as srv:
         yield srv, tokens
-    finally:
-        stop_server(srv)
 
 
 def http(served: tuple[LocalServer, dict[str, str]], user: str | None) -> httpx.Client:

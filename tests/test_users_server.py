@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.langgraph_server import LocalServer, start_server, stop_server, wait_until_ready
+from tests.langgraph_server import LocalServer, serving
 from tools.access.users import add_user
 
 CLI = Path(sys.executable).parent / "hybrid-rag"
@@ -27,12 +27,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalServ
     add_user(users, "root", admin=True)
     home = base / "home"
     home.mkdir()
-    srv = start_server(home, base / "langgraph-dev.log", env={"HYBRID_RAG_USERS_FILE": str(users)})
-    try:
-        wait_until_ready(srv)
+    env = {"HYBRID_RAG_USERS_FILE": str(users)}
+    with serving(home, base / "langgraph-dev.log", env) as srv:
         yield srv, users
-    finally:
-        stop_server(srv)
 
 
 def users_cli(users: Path, *args: str) -> str:
