@@ -1,21 +1,33 @@
 # The two entry points of a fresh clone (see README):
 #   make demo   install, then ingest the bundled sample KB and answer questions offline
 #   make test   install with the dev extra, then lint, type-check and run the tests
+# Installs are pinned by constraints.txt (what CI tested); `make lock` rewrites it from the
+# newest releases the package index has (then run `make test` and commit both).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test install install-dev
+.PHONY: demo test install install-dev lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 install: $(BIN)/python
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -c constraints.txt -e .
 
 install-dev: $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+
+# Every extra the image and CI install, resolved afresh in a throw-away venv, then frozen.
+LOCK_VENV := .lock-venv
+lock:
+	rm -rf $(LOCK_VENV) && $(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LOCK_VENV)/bin/pip install --quiet -e '.[dev,postgres,redis,server]'
+	{ echo "# Pinned by 'make lock' (pip freeze of .[dev,postgres,redis,server]); used by make and deploy/Dockerfile."; \
+	  $(LOCK_VENV)/bin/pip freeze --exclude-editable | grep -v -i '^hybrid-rag'; } > constraints.txt
+	rm -rf $(LOCK_VENV)
 
 # The demo fills the data home everything else reads ($$HYBRID_RAG_HOME, default
 # ~/.local/share/hybrid-rag): the CLI, the README's Python example and langgraph dev.

@@ -20,15 +20,11 @@ a first search adds the embedding, ~30 ms with e5 on two cores). Collections ``a
 
 Usage::
 
-    OMP_NUM_THREADS=2 .venv/bin/python bench/bench_access.py --home /work/bench-home
-    .venv/bin/python bench/bench_access.py --sets scifact,cmrc --max-queries 100
+    OMP_NUM_THREADS=2 .venv/bin/python -m bench.bench_access --home /work/bench-home
+    .venv/bin/python -m bench.bench_access --sets scifact,cmrc --max-queries 100
 """
 
 from __future__ import annotations
-
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 import argparse
 import hashlib
@@ -37,12 +33,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from tools.access.acl import Reader, acl_metadata  # noqa: E402
-from tools.evaluation.datasets import (  # noqa: E402
+from bench.harness import parser
+from tools.access.acl import Reader, acl_metadata
+from tools.evaluation.datasets import (
     DEV_SETS,
     BeirData,
     ndcg_at,
@@ -50,9 +43,8 @@ from tools.evaluation.datasets import (  # noqa: E402
     recall_at,
     to_documents,
 )
-from tools.kb.knowledge_base import KBConfig, KnowledgeBase  # noqa: E402
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
-DEFAULT_DATA = REPO.parent / "shared" / "data"
 POOL = 30  # what the post-filter shortcut searches before dropping
 
 
@@ -124,8 +116,7 @@ def _acl(doc_id: str, args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+    p = parser(__doc__, data=True)
     p.add_argument("--sets", default=",".join(DEV_SETS), help="comma list of dev sets")
     p.add_argument("--home", type=Path, default=None, help="data home (collections, cache)")
     p.add_argument("--embedding", default="local:e5")

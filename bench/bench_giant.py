@@ -13,29 +13,22 @@ paragraph in ten an unbroken 2,000-character run) and, in a fresh process each:
 
 Usage::
 
-    .venv/bin/python bench/bench_giant.py                  # 20 MB, hash embedder
-    .venv/bin/python bench/bench_giant.py --mb 2 --embedding local
+    .venv/bin/python -m bench.bench_giant                  # 20 MB, hash embedder
+    .venv/bin/python -m bench.bench_giant --mb 2 --embedding local
 """
 
 from __future__ import annotations
-
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 import argparse
 import json
 import resource
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from bench.harness import REPO, parser, rerun
 
 
 def write_giant(path: Path, mb: float) -> None:
@@ -104,13 +97,13 @@ def run_ingest(file: Path, home: Path, embedding: str, stop_after: int | None) -
 
 
 def child(argv: list[str]) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, "--child", *argv], check=True,
+    out = subprocess.run(rerun(__spec__.name, "--child", *argv), cwd=REPO, check=True,
                          capture_output=True, text=True)  # fmt: skip
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = parser(__doc__, raw=True)
     p.add_argument("--mb", type=float, default=20.0)
     p.add_argument("--embedding", default="hash", help="'hash' (pipeline only) or 'local'")
     p.add_argument("--stop-after", type=int, default=20, help="slices before the interruption")

@@ -17,21 +17,18 @@
 
 Usage::
 
-    OMP_NUM_THREADS=2 .venv/bin/python bench/bench_graph.py                  # all parts
-    .venv/bin/python bench/bench_graph.py --parts latency,both --questions 50
-    .venv/bin/python bench/bench_graph.py --parts rgb --rgb-questions 50
-    .venv/bin/python bench/bench_graph.py --all --home /tmp/kb-home   # whole SciFact
+    OMP_NUM_THREADS=2 .venv/bin/python -m bench.bench_graph                  # all parts
+    .venv/bin/python -m bench.bench_graph --parts latency,both --questions 50
+    .venv/bin/python -m bench.bench_graph --parts rgb --rgb-questions 50
+    .venv/bin/python -m bench.bench_graph --all --home /tmp/kb-home   # whole SciFact
 """
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "2")
-
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -41,17 +38,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from bench.harness import need, parser
+from cli.eval_answers import evaluate_rgb, evaluate_routing
+from graph import Context, build_graph
+from nodes import resources
+from tools.evaluation.datasets import BeirData, load_beir, percentile, to_documents
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
-from cli.eval_answers import evaluate_rgb, evaluate_routing  # noqa: E402
-from graph import Context, build_graph  # noqa: E402
-from nodes import resources  # noqa: E402
-from tools.evaluation.datasets import BeirData, load_beir, percentile, to_documents  # noqa: E402
-from tools.kb.knowledge_base import KBConfig, KnowledgeBase  # noqa: E402
-
-DEFAULT_DATA = REPO.parent / "shared" / "data"
 PARTS = ("latency", "both", "routing", "rgb")
 COLLECTION = "bench-graph-scifact"
 SERPER_BODY = {
@@ -220,8 +213,7 @@ def part_both(questions: list[str], home: Path, args: argparse.Namespace) -> dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+    p = parser(__doc__, data=True)
     p.add_argument("--parts", default=",".join(PARTS), help="comma list of " + ",".join(PARTS))
     p.add_argument("--docs", type=int, default=1000, help="SciFact documents in the KB")
     p.add_argument("--all", action="store_true", help="index all 5,183 SciFact documents")
@@ -240,8 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     freshqa = args.data_dir / "freshqa" / "freshqa_dev.jsonl"
     rgb = args.data_dir / "rgb" / "zh_refine_dev.json"
     for needed, path in (("latency", scifact), ("routing", freshqa), ("rgb", rgb)):
-        if (needed in parts or (needed == "latency" and "both" in parts)) and not path.exists():
-            sys.exit(f"error: {path} not found; pass --data-dir pointing at the shared data folder")
+        if needed in parts or (needed == "latency" and "both" in parts):
+            need(path)
 
     home = args.home or Path(tempfile.mkdtemp(prefix="bench-graph-"))
     result: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}

@@ -8,7 +8,7 @@ confidence and answer give the whole table: at threshold ``t`` a question whose 
 is below ``t`` is refused, the others keep their answer. The shipped default's row is
 marked; ``--context`` overrides other Context fields (e.g. '{"embed_every_query": true}').
 
-    OMP_NUM_THREADS=2 .venv/bin/python bench/bench_grounding.py --home /work/rgb-home
+    OMP_NUM_THREADS=2 .venv/bin/python -m bench.bench_grounding --home /work/rgb-home
 
 ``--home`` keeps the embedding cache (the passages are embedded once). RGB is read from
 ``--data-dir`` (default ../shared/data), never copied.
@@ -16,37 +16,27 @@ marked; ``--context`` overrides other Context fields (e.g. '{"embed_every_query"
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "2")
-
-import argparse
 import json
-import sys
 import tempfile
 from dataclasses import fields
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from cli.eval_answers import evaluate_rgb, refusal_table  # noqa: E402
-from graph import Context  # noqa: E402
+from bench.harness import need, parser
+from cli.eval_answers import evaluate_rgb, refusal_table
+from graph import Context
 
 THRESHOLDS = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    ap = parser(__doc__, data=True)
     ap.add_argument("--home", type=Path, default=None)
     ap.add_argument("--embedding", default="local")
     ap.add_argument("--max-questions", type=int, default=None)
     ap.add_argument("--context", type=json.loads, default={})
     args = ap.parse_args(argv)
     path = args.data_dir / "rgb" / "zh_refine_dev.json"
-    if not path.exists():
-        sys.exit(f"error: {path} not found; pass --data-dir pointing at the shared data folder")
+    need(path)
     home = args.home or Path(tempfile.mkdtemp(prefix="bench-grounding-"))
     home.mkdir(parents=True, exist_ok=True)
     context = {**args.context, "refusal_threshold": 0.0}

@@ -14,18 +14,13 @@ Time inside ``embed_documents`` is reported separately, and the first
 
 Usage::
 
-    OMP_NUM_THREADS=2 .venv/bin/python bench/bench_ingest.py          # first 1,000 docs
-    .venv/bin/python bench/bench_ingest.py --docs 300
-    .venv/bin/python bench/bench_ingest.py --all                      # all 5,183 docs
+    OMP_NUM_THREADS=2 .venv/bin/python -m bench.bench_ingest          # first 1,000 docs
+    .venv/bin/python -m bench.bench_ingest --docs 300
+    .venv/bin/python -m bench.bench_ingest --all                      # all 5,183 docs
 """
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "2")
-
-import argparse
 import json
 import shutil
 import sys
@@ -35,16 +30,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from tools.evaluation.datasets import load_beir, to_documents  # noqa: E402
-from tools.kb.embeddings import EmbeddingModel, make_embedding_model  # noqa: E402
-from tools.kb.knowledge_base import KBConfig, KnowledgeBase  # noqa: E402
-from tools.kb.loaders import SourceDocument  # noqa: E402
-
-DEFAULT_DATA = REPO.parent / "shared" / "data"
+from bench.harness import need, parser
+from tools.evaluation.datasets import load_beir, to_documents
+from tools.kb.embeddings import EmbeddingModel, make_embedding_model
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
+from tools.kb.loaders import SourceDocument
 
 
 def timed_model(model: EmbeddingModel, sink: dict[str, float]) -> EmbeddingModel:
@@ -95,8 +85,7 @@ def one_run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+    p = parser(__doc__, data=True)
     p.add_argument("--docs", type=int, default=1000, help="first N SciFact documents")
     p.add_argument("--all", action="store_true", help="all 5,183 documents")
     p.add_argument("--embedding", default="local", help="model of the embedding runs")
@@ -104,8 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
     args = p.parse_args(argv)
     root = args.data_dir / "beir_scifact"
-    if not root.exists():
-        sys.exit(f"error: {root} not found; pass --data-dir pointing at the shared data folder")
+    need(root)
     docs = to_documents(load_beir(root, "train"))
     if not args.all:
         docs = docs[: args.docs]

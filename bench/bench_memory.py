@@ -14,21 +14,17 @@ deployment) or ``--embedding hash`` (the tests' deterministic hash embedder; fas
 
 Usage::
 
-    OMP_NUM_THREADS=2 .venv/bin/python bench/bench_memory.py
-    .venv/bin/python bench/bench_memory.py --runs 300 --agent-runs 0 --embedding hash
+    OMP_NUM_THREADS=2 .venv/bin/python -m bench.bench_memory
+    .venv/bin/python -m bench.bench_memory --runs 300 --agent-runs 0 --embedding hash
 
 Exit code 1 when a bound does not hold.
 """
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "2")
-
-import argparse
 import asyncio
 import gc
+import os
 import resource
 import shutil
 import sys
@@ -37,15 +33,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from graph import Context, build_graph  # noqa: E402
-from graph.agent_graph import build_agent_graph  # noqa: E402
-from nodes import models, resources  # noqa: E402
-from tools.kb.knowledge_base import KBConfig, KnowledgeBase  # noqa: E402
-from tools.websearch import default_cache  # noqa: E402
+from bench.harness import SAMPLE_KB, parser
+from graph import Context, build_graph
+from graph.agent_graph import build_agent_graph
+from nodes import models, resources
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
+from tools.websearch import default_cache
 
 QUESTIONS = (
     "How many days of annual leave does an employee with 6 years of service get?",
@@ -82,7 +75,7 @@ def open_kb(home: Path, embedding: str) -> KnowledgeBase:
         kb = KnowledgeBase(KBConfig(home=home, embedding=embedding))
         if embedding != "local":
             raise SystemExit("--embedding: 'local' or 'hash' (the context resolves 'local')")
-    kb.ingest([REPO / "examples" / "kb"])
+    kb.ingest([SAMPLE_KB])
     resources.register_kb(kb)  # the graphs' get_kb(ctx) finds this instance
     return kb
 
@@ -133,7 +126,7 @@ def cache_sizes(kb: KnowledgeBase) -> dict[str, Any]:
 
 
 async def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--runs", type=int, default=1000, help="state-graph runs (default 1000)")
     ap.add_argument("--agent-runs", type=int, default=300, help="agent runs (default 300)")
     ap.add_argument("--every", type=int, default=50, help="sample RSS every N runs")

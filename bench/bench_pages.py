@@ -44,15 +44,11 @@ ranking). Loopback fetches carry no network latency.
 
 Usage::
 
-    OMP_NUM_THREADS=2 .venv/bin/python bench/bench_pages.py [--sets realtimeqa,crag,freshqa] \
+    OMP_NUM_THREADS=2 .venv/bin/python -m bench.bench_pages [--sets realtimeqa,crag,freshqa] \
         [--graphs state,agent] [--read-pages 5] [--limit N] [--json FILE] [--data-dir DIR]
 """
 
 from __future__ import annotations
-
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 import argparse
 import asyncio
@@ -62,6 +58,7 @@ import html
 import inspect
 import json
 import math
+import os
 import re
 import statistics
 import sys
@@ -74,22 +71,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+import tools.answer.search_service as search_service
+import tools.websearch.page_passages as page_passages
+from bench.harness import parser
+from graph import Context, build_agent_graph, build_graph
+from prompts.answer import OFFLINE_NOTE_EN
+from tests.local_provider import LocalServer, Reply
+from tools.answer.citations import LABEL_RE
+from tools.errors import InputError
+from tools.evaluation.datasets import percentile, read_jsonl
+from tools.websearch import SearchCache, set_default_cache
+from tools.websearch.pages import ENV_ALLOW_HOSTS, default_page_cache
 
-import tools.answer.search_service as search_service  # noqa: E402
-import tools.websearch.page_passages as page_passages  # noqa: E402
-from graph import Context, build_agent_graph, build_graph  # noqa: E402
-from prompts.answer import OFFLINE_NOTE_EN  # noqa: E402
-from tests.local_provider import LocalServer, Reply  # noqa: E402
-from tools.answer.citations import LABEL_RE  # noqa: E402
-from tools.errors import InputError  # noqa: E402
-from tools.evaluation.datasets import percentile, read_jsonl  # noqa: E402
-from tools.websearch import SearchCache, set_default_cache  # noqa: E402
-from tools.websearch.pages import ENV_ALLOW_HOSTS, default_page_cache  # noqa: E402
-
-DEFAULT_DATA = REPO.parent / "shared" / "data"
 SETS = ("realtimeqa", "crag", "freshqa")
 GRAPHS = {"state": build_graph, "agent": build_agent_graph}
 ENV_KEYS = ("SERPER_API_KEY", "SERPER_BASE_URL", ENV_ALLOW_HOSTS)
@@ -530,8 +523,7 @@ def ceiling(questions: list[Question]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+    p = parser(__doc__, data=True)
     p.add_argument("--sets", type=lambda s: s.split(","), default=list(SETS))
     p.add_argument("--graphs", type=lambda s: s.split(","), default=list(GRAPHS))
     p.add_argument("--read-pages", type=int, default=5, help="Context.read_pages of pages mode")

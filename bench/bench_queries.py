@@ -16,16 +16,12 @@ leave one data set out: the setting with the better mean nDCG@10 on the other th
 judged on the set left out.
 
 Needs the dev-set collections ``ev-<set>-<embedding>`` under ``--home``, as
-``bench/bench_evidence.py ... pools`` writes them (the same ``--home`` and ``--embedding``).
+``-m bench.bench_evidence ... pools`` writes them (the same ``--home`` and ``--embedding``).
 
-    OMP_NUM_THREADS=2 .venv/bin/python bench/bench_queries.py --home /tmp/ev-home [--per-set 150]
+    OMP_NUM_THREADS=2 .venv/bin/python -m bench.bench_queries --home /tmp/ev-home [--per-set 150]
 """
 
 from __future__ import annotations
-
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 import argparse
 import asyncio
@@ -37,18 +33,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from graph import Context, build_graph  # noqa: E402
-from nodes import resources  # noqa: E402
-from tools.evaluation.datasets import (  # noqa: E402
+from bench.harness import parser
+from graph import Context, build_graph
+from nodes import resources
+from tools.evaluation.datasets import (
     DEV_SETS,
     BeirData,
     ndcg_at,
     score_run,
 )
-from tools.kb.knowledge_base import KBConfig, KnowledgeBase  # noqa: E402
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
 SETS = DEV_SETS
 SETTINGS = {"question vector": False, "embed every query": True}
@@ -194,8 +188,7 @@ def leave_one_out(results: dict[str, dict[str, dict[str, Any]]]) -> dict[str, di
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    ap = parser(__doc__, data=True)
     ap.add_argument("--home", type=Path, required=True)
     ap.add_argument("--embedding", default="local")
     ap.add_argument("--sets", type=lambda s: s.split(","), default=list(SETS))

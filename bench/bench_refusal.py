@@ -15,23 +15,18 @@ For every RGB zh dev question the sources are labelled as the answer prompt show
   - ``faithful``: the positive sentence holding the gold answer, with its label: kept;
   - ``short``: "答案是<gold> [内部-k]": kept.
 
-    .venv/bin/python bench/bench_refusal.py [--max-questions N]
+    .venv/bin/python -m bench.bench_refusal [--max-questions N]
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
-from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from tools.evaluation.datasets import read_jsonl  # noqa: E402
-from tools.policy.offline import extractive_answer  # noqa: E402
-from tools.policy.refusal import check_answer  # noqa: E402
-from tools.text import split_sentences  # noqa: E402
+from bench.harness import need, parser
+from tools.evaluation.datasets import read_jsonl
+from tools.policy.offline import extractive_answer
+from tools.policy.refusal import check_answer
+from tools.text import split_sentences
 
 
 def gold_texts(gold: Any) -> list[str]:
@@ -47,13 +42,11 @@ def labelled(passages: list[str]) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    ap = parser(__doc__, data=True)
     ap.add_argument("--max-questions", type=int, default=None)
     args = ap.parse_args(argv)
     path = args.data_dir / "rgb" / "zh_refine_dev.json"
-    if not path.exists():
-        sys.exit(f"error: {path} not found; pass --data-dir pointing at the shared data folder")
+    need(path)
     refused = {"memory": 0, "reworded": 0, "on-topic": 0, "faithful": 0, "short": 0}
     counts = dict.fromkeys(refused, 0)
     for row in list(read_jsonl(path))[: args.max_questions or None]:

@@ -9,7 +9,7 @@ runs start at once, run ``i`` on replica ``i mod N``, each on a new thread (``ru
 Every run must answer with an internal citation and no knowledge-base warning, or the
 script exits 1. Prints p50/p95 overall and per replica, and the throughput.
 
-    .venv/bin/python bench/bench_replicas.py [--runs 50] [--replicas 2] [--jobs 10] \\
+    .venv/bin/python -m bench.bench_replicas [--runs 50] [--replicas 2] [--jobs 10] \\
         [--omp-threads 1] [--home DIR] [--json FILE]
 
 ``--jobs`` is each replica's ``--n-jobs-per-worker``. ``--omp-threads`` is each replica's
@@ -19,7 +19,6 @@ do not fight over them. ``--home DIR`` keeps the CLI's embedding cache between r
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import statistics
@@ -30,12 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from langgraph_sdk import get_client
 
-from langgraph_sdk import get_client  # noqa: E402
-
-from tests.langgraph_server import (  # noqa: E402
+from bench.harness import parser
+from tests.langgraph_server import (
     SAMPLE_KB,
     LocalServer,
     server_env,
@@ -43,7 +40,7 @@ from tests.langgraph_server import (  # noqa: E402
     stop_server,
     wait_until_ready,
 )
-from tests.servers import ChromaServer, chroma_executable  # noqa: E402
+from tests.servers import ChromaServer, chroma_executable
 
 CLI = Path(sys.executable).parent / "hybrid-rag"
 QUESTIONS = (
@@ -155,14 +152,14 @@ def report(figures: dict[str, Any]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--replicas", type=int, default=2)
-    parser.add_argument("--jobs", type=int, default=10, help="--n-jobs-per-worker per replica")
-    parser.add_argument("--omp-threads", type=int, default=1, help="OMP_NUM_THREADS per replica")
-    parser.add_argument("--home", type=Path, default=None, help="the CLI's data home (cache)")
-    parser.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
-    args = parser.parse_args()
+    ap = parser(__doc__)
+    ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--replicas", type=int, default=2)
+    ap.add_argument("--jobs", type=int, default=10, help="--n-jobs-per-worker per replica")
+    ap.add_argument("--omp-threads", type=int, default=1, help="OMP_NUM_THREADS per replica")
+    ap.add_argument("--home", type=Path, default=None, help="the CLI's data home (cache)")
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
+    args = ap.parse_args()
     exe = chroma_executable()
     if exe is None or not CLI.exists():
         print("needs the chroma executable and the hybrid-rag CLI: make install-dev")

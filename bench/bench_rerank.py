@@ -9,7 +9,7 @@ Part 2 is the cross-lingual check on the bundled sample KB: the questions of
 only in a Chinese document, and the reverse), offline (no translation): hit@1/hit@5 of
 the expected document for bm25, vector and hybrid.
 
-    .venv/bin/python bench/bench_rerank.py --home /tmp/bench/home-cli
+    .venv/bin/python -m bench.bench_rerank --home /tmp/bench/home-cli
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from bench.harness import SAMPLE_KB, SAMPLE_QUESTIONS, parser
 from tools.evaluation.datasets import load_beir, score_run, to_documents
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.kb.rerank import make_reranker, rerank_chunks
 
-REPO = Path(__file__).resolve().parent.parent
 DATASETS = {
     "scifact": ("beir_scifact", "train"),
     "rgb": ("rgb/derived_retrieval/zh_refine", None),
@@ -69,12 +69,10 @@ def dev_data(args: argparse.Namespace) -> None:
 
 
 def crosslingual() -> None:
-    rows = [
-        json.loads(line) for line in (REPO / "examples" / "questions.jsonl").open(encoding="utf-8")
-    ]
+    rows = [json.loads(line) for line in (SAMPLE_QUESTIONS).open(encoding="utf-8")]
     cross = [r for r in rows if r.get("crosslingual")]
     with tempfile.TemporaryDirectory() as home, KnowledgeBase(KBConfig(home=Path(home))) as kb:
-        kb.ingest([REPO / "examples" / "kb"])
+        kb.ingest([SAMPLE_KB])
         print(f"\ncross-lingual check: {len(cross)} questions, offline (no translation)")
         print(f"{'mode':<8} {'hit@1':>6} {'hit@5':>6}")
         for mode in ("bm25", "vector", "hybrid"):
@@ -89,8 +87,7 @@ def crosslingual() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    ap = parser(__doc__, data=True)
     ap.add_argument(
         "--home", type=Path, required=True, help="data home (its embedding cache is reused)"
     )

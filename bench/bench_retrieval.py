@@ -22,17 +22,13 @@ through ``evaluate_retrieval`` with a cheap hash embedder instead):
 
 Usage::
 
-    OMP_NUM_THREADS=2 .venv/bin/python bench/bench_retrieval.py
-    .venv/bin/python bench/bench_retrieval.py --datasets rgb,cmrc --max-queries 100
-    .venv/bin/python bench/bench_retrieval.py --compare-tokenizers --compare-stem
-    .venv/bin/python bench/bench_retrieval.py --embedding local:e5 --fusion weighted
+    OMP_NUM_THREADS=2 .venv/bin/python -m bench.bench_retrieval
+    .venv/bin/python -m bench.bench_retrieval --datasets rgb,cmrc --max-queries 100
+    .venv/bin/python -m bench.bench_retrieval --compare-tokenizers --compare-stem
+    .venv/bin/python -m bench.bench_retrieval --fusion minmax --vector-weight 0.45 --no-stem
 """
 
 from __future__ import annotations
-
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 import argparse
 import json
@@ -45,23 +41,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from tools.evaluation.datasets import (  # noqa: E402
+from bench.harness import need, parser
+from tools.evaluation.datasets import (
     BeirData,
     evaluate_retrieval,
     load_beir,
     score_run,
     to_documents,
 )
-from tools.kb.bm25 import BM25Index  # noqa: E402
-from tools.kb.chunking import ChunkingOptions, chunk_document  # noqa: E402
-from tools.kb.knowledge_base import SEARCH_MODES, KBConfig, KnowledgeBase, SearchMode  # noqa: E402
-from tools.kb.tokenizers import make_tokenizer  # noqa: E402
+from tools.kb.bm25 import BM25Index
+from tools.kb.chunking import ChunkingOptions, chunk_document
+from tools.kb.fusion import FUSION_METHODS
+from tools.kb.knowledge_base import SEARCH_MODES, KBConfig, KnowledgeBase, SearchMode
+from tools.kb.tokenizers import make_tokenizer
 
-DEFAULT_DATA = REPO.parent / "shared" / "data"
 METRICS = ("ndcg@10", "recall@5", "recall@10", "mrr@10", "hit@5")
 
 
@@ -83,8 +76,7 @@ DATASETS = {
 def load(data_dir: Path, name: str) -> BeirData:
     ds = DATASETS[name]
     root = data_dir / ds.path
-    if not root.exists():
-        sys.exit(f"error: {root} not found; pass --data-dir pointing at the shared data folder")
+    need(root)
     return load_beir(root, ds.split)
 
 
@@ -165,17 +157,18 @@ def print_table(title: str, rows: list[tuple[str, str, dict[str, float]]]) -> No
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+    p = parser(__doc__, data=True)
     p.add_argument(
         "--datasets", default="scifact,rgb,cmrc", help="comma list of " + ",".join(DATASETS)
     )
     p.add_argument("--modes", default="bm25,vector,hybrid", help="comma list of search modes")
     p.add_argument("--embedding", default="local", help="'local', 'local:e5' or 'openai:<model>'")
     p.add_argument("--tokenizer", choices=("jieba", "bigram"), default="jieba")
-    p.add_argument("--stem", action="store_true", help="light English stemming for BM25")
-    p.add_argument("--fusion", choices=("rrf", "weighted"), default="rrf")
-    p.add_argument("--vector-weight", type=float, default=0.5)
+    # The knowledge base's own defaults, so the main table measures what ships.
+    p.add_argument("--stem", action=argparse.BooleanOptionalAction, default=KBConfig.stem,
+                   help="Snowball English stemming for BM25 (default on, as shipped)")  # fmt: skip
+    p.add_argument("--fusion", choices=FUSION_METHODS, default=KBConfig.fusion)
+    p.add_argument("--vector-weight", type=float, default=KBConfig.vector_weight)
     p.add_argument("--max-queries", type=int, default=None)
     p.add_argument("--home", type=Path, default=None, help="data home (embedding cache)")
     p.add_argument("--compare-tokenizers", action="store_true", help="BM25: jieba vs bigram (zh)")
@@ -188,8 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
     args = p.parse_args(argv)
-    if not args.data_dir.exists():
-        sys.exit(f"error: data directory {args.data_dir} not found (use --data-dir)")
+    need(args.data_dir)
     names = [n.strip() for n in args.datasets.split(",") if n.strip()]
     unknown = [n for n in names if n not in DATASETS]
     if unknown:

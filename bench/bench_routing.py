@@ -22,16 +22,12 @@ share of KB questions routed to the KB alone and of web questions whose route in
 web; the rule picks the threshold with the largest worst-case margin over the targets
 (KB-only 0.85, web 0.95) across KBs, and leave one KB out shows what the others choose.
 
-    OMP_NUM_THREADS=2 .venv/bin/python bench/bench_routing.py --home /work/bench-home
+    OMP_NUM_THREADS=2 .venv/bin/python -m bench.bench_routing --home /work/bench-home
 
 Data sets are read from ``--data-dir`` (default ../shared/data), never copied.
 """
 
 from __future__ import annotations
-
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 import argparse
 import json
@@ -40,13 +36,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from tools.evaluation.datasets import BeirData, load_beir, read_jsonl, to_documents  # noqa: E402
-from tools.kb.knowledge_base import KBConfig, KnowledgeBase  # noqa: E402
-from tools.kb.loaders import SourceDocument, content_hash  # noqa: E402
-from tools.policy.offline import KB_PROBE_STRONG, offline_route  # noqa: E402
+from bench.harness import parser
+from tools.evaluation.datasets import BeirData, load_beir, read_jsonl, to_documents
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
+from tools.kb.loaders import SourceDocument, content_hash
+from tools.policy.offline import KB_PROBE_STRONG, offline_route
 
 THRESHOLDS = [round(0.025 * i, 3) for i in range(1, 25)]
 TARGET_KB_ONLY, TARGET_WEB = 0.85, 0.95
@@ -157,8 +151,7 @@ def choose(table: dict[str, dict[float, tuple[float | None, float]]], kbs: list[
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    ap = parser(__doc__, data=True)
     ap.add_argument("--home", type=Path, required=True)
     ap.add_argument("--embedding", default="local:e5")
     ap.add_argument("--docs", type=int, default=1000)

@@ -23,18 +23,14 @@ Measured:
 
 Usage::
 
-    OMP_NUM_THREADS=2 .venv/bin/python bench/bench_scale.py            # 100k chunks
-    .venv/bin/python bench/bench_scale.py --chunks 20000 --queries 100   # quicker
-    .venv/bin/python bench/bench_scale.py --json out.json --keep /tmp/scale-home
+    OMP_NUM_THREADS=2 .venv/bin/python -m bench.bench_scale            # 100k chunks
+    .venv/bin/python -m bench.bench_scale --chunks 20000 --queries 100   # quicker
+    .venv/bin/python -m bench.bench_scale --json out.json --keep /tmp/scale-home
 
 Target: hybrid p95 <= 50 ms at 100k chunks.
 """
 
 from __future__ import annotations
-
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 import argparse
 import hashlib
@@ -55,18 +51,14 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from bench.harness import need, parser
+from tools.evaluation.datasets import percentile
+from tools.kb import snapshot as kb_module
+from tools.kb.bm25 import BM25Index
+from tools.kb.embeddings import EmbeddingModel
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase, SearchMode
+from tools.kb.loaders import SourceDocument, content_hash
 
-from tools.evaluation.datasets import percentile  # noqa: E402
-from tools.kb import snapshot as kb_module  # noqa: E402
-from tools.kb.bm25 import BM25Index  # noqa: E402
-from tools.kb.embeddings import EmbeddingModel  # noqa: E402
-from tools.kb.knowledge_base import KBConfig, KnowledgeBase, SearchMode  # noqa: E402
-from tools.kb.loaders import SourceDocument, content_hash  # noqa: E402
-
-DEFAULT_DATA = REPO.parent / "shared" / "data"
 NEWS = Path("crud_rag_news_sample") / "news_sample.jsonl"
 DIM = 384
 _SENTENCE_RE = re.compile(r"[^。！？!?\n]+[。！？!?]?")
@@ -123,8 +115,7 @@ def make_model(kind: str) -> tuple[EmbeddingModel, dict[str, list[float]]]:
 # ----------------------------------------------------------------------------- corpus
 def load_news(data_dir: Path) -> list[dict[str, Any]]:
     path = data_dir / NEWS
-    if not path.exists():
-        sys.exit(f"error: {path} not found; pass --data-dir pointing at the shared data folder")
+    need(path)
     with path.open(encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
 
@@ -208,7 +199,7 @@ def instrument(kb: KnowledgeBase, prof: Profile) -> None:
     store._guard = timed_guard  # type: ignore[assignment]
 
     for name in ("candidate_pool", "snapshot"):
-        original = getattr(kb, name)  # AttributeError here: the KB's stages were renamed
+        original = getattr(kb.retriever, name)  # AttributeError: the stages were renamed
 
         def wrapper(*a: Any, _orig: Any = original, _name: str = name, **kw: Any) -> Any:
             started = time.perf_counter()
@@ -217,7 +208,7 @@ def instrument(kb: KnowledgeBase, prof: Profile) -> None:
             finally:
                 prof.add(f"kb.{_name}", (time.perf_counter() - started) * 1000)
 
-        setattr(kb, name, wrapper)
+        setattr(kb.retriever, name, wrapper)
 
 
 def instrument_bm25(index: BM25Index, prof: Profile) -> None:
@@ -470,8 +461,7 @@ def print_report(r: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+    p = parser(__doc__, data=True)
     p.add_argument("--chunks", type=int, default=100_000, help="chunks to store (default 100k)")
     p.add_argument("--vectors", choices=("random", "hash"), default="random")
     p.add_argument("--tokenizer", choices=("jieba", "bigram"), default="jieba")
@@ -487,8 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", default=None, help="data home to use and keep (default: temp dir)")
     p.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
     args = p.parse_args(argv)
-    if not args.data_dir.exists():
-        sys.exit(f"error: data directory {args.data_dir} not found (use --data-dir)")
+    need(args.data_dir)
     started = time.perf_counter()
     result = run(args)
     result["wall_s"] = round(time.perf_counter() - started, 1)

@@ -6,7 +6,7 @@ warms it with one run, then fires ``--runs`` runs at once (each on its own new t
 ``runs.wait``) and reports client-side latency percentiles and throughput. Every run
 must succeed (an answer with citations and no error), or the script exits 1.
 
-    .venv/bin/python bench/bench_server_load.py [--runs 50] [--jobs 10] [--graph hybrid_rag]
+    .venv/bin/python -m bench.bench_server_load [--runs 50] [--jobs 10] [--graph hybrid_rag]
 
 ``--jobs`` is ``langgraph dev --n-jobs-per-worker`` (runs executed concurrently by the
 server; its default is 1, which serialises everything).
@@ -14,21 +14,17 @@ server; its default is 1, which serialises everything).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from langgraph_sdk import get_client
 
-from langgraph_sdk import get_client  # noqa: E402
-
-from tests.langgraph_server import (  # noqa: E402
+from bench.harness import parser
+from tests.langgraph_server import (
     ingest_sample_kb,
     start_server,
     stop_server,
@@ -97,11 +93,11 @@ async def load(url: str, graph: str, runs: int) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--jobs", type=int, default=10, help="--n-jobs-per-worker")
-    parser.add_argument("--graph", default="hybrid_rag", choices=["hybrid_rag", "tool_agent"])
-    args = parser.parse_args()
+    ap = parser(__doc__)
+    ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--jobs", type=int, default=10, help="--n-jobs-per-worker")
+    ap.add_argument("--graph", default="hybrid_rag", choices=["hybrid_rag", "tool_agent"])
+    args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="hybrid-rag-load-") as tmp:
         home = Path(tmp) / "home"
         home.mkdir()

@@ -6,14 +6,13 @@ per-process caches every process pays for every distinct query; with the Redis l
 (``HYBRID_RAG_REDIS_URL``) the target is one upstream call per distinct query, however
 many processes ask at the same time.
 
-    .venv/bin/python bench/bench_shared_cache.py [--processes 4] [--queries 200] [--distinct 60]
+    .venv/bin/python -m bench.bench_shared_cache [--processes 4] [--queries 200] [--distinct 60]
 
 Needs ``redis-server`` (Debian package) and redis-py (the ``[redis]`` extra).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -23,11 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.local_provider import LocalServer, Reply  # noqa: E402
-from tests.redis_server import RedisServer  # noqa: E402
+from bench.harness import REPO, parser
+from tests.local_provider import LocalServer, Reply
+from tests.redis_server import RedisServer
 
 WORKER = """
 import asyncio, json, sys, time
@@ -64,7 +61,7 @@ def replay(
 ) -> dict[str, float]:
     before = len(provider.hits("/search"))
     env = {**os.environ, "SERPER_API_KEY": "bench-key", "SERPER_BASE_URL": provider.url,
-           "PYTHONPATH": str(ROOT), "HYBRID_RAG_REDIS_URL": redis_url or ""}  # fmt: skip
+           "PYTHONPATH": str(REPO), "HYBRID_RAG_REDIS_URL": redis_url or ""}  # fmt: skip
     started = time.perf_counter()
     procs = [
         subprocess.Popen(
@@ -86,14 +83,14 @@ def replay(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--processes", type=int, default=4)
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--distinct", type=int, default=60)
-    parser.add_argument("--zipf", type=float, default=1.1)
-    parser.add_argument("--inflight", type=int, default=4, help="searches in flight per process")
-    parser.add_argument("--latency", type=float, default=0.3, help="provider seconds per call")
-    args = parser.parse_args()
+    ap = parser(__doc__)
+    ap.add_argument("--processes", type=int, default=4)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--distinct", type=int, default=60)
+    ap.add_argument("--zipf", type=float, default=1.1)
+    ap.add_argument("--inflight", type=int, default=4, help="searches in flight per process")
+    ap.add_argument("--latency", type=float, default=0.3, help="provider seconds per call")
+    args = ap.parse_args()
     log = zipf_log(args.queries, args.distinct, args.zipf, seed=7)
     unique = len(set(log))
     body = {"organic": [{"title": "t", "link": "https://example.org/", "snippet": "s"}]}

@@ -5,7 +5,7 @@ and RealTimeQA (``realtimeqa/gcs/*_qa.jsonl``, field ``question_sentence``).
 A local HTTP server plays a Serper-shaped provider with ~150 ms latency; the
 real client, cache and single-flight code paths are exercised end to end.
 
-    .venv/bin/python bench/bench_websearch_cache.py [--data-dir DIR] [--requests 2000]
+    .venv/bin/python -m bench.bench_websearch_cache [--data-dir DIR] [--requests 2000]
 """
 
 from __future__ import annotations
@@ -18,14 +18,12 @@ import statistics
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from tools.websearch import (  # noqa: E402
+from bench.harness import parser
+from tests.local_provider import LocalServer, Reply
+from tools.websearch import (
     SearchCache,
     WebSearchClient,
     WebSearchSettings,
@@ -50,49 +48,27 @@ def load_questions(data_dir: Path) -> list[str]:
     return list(dict.fromkeys(questions))
 
 
-class _Provider:
-    """Serper-shaped local server with latency and a request counter."""
+def provider(latency: float, jitter: float, seed: int) -> LocalServer:
+    """A Serper-shaped search API on loopback (``tests.local_provider``): ten results per
+    query after ``latency`` ± ``jitter`` seconds; ``hits("/search")`` counts the calls."""
+    rng = random.Random(seed)
+    lock = threading.Lock()
 
-    def __init__(self, latency: float, jitter: float, seed: int) -> None:
-        self.count = 0
-        lock = threading.Lock()
-        rng = random.Random(seed)
-        owner = self
+    def answer(body: Any) -> dict[str, Any]:
+        with lock:
+            delay = max(0.0, latency + rng.uniform(-jitter, jitter))
+        time.sleep(delay)
+        q = str((body or {}).get("q", ""))
+        organic = [
+            {"title": f"{q} #{i}", "link": f"https://example.org/{abs(hash(q)) % 10**8}/{i}",
+             "snippet": f"Result {i} for {q}", "position": i}
+            for i in range(1, 11)
+        ]  # fmt: skip
+        return {"organic": organic}
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                with lock:
-                    owner.count += 1
-                    delay = max(0.0, latency + rng.uniform(-jitter, jitter))
-                time.sleep(delay)
-                q = str(body.get("q", ""))
-                organic = [
-                    {"title": f"{q} #{i}", "link": f"https://example.org/{abs(hash(q)) % 10**8}/{i}",
-                     "snippet": f"Result {i} for {q}", "position": i}
-                    for i in range(1, 11)
-                ]  # fmt: skip
-                payload = json.dumps({"organic": organic}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    server = LocalServer()
+    server.route("/search", Reply(respond=answer))
+    return server
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -107,13 +83,12 @@ async def run(args: argparse.Namespace, questions: list[str]) -> dict[str, Any]:
     weights = [1.0 / (k**args.zipf_s) for k in range(1, len(order) + 1)]
     workload = rng.choices(order, weights=weights, k=args.requests)
 
-    server = _Provider(args.latency, args.jitter, args.seed)
-    settings = WebSearchSettings(
-        provider="serper", api_keys={"serper": "bench-key"}, base_urls={"serper": server.url}
-    )
-    cache = SearchCache()
-    sem = asyncio.Semaphore(args.concurrency)
-    try:
+    with provider(args.latency, args.jitter, args.seed) as server:
+        settings = WebSearchSettings(
+            provider="serper", api_keys={"serper": "bench-key"}, base_urls={"serper": server.url}
+        )
+        cache = SearchCache()
+        sem = asyncio.Semaphore(args.concurrency)
         async with WebSearchClient(settings, cache=cache) as client:
 
             async def one(q: str) -> None:
@@ -123,7 +98,7 @@ async def run(args: argparse.Namespace, questions: list[str]) -> dict[str, Any]:
             t0 = time.perf_counter()
             await asyncio.gather(*(one(q) for q in workload))
             elapsed = time.perf_counter() - t0
-            upstream = server.count
+            upstream = len(server.hits("/search"))
             stats = cache.stats()
 
             # Lookup latency of a warm cache (hash key + locked get), in microseconds.
@@ -140,13 +115,11 @@ async def run(args: argparse.Namespace, questions: list[str]) -> dict[str, Any]:
                 key_and_lookup.append((time.perf_counter_ns() - start) / 1000)
 
             # Single-flight: N concurrent identical uncached requests.
-            before = server.count
+            before = len(server.hits("/search"))
             await asyncio.gather(
                 *(client.search("single flight probe", hl="en", gl="us") for _ in range(args.sf))
             )
-            sf_calls = server.count - before
-    finally:
-        server.close()
+            sf_calls = len(server.hits("/search")) - before
     return {
         "requests": args.requests,
         "unique_questions": len(questions),
@@ -168,16 +141,15 @@ async def run(args: argparse.Namespace, questions: list[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
-    parser.add_argument("--requests", type=int, default=2000)
-    parser.add_argument("--zipf-s", type=float, default=1.1)
-    parser.add_argument("--latency", type=float, default=0.150)
-    parser.add_argument("--jitter", type=float, default=0.050)
-    parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--sf", type=int, default=100, help="concurrent identical requests")
-    parser.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args(argv)
+    ap = parser(__doc__, data=True)
+    ap.add_argument("--requests", type=int, default=2000)
+    ap.add_argument("--zipf-s", type=float, default=1.1)
+    ap.add_argument("--latency", type=float, default=0.150)
+    ap.add_argument("--jitter", type=float, default=0.050)
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--sf", type=int, default=100, help="concurrent identical requests")
+    ap.add_argument("--seed", type=int, default=7)
+    args = ap.parse_args(argv)
     questions = load_questions(args.data_dir)
     if not questions:
         print(

@@ -14,6 +14,7 @@ from tools.answer.sources import describe_location
 from tools.errors import ConfigError
 from tools.evaluation.run_stats import load_runs, report
 from tools.settings import chroma_path, data_home, run_stats_path
+from tools.text import shown_name
 from tools.websearch import SharedCacheUnavailable, shared_from_env
 
 DEMO_QUESTIONS = (
@@ -38,6 +39,10 @@ def register(subparsers: Any) -> None:
         help="a Context field, e.g. --set confidence_threshold=0.5 (repeatable)",
     )
     ask.add_argument("--quiet", action="store_true", help="no progress lines")
+    ask.add_argument(  # also here: `ask ... --verbose` is where a user types it
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+        help="log details: tracebacks of failures the run went on after",
+    )  # fmt: skip
     ask.add_argument(
         "--agent",
         action="store_true",
@@ -121,7 +126,7 @@ def _progress_line(event: dict[str, Any]) -> str:
     step = event.get("step", "")
     extra = {k: v for k, v in event.items() if k != "step" and v not in (None, "", [])}
     detail = " ".join(f"{k}={v}" for k, v in extra.items())
-    return f"… {step} {detail}".rstrip()
+    return shown_name(f"… {step} {detail}".rstrip())
 
 
 def print_answer(result: dict[str, Any]) -> None:
@@ -130,6 +135,7 @@ def print_answer(result: dict[str, Any]) -> None:
     if citations:
         print("\nSources:")
         for c in citations:
+            c = {k: shown_name(v) if isinstance(v, str) else v for k, v in c.items()}
             place = f"{c.get('doc_id')} {c['location']}" if c.get("location") else c.get("doc_id")
             where = c.get("url") or f"{place} § {c.get('heading') or ''}"
             date = c.get("published_at") or ""
@@ -144,7 +150,7 @@ def print_answer(result: dict[str, Any]) -> None:
             f"model_calls={result['model_calls']} tool_calls={len(result.get('tool_calls') or [])}"
         )
     for w in result.get("warnings") or []:
-        print(f"warning: {w}")
+        print(f"warning: {shown_name(w)}")  # one line each, whatever name it quotes
 
 
 def _jsonable(result: dict[str, Any]) -> dict[str, Any]:
@@ -157,7 +163,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     thread = getattr(args, "thread", None)
     if thread is not None and not thread.strip():
         raise ConfigError("--thread needs a non-empty conversation ID")
-    home = data_home(args.home)  # an unusable data home is one error line before the run
+    # an unusable data home is one error line before the run; a missing one stays missing
+    home = data_home(args.home, create=False)
     context = parse_context(args.set, args.home)
     if "collection" in context:
         _require_named_collection(context, home)
@@ -179,13 +186,21 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def _require_named_collection(context: dict[str, Any], home: Path) -> None:
     """A collection the user named must exist: ``ask`` reads, it never creates one."""
-    from tools.kb.store import StoreLocation, open_client, require_collection
+    from tools.kb.store import (
+        StoreLocation,
+        never_written,
+        no_collection,
+        open_client,
+        require_collection,
+    )
 
     try:
         host, port = context.get("chroma_host") or None, int(context.get("chroma_port") or 8000)
     except (TypeError, ValueError):
         return  # a malformed port: the Context check names the field
     location = StoreLocation(path=chroma_path(home), host=host, port=port)
+    if never_written(location):  # opening it would create it
+        raise no_collection(str(context["collection"]), location.describe())
     require_collection(open_client(location), str(context["collection"]), location.describe())
 
 
@@ -201,7 +216,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print("\n== Hybrid search: 'annual leave carry-over'")
         for r in kb.search("annual leave carry-over", 3):
             where = describe_location(r.metadata)
-            print(f"  {r.relevance:.3f}  {r.doc_id}{' ' + where if where else ''} § {r.heading}")
+            name = shown_name(f"{r.doc_id}{' ' + where if where else ''} § {r.heading}")
+            print(f"  {r.relevance:.3f}  {name}")
     for question in DEMO_QUESTIONS:
         print(f"\n== Question: {question}")
         result = run_question(question, {"data_home": str(home)}, quiet=False)
@@ -210,7 +226,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    runs, unreadable = load_runs(run_stats_path(data_home(args.home)))
+    runs, unreadable = load_runs(run_stats_path(data_home(args.home, create=False)))
     summary = report(runs, unreadable)
     summary["shared_search_cache"] = shared_cache_stats()
     if args.json:

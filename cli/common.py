@@ -11,7 +11,7 @@ from typing import Any
 
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.settings import chroma_server_env
-from tools.text import json_terminal_safe
+from tools.text import json_terminal_safe, shown_name
 
 
 def kb_environment() -> dict[str, Any]:
@@ -105,6 +105,7 @@ class ProgressBar:
             filled = self.width * pct // 100
             bar = "#" * filled + "-" * (self.width - filled)
             # the end of a long item is what moves ("docs/…/big.md: chunk 1,280/39,116")
+            item = shown_name(item)
             shown = item if len(item) <= 30 else "…" + item[-29:]
             sys.stderr.write(f"\r{self.label} [{bar}] {done}/{total} {eta:<10} {shown:<30}")
             if done >= total:
@@ -117,4 +118,5 @@ class ProgressBar:
         elif time.monotonic() - self._last_line >= HEARTBEAT_S:
             # a long file: say what is happening inside it, every few seconds
             self._last_line = time.monotonic()
-            print(f"{self.label}: {done}/{total} ({pct}%) {item}".rstrip(), file=sys.stderr)
+            line = f"{self.label}: {done}/{total} ({pct}%) {shown_name(item)}"
+            print(line.rstrip(), file=sys.stderr)

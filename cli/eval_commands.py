@@ -1,4 +1,4 @@
-"""``eval retrieval`` (and, later, the answer-level evaluations)."""
+"""``eval retrieval``, ``eval routing``, ``eval calibration`` (and ``--fit``), ``eval rgb``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,19 @@ from typing import Any
 
 from cli.common import ProgressBar, add_kb_options, kb_config, print_json
 from tools.errors import ConfigError
-from tools.evaluation.datasets import evaluate_retrieval, load_beir
-from tools.kb.knowledge_base import SEARCH_MODES, SearchMode
+from tools.evaluation.calibration import CalibrationReport
+from tools.evaluation.datasets import (
+    AnswerabilitySample,
+    answerability_samples,
+    evaluate_retrieval,
+    load_beir,
+    load_dataset,
+    read_jsonl,
+    rgb_answerability_samples,
+    to_documents,
+    unrelated_samples,
+)
+from tools.kb.knowledge_base import SEARCH_MODES, KBConfig, SearchMode
 from tools.kb.rerank import make_reranker
 
 METRICS = ("ndcg@10", "recall@5", "recall@10", "mrr@10", "hit@5")
@@ -58,21 +69,38 @@ def register(subparsers: Any) -> None:
         "--data",
         action="append",
         default=[],
-        metavar="DIR[:SPLIT]",
-        help="BEIR folder (its corpus becomes a throw-away KB), optionally with its qrels "
-        "split, e.g. beir_scifact:train (repeatable)",
+        metavar="[NAME=]DIR[:SPLIT]",
+        help="BEIR folder (its corpus becomes a throw-away KB) or RealTime QA's frozen "
+        "results, optionally named and with its qrels split, e.g. scifact=beir_scifact:train "
+        "(repeatable; the name defaults to the folder's)",
     )
     cal.add_argument("--split", default=None, help="qrels split of a --data without one")
     cal.add_argument(
-        "--freshqa", type=Path, default=None, help="FreshQA JSONL: unrelated questions (label 0)"
+        "--freshqa",
+        type=Path,
+        default=None,
+        help="FreshQA JSONL: unrelated questions (label 0), asked of the first --data KB",
     )
     cal.add_argument(
-        "--rgb", type=Path, default=None, help="RGB JSON-lines: per-question 5-passage KBs"
+        "--rgb",
+        type=Path,
+        default=None,
+        help="RGB JSON-lines: per-question 5-passage KBs (joins a --data set named rgb)",
     )
     cal.add_argument("--max-queries", type=int, default=None, help="per data set")
     cal.add_argument("--bins", type=int, default=10)
     cal.add_argument("--plot", type=Path, default=None, help="write the reliability diagram (PNG)")
     cal.add_argument("--json", action="store_true")
+    cal.add_argument(
+        "--fit",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also fit the answerability model on these samples and write its parameters "
+        "to DIR (<embedder>.json and lexical.json); tools/kb/answerability_params is the "
+        "shipped copy",
+    )
+    cal.add_argument("--l2", type=float, default=1.0, help="L2 penalty of the fit (default 1)")
     add_kb_options(cal)
     cal.set_defaults(func=cmd_calibration, create_collection=True)
 
@@ -113,29 +141,57 @@ def cmd_routing(args: argparse.Namespace) -> int:
     return 0
 
 
-def _data_specs(args: argparse.Namespace) -> list[tuple[Path, str | None]]:
-    """``DIR`` or ``DIR:SPLIT`` (a path that exists as given is never split)."""
-    specs: list[tuple[Path, str | None]] = []
+def _data_specs(args: argparse.Namespace) -> list[tuple[str, Path, str | None]]:
+    """``[NAME=]DIR[:SPLIT]`` (a path that exists as given is never split)."""
+    specs: list[tuple[str, Path, str | None]] = []
     for raw in args.data:
-        path, split = Path(raw), args.split
-        if not path.exists() and ":" in raw:
-            head, _, tail = raw.rpartition(":")
+        name, rest = "", raw
+        if not Path(raw).exists() and "=" in raw:
+            name, _, rest = raw.partition("=")
+        path, split = Path(rest), args.split
+        if not path.exists() and ":" in rest:
+            head, _, tail = rest.rpartition(":")
             path, split = Path(head), tail or args.split
-        specs.append((path, split))
+        specs.append((name or path.name, path, split))
     return specs
+
+
+def _calibration_samples(
+    args: argparse.Namespace, base: KBConfig
+) -> dict[str, list[AnswerabilitySample]]:
+    """The labelled samples per data set; ``--freshqa`` joins the first ``--data`` set and
+    ``--rgb`` the set named ``rgb`` (or a group of its own)."""
+    from tools.kb.knowledge_base import KnowledgeBase
+
+    def throwaway(_: str = "") -> KnowledgeBase:
+        return KnowledgeBase(replace(base, collection=f"calib-{uuid.uuid4().hex[:10]}"))
+
+    # Every data set is read before any is indexed: a wrong path or split fails in a
+    # second, not after minutes of indexing.
+    sets = [(name, load_dataset(path, split)) for name, path, split in _data_specs(args)]
+    groups: dict[str, list[AnswerabilitySample]] = {}
+    for n, (name, data) in enumerate(sets):
+        kb = throwaway()
+        try:
+            kb.ingest_documents(to_documents(data), progress=ProgressBar(f"index {name}"))
+            group = groups.setdefault(name, [])
+            group += answerability_samples(kb, data, name, max_queries=args.max_queries)
+            if args.freshqa is not None and n == 0:
+                questions = [str(r.get("question") or "") for r in read_jsonl(args.freshqa)]
+                group += unrelated_samples(kb, questions[: args.max_queries], name)
+        finally:
+            kb.drop()
+            kb.close()
+    if args.rgb is not None:
+        groups.setdefault("rgb", []).extend(
+            rgb_answerability_samples(args.rgb, throwaway, max_questions=args.max_queries)
+        )
+    return groups
 
 
 def cmd_calibration(args: argparse.Namespace) -> int:
     from tools.evaluation.calibration import calibration_report, plot_reliability
-    from tools.evaluation.datasets import (
-        AnswerabilitySample,
-        answerability_samples,
-        read_jsonl,
-        rgb_answerability_samples,
-        to_documents,
-        unrelated_samples,
-    )
-    from tools.kb.knowledge_base import KnowledgeBase
+    from tools.kb.embeddings import embedding_model_id
 
     if not args.data and args.rgb is None:
         raise ConfigError("give at least one --data BEIR folder or --rgb file")
@@ -143,49 +199,61 @@ def cmd_calibration(args: argparse.Namespace) -> int:
         raise ConfigError("--freshqa needs a --data KB to ask its questions against")
     if args.bins < 2:
         raise ConfigError(f"--bins must be >= 2, got {args.bins}")
+    if args.l2 < 0:
+        raise ConfigError(f"--l2 must be >= 0, got {args.l2}")
     base = kb_config(args)
-    # Every data set is read before any is indexed: a wrong path or split fails in a
-    # second, not after minutes of indexing.
-    sets = [(folder.name, load_beir(folder, split)) for folder, split in _data_specs(args)]
-    groups: dict[str, list[AnswerabilitySample]] = {}
-    for n, (name, data) in enumerate(sets):
-        kb = KnowledgeBase(replace(base, collection=f"calib-{uuid.uuid4().hex[:10]}"))
-        try:
-            kb.ingest_documents(to_documents(data), progress=ProgressBar(f"index {name}"))
-            groups[name] = answerability_samples(kb, data, name, max_queries=args.max_queries)
-            if args.freshqa is not None and n == 0:
-                questions = [str(r.get("question") or "") for r in read_jsonl(args.freshqa)]
-                groups[name] += unrelated_samples(kb, questions[: args.max_queries], name)
-        finally:
-            kb.drop()
-            kb.close()
-    if args.rgb is not None:
-        groups["rgb"] = rgb_answerability_samples(
-            args.rgb,
-            lambda n: KnowledgeBase(replace(base, collection=f"calib-{uuid.uuid4().hex[:10]}")),
-            max_questions=args.max_queries,
-        )
+    groups = _calibration_samples(args, base)
     reports = [
         calibration_report(
             name, [s.label for s in samples], [s.probability for s in samples], bins=args.bins
         )
         for name, samples in groups.items()
     ]
+    model_id = embedding_model_id(base.embedding)
     if args.plot is not None:
-        from tools.kb.embeddings import embedding_model_id
-
-        title = f"Answerability ({embedding_model_id(base.embedding)})"
-        plot_reliability(reports, args.plot, title=title)
+        plot_reliability(reports, args.plot, title=f"Answerability ({model_id})")
+    written, lodo = _fit(args, groups, model_id) if args.fit is not None else ([], [])
     if args.json:
-        print_json({"reports": [r.to_dict() for r in reports], "plot": str(args.plot or "")})
+        fit = {"written": [str(p) for p in written], "held_out": [r.to_dict() for r in lodo]}
+        print_json(
+            {"reports": [r.to_dict() for r in reports], "plot": str(args.plot or "")}
+            | ({"fit": fit} if args.fit is not None else {})
+        )
         return 0
-    print(f"{'set':<24} {'n':>6} {'answerable':>10} {'AUROC':>7} {'ECE':>7} {'Brier':>7}")
-    for r in reports:
-        auroc = f"{r.auroc:.3f}" if r.auroc is not None else "-"
-        print(f"{r.name:<24} {r.n:>6} {r.positives:>10} {auroc:>7} {r.ece:>7.3f} {r.brier:>7.3f}")
+    _print_reports(reports, "shipped parameters")
+    if lodo:
+        _print_reports(lodo, "held out: fitted without it")
+    for path in written:
+        print(f"parameters written: {path}")
     if args.plot is not None:
         print(f"reliability diagram: {args.plot}")
     return 0
+
+
+def _fit(
+    args: argparse.Namespace, groups: dict[str, list[AnswerabilitySample]], model_id: str
+) -> tuple[list[Path], list[CalibrationReport]]:
+    """``--fit``: the parameter files written to ``args.fit`` and, with two sets or more,
+    each set's calibration under the model fitted without it."""
+    from tools.evaluation.calibration import calibration_report
+    from tools.evaluation.fitting import fit_params, held_out, write_params
+    from tools.kb.answerability import FEATURES
+
+    samples = [s for group in groups.values() for s in group]
+    written = write_params(fit_params(samples, model_id, l2=args.l2), args.fit)
+    lodo = held_out(samples, FEATURES, l2=args.l2) if len(groups) > 1 else {}
+    return written, [
+        calibration_report(name, labels, probs, bins=args.bins)
+        for name, (labels, probs) in lodo.items()
+    ]
+
+
+def _print_reports(reports: list[CalibrationReport], title: str) -> None:
+    head = f"set ({title})"
+    print(f"{head:<36} {'n':>6} {'answerable':>10} {'AUROC':>7} {'ECE':>7} {'Brier':>7}")
+    for r in reports:
+        auroc = f"{r.auroc:.3f}" if r.auroc is not None else "-"
+        print(f"{r.name:<36} {r.n:>6} {r.positives:>10} {auroc:>7} {r.ece:>7.3f} {r.brier:>7.3f}")
 
 
 def cmd_rgb(args: argparse.Namespace) -> int:

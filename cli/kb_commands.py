@@ -13,6 +13,7 @@ from tools.kb.formats import LoadLimits
 from tools.kb.knowledge_base import SEARCH_MODES
 from tools.kb.loaders import SUPPORTED_SUFFIXES
 from tools.kb.rerank import make_reranker, rerank_chunks
+from tools.text import shown_name
 
 
 def register(subparsers: Any) -> None:
@@ -116,20 +117,20 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         ("deleted", report.deleted),
     ):
         for doc_id in items:
-            print(f"  {label:<8} {doc_id}")
-    for skipped in report.skipped:
-        print(f"  skipped  {skipped.source}: {skipped.reason}")
+            print(f"  {label:<8} {shown_name(doc_id)}")
+    for skipped in report.skipped:  # names escaped: a file name cannot forge a line
+        print(f"  skipped  {shown_name(skipped.source)}: {shown_name(skipped.reason)}")
     for note in report.notes:
-        print(f"  note     {note.source}: {note.note}")
+        print(f"  note     {shown_name(note.source)}: {shown_name(note.note)}")
     return 0
 
 
 def cmd_search(args: argparse.Namespace) -> int:
     if args.k < 1:  # arguments first: a bad one is named before any store is opened
         raise ConfigError(f"k must be >= 1, got {args.k}")
-    reader = (
+    reader = (  # `--as ""` is an empty list (an error), not "no restriction"
         Reader(frozenset(parse_acl(args.as_principals, where="--as")))
-        if args.as_principals
+        if args.as_principals is not None
         else None
     )
     with open_kb(args) as kb:
@@ -165,9 +166,10 @@ def cmd_search(args: argparse.Namespace) -> int:
         print("no results (is the knowledge base empty? run 'hybrid-rag ingest PATH')")
     for i, r in enumerate(results, start=1):
         vec = "-" if r.vector_score is None else f"{r.vector_score:.3f}"
-        where = describe_location(r.metadata)
+        where = shown_name(describe_location(r.metadata))
         print(
-            f"{i}. {r.doc_id}{' ' + where if where else ''} § {r.heading or '(top)'}  "
+            f"{i}. {shown_name(r.doc_id)}{' ' + where if where else ''} "
+            f"§ {shown_name(r.heading or '(top)')}  "
             f"relevance={r.relevance:.3f} "
             f"fused={r.fused_score:.4f} vector={vec} (rel {r.vector_relevance:.3f}) "
             f"bm25={r.bm25_score:.3f} (rel {r.bm25_relevance:.3f})"
@@ -201,5 +203,5 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_delete(args: argparse.Namespace) -> int:
     with open_kb(args) as kb:
         removed = kb.delete(args.doc_id)
-    print(f"deleted {args.doc_id} ({removed} chunks)")
+    print(f"deleted {shown_name(args.doc_id)} ({removed} chunks)")
     return 0

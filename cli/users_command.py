@@ -1,34 +1,96 @@
-"""``users add``: a server user and their bearer token (``tools.access.users``)."""
+"""``users add|list|remove|disable|enable|rotate``: the server's users and their tokens
+(``tools.access.users``). Each change replaces the file atomically; a running server
+sees it on its next request, no restart."""
 
 from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tools.access.users import USERS_FILE_ENV, add_user
-from tools.errors import ConfigError
+from tools.access.users_file import (
+    list_users,
+    remove_user,
+    require_file,
+    rotate_token,
+    set_disabled,
+)
+
+TOKEN_LINE = "token (shown once; send it as 'Authorization: Bearer <token>'): {}"
+
+
+def _action(
+    sub: Any, name: str, help_: str, func: Callable[[argparse.Namespace], int]
+) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help_)
+    if name != "list":
+        parser.add_argument("identity", help="the user's name (user:NAME in access lists)")
+    parser.add_argument("--file", help=f"the users file (default: ${USERS_FILE_ENV})")
+    parser.set_defaults(func=func)
+    return parser
 
 
 def register(subparsers: Any) -> None:
     users = subparsers.add_parser("users", help="server users (bearer tokens and groups)")
-    users_sub = users.add_subparsers(dest="users_command", required=True, metavar="ACTION")
-    add = users_sub.add_parser(
-        "add", help="add a user (or give them a new token); prints the token once"
-    )
-    add.add_argument("identity", help="the user's name (user:NAME in access lists)")
+    sub = users.add_subparsers(dest="users_command", required=True, metavar="ACTION")
+    add = _action(sub, "add", "add a user (or replace one); prints the token once", cmd_add)
     add.add_argument("--groups", default="", help="comma-separated groups, e.g. hr,finance")
-    add.add_argument("--file", help=f"the users file (default: ${USERS_FILE_ENV})")
-    add.set_defaults(func=cmd_users_add)
+    add.add_argument("--admin", action="store_true", help="may administer the server")
+    _action(sub, "list", "list the users (never their tokens)", cmd_list)
+    _action(sub, "remove", "remove a user (their token stops working)", cmd_remove)
+    _action(sub, "disable", "refuse a user's token until enabled again", cmd_disable)
+    _action(sub, "enable", "accept a disabled user's token again", cmd_enable)
+    _action(sub, "rotate", "give a user a new token (the old one stops working)", cmd_rotate)
 
 
-def cmd_users_add(args: argparse.Namespace) -> int:
-    path = args.file or os.environ.get(USERS_FILE_ENV, "").strip()
-    if not path:
-        raise ConfigError(f"name the users file with --file or ${USERS_FILE_ENV}")
+def _path(args: argparse.Namespace) -> Path:
+    return require_file(args.file or os.environ.get(USERS_FILE_ENV, "").strip())
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    path = _path(args)
     groups = sorted({g.strip() for g in args.groups.split(",") if g.strip()})
-    token = add_user(Path(path).expanduser(), args.identity, groups)
-    print(f"user {args.identity} (groups: {', '.join(groups) or 'none'}) in {path}")
-    print(f"token (shown once; send it as 'Authorization: Bearer <token>'): {token}")
+    token = add_user(path, args.identity, groups, admin=args.admin)
+    role = ", admin" if args.admin else ""
+    print(f"user {args.identity} (groups: {', '.join(groups) or 'none'}{role}) in {path}")
+    print(TOKEN_LINE.format(token))
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    path = _path(args)
+    users = list_users(path)
+    for user in users:
+        flags = [f for f, on in (("admin", user.admin), ("disabled", user.disabled)) if on]
+        groups = ",".join(user.groups) or "-"
+        print(f"{user.identity}\tgroups: {groups}" + (f"\t{' '.join(flags)}" if flags else ""))
+    print(f"{len(users)} user(s) in {path}")
+    return 0
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    remove_user(_path(args), args.identity)
+    print(f"user {args.identity} removed; their token is refused from the next request")
+    return 0
+
+
+def cmd_disable(args: argparse.Namespace) -> int:
+    set_disabled(_path(args), args.identity, True)
+    print(f"user {args.identity} disabled; their token is refused until 'users enable'")
+    return 0
+
+
+def cmd_enable(args: argparse.Namespace) -> int:
+    set_disabled(_path(args), args.identity, False)
+    print(f"user {args.identity} enabled")
+    return 0
+
+
+def cmd_rotate(args: argparse.Namespace) -> int:
+    token = rotate_token(_path(args), args.identity)
+    print(f"user {args.identity}: new token; the old one is refused from the next request")
+    print(TOKEN_LINE.format(token))
     return 0

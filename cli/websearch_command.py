@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from tools.text import json_terminal_safe
+from tools.text import json_terminal_safe, shown_name
 from tools.websearch import SearchResponse, WebSearchSettings, search_sync
 
 
@@ -41,9 +41,9 @@ def format_response(resp: SearchResponse) -> str:
     lines: list[str] = []
     for r in resp.results:
         date = r.published_at or "-"
-        lines.append(f"{r.rank:>2}. {r.title}")
-        lines.append(f"    {r.url}")
-        lines.append(f"    {date} | {r.source} | {r.kind}")
+        lines.append(f"{r.rank:>2}. {shown_name(r.title)}")  # a page names itself: escaped
+        lines.append(f"    {shown_name(r.url)}")
+        lines.append(f"    {date} | {shown_name(r.source)} | {r.kind}")
         if r.snippet:
             lines.append(f"    {r.snippet}")
     if not resp.results:

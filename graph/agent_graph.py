@@ -21,11 +21,18 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
 from graph.context import Context, field_bound
-from graph.rag_graph import Node, with_default_context
-from graph.state import InputState, OutputState, State
-from nodes.agent import after_model, after_prepare, agent_prepare, call_model, run_tools
+from graph.state import AgentOutputState, AgentState, InputState
+from nodes.agent import (
+    after_model,
+    after_prepare,
+    agent_prepare,
+    call_model,
+    late_call_model,
+    late_run_tools,
+    run_tools,
+)
 from nodes.agent_offline import offline_answer, offline_tools
-from nodes.deadline import late_call_model, late_run_tools
+from nodes.deadline import Node, with_default_context
 from nodes.finalize import finalize
 from nodes.generate import cite
 
@@ -33,16 +40,6 @@ from nodes.generate import cite
 # stop at max_model_calls; this backstop allows the largest loop Context accepts plus
 # prepare/cite/finalize, and ends a run that somehow loops past it.
 RECURSION_LIMIT = 2 * int(field_bound("max_model_calls", "le")) + 10
-
-
-class AgentOutputState(OutputState, total=False):
-    """The state graph's output plus the agent's model-call count."""
-
-    model_calls: int
-
-
-class AgentState(State, AgentOutputState, total=False):
-    """The state graph's working state plus ``model_calls`` (reset by ``agent_prepare``)."""
 
 
 def build_agent_graph(
@@ -72,7 +69,9 @@ def build_agent_graph(
         )
     builder.add_edge(START, "agent_prepare")
     builder.add_conditional_edges("agent_prepare", after_prepare, ["call_model", "offline_tools"])
-    builder.add_conditional_edges("call_model", after_model, ["run_tools", "cite"])
+    builder.add_conditional_edges(
+        "call_model", after_model, ["run_tools", "cite", "offline_tools", "offline_answer"]
+    )
     builder.add_edge("run_tools", "call_model")
     builder.add_edge("offline_tools", "offline_answer")
     builder.add_edge("offline_answer", "cite")

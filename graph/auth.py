@@ -1,10 +1,14 @@
 """Who calls the server, and what they may touch (``langgraph.json`` → ``auth``).
 
 **Who.** With ``HYBRID_RAG_USERS_FILE`` set (``tools.access.users``), every request must
-carry ``Authorization: Bearer <token>`` of a user in that file; a missing or unknown token
-is a 401. The user's groups decide which documents both retrievers may return
-(``nodes.access`` turns it into the run's ``Reader``). Without the variable the server is single-team, as it was before
-access control existed: every caller is the local user and reads every document.
+carry a token of a user in that file: ``Authorization: Bearer <token>``, or ``x-api-key:
+<token>`` (what agent-chat-ui and clients configured with an API key send). A missing or
+unknown token, or a disabled user's, is a 401 saying which; a broken users file (missing,
+empty, not JSON, too big, writable by others) is a 503 naming the problem, for every
+request until it is fixed. The user's groups decide which documents both retrievers may
+return (``nodes.access`` turns it into the run's ``Reader``); ``is_admin`` is the file's
+``admin`` flag. Without the variable the server is single-team, as it was before access
+control existed: every caller is the local user, reads every document and is admin.
 
 **What.** Threads, runs and crons belong to the user who created them: creating one
 stamps ``metadata.owner``, every other action filters on it, so another user's thread is
@@ -20,11 +24,14 @@ header, which would bypass the checks above. Studio sends the bearer token inste
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from langgraph_sdk import Auth
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tools.access.users import ALL_DOCUMENTS, USERS_FILE_ENV, UserDirectory
 from tools.errors import ConfigError
@@ -35,36 +42,68 @@ SYSTEM = {"created_by": "system"}  # the metadata of the graphs' own assistants
 auth = Auth()
 
 
+class UsersFileUnavailable(StarletteHTTPException, Auth.exceptions.HTTPException):
+    """503 naming what is wrong with the users file. Both exception types: langgraph-api
+    passes a Starlette one through as its status (its own type would become a bare 500),
+    Aegra turns the SDK's into a 401 that keeps the detail."""
+
+    def __init__(self, detail: str) -> None:
+        StarletteHTTPException.__init__(self, status_code=503, detail=detail)
+
+
 @cache
 def _directory(path: str) -> UserDirectory:
     return UserDirectory(Path(path).expanduser())
 
 
-def _bearer(authorization: str | None) -> str:
-    scheme, _, token = (authorization or "").strip().partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else ""
+def _header(headers: Mapping[Any, Any] | None, name: str) -> str:
+    # langgraph-api passes {bytes: bytes}; Aegra {str: str}.
+    for key, value in (headers or {}).items():
+        key = key.decode("latin-1") if isinstance(key, bytes) else str(key)
+        if key.lower() == name:
+            return value.decode("latin-1") if isinstance(value, bytes) else str(value)
+    return ""
+
+
+def bearer_token(headers: Mapping[Any, Any] | None) -> str:
+    """The caller's token: ``Authorization: Bearer <token>``, else ``x-api-key: <token>``
+    (what agent-chat-ui and LangGraph clients configured with an API key send)."""
+    scheme, _, token = _header(headers, "authorization").strip().partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return _header(headers, "x-api-key").strip()
+
+
+def users_file() -> str:
+    return os.environ.get(USERS_FILE_ENV, "").strip()
+
+
+def _refuse(detail: str) -> Auth.exceptions.HTTPException:
+    return Auth.exceptions.HTTPException(
+        status_code=401, detail=detail, headers={"WWW-Authenticate": "Bearer"}
+    )
 
 
 @auth.authenticate
-async def authenticate(authorization: str | None) -> Auth.types.MinimalUserDict:
-    """The caller, from the bearer token (read per request: no restart to add a user)."""
-    path = os.environ.get(USERS_FILE_ENV, "").strip()
+async def authenticate(headers: Mapping[Any, Any]) -> Auth.types.MinimalUserDict:
+    """The caller, from the bearer token (the file is re-read when it changes: adding,
+    disabling or rotating a user needs no restart)."""
+    path = users_file()
     if not path:
-        return {"identity": LOCAL_USER, "kb_access": ALL_DOCUMENTS}  # type: ignore[typeddict-unknown-key]
+        return {"identity": LOCAL_USER, "kb_access": ALL_DOCUMENTS, "is_admin": True}  # type: ignore[typeddict-unknown-key]
     try:
-        user = _directory(path).authenticate(_bearer(authorization))
+        user = _directory(path).lookup(bearer_token(headers))
     except ConfigError as exc:  # a broken users file refuses everyone, and says why
-        raise Auth.exceptions.HTTPException(status_code=503, detail=str(exc)) from None
+        raise UsersFileUnavailable(f"users file unavailable: {exc}") from None
     if user is None:
-        raise Auth.exceptions.HTTPException(
-            status_code=401,
-            detail="missing or unknown bearer token (Authorization: Bearer <token>)",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+        raise _refuse("missing or unknown bearer token (Authorization: Bearer <token>)")
+    if user.disabled:
+        raise _refuse(f"user {user.identity!r} is disabled (hybrid-rag users enable)")
     return {  # type: ignore[typeddict-unknown-key]
         "identity": user.identity,
         "groups": list(user.groups),
         "kb_access": "acl",
+        "is_admin": user.admin,
     }
 
 
@@ -92,6 +131,10 @@ async def assistants(ctx: Auth.types.AuthContext, value: Any) -> Auth.types.Filt
     if ctx.action == "create":
         _stamp_owner(value, identity)
     if ctx.action in ("read", "search"):
+        if "aegra_api.main" in sys.modules:  # served by Aegra (uvicorn aegra_api.main:app)
+            # Aegra scopes assistants to their creator and "system" itself, and its search
+            # fails on any filter a handler returns (aegra-api 0.6: no such attribute).
+            return None  # type: ignore[return-value]
         # $or is served by langgraph-api's filters, though the SDK's FilterType omits it.
         return {"$or": [{"owner": identity}, SYSTEM]}  # type: ignore[return-value]
     return {"owner": identity}

@@ -23,6 +23,7 @@ from tools.errors import ConfigError
 from tools.kb.rerank import check_reranker
 from tools.kb.store import validate_collection_name
 from tools.websearch import valid_providers
+from tools.websearch.providers import CHOICE_PATTERN, provider_choice_problem
 from tools.websearch.text import GL_RE, HL_RE
 
 
@@ -64,8 +65,6 @@ def _one_of(*alternatives: str) -> str:
 
 _MODEL = _one_of("auto", "offline", r"[A-Za-z0-9_.-]+:\S+")
 _MODEL_EXPECTED = "'auto', 'offline' or 'provider:model'"
-_PROVIDER = "|".join(["auto", "none", *valid_providers()])
-_PROVIDERS = rf"^ *(?:{_PROVIDER}) *(?:, *(?:{_PROVIDER}) *)*$"
 
 
 # Allowed values as a Literal: the published JSON schema lists them (an enum Studio's
@@ -121,11 +120,12 @@ class Context:
     )
     search_provider: str = _f(
         "auto",
-        "Web search provider: a name (serper, serpapi, serpbase, scavio, tavily, brave, searxng, "
-        "ddgs), 'auto' (first one configured), 'none', or a comma-separated failover list.",
-        pattern=_PROVIDERS,
-        expected=f"auto, none, one of {', '.join(valid_providers())}, or a comma-separated "
-        "failover list of them",
+        # The names from the provider table; which are valid is checked when a Context is
+        # made (a provider registered after this module was imported is selectable).
+        f"Web search provider: a name ({', '.join(valid_providers())}), 'auto' (first one "
+        "configured), 'none', or a comma-separated failover list.",
+        pattern=CHOICE_PATTERN,
+        expected="a provider name or a comma-separated failover list of them",
     )
     search_timeout: float = _f(10.0, "Seconds one web search request may take.", ge=0.1, le=120.0)
     search_max_attempts: int = _f(3, "Attempts per web search, retries included.", ge=1, le=10)
@@ -250,6 +250,9 @@ class Context:
                 )
         for name in ("model", "fast_model"):
             validate_model_spec(name, getattr(self, name))
+        problem = provider_choice_problem(self.search_provider)
+        if problem:
+            raise ConfigError(f"search_provider must be {problem}, got {self.search_provider!r}")
         if self.answer_reserve_tokens >= self.context_token_budget // 2:
             raise ConfigError(
                 "answer_reserve_tokens must be less than half of context_token_budget "

@@ -33,7 +33,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from graph.thread_guard import OneWriterPerThread, thread_key
-from tools.errors import CheckpointError, ConfigError
+from tools.errors import CheckpointError, ConfigError, redact_credentials
 
 CONNECT_TIMEOUT_S = 10
 # The saver serialises its queries; one more holds a thread's lock while a turn is saved,
@@ -68,11 +68,14 @@ def parse_postgres_url(url: str) -> PostgresTarget:
     """Check a ``postgresql://`` URL without connecting; ``ConfigError`` names the problem."""
     url = url.strip()
     if not is_postgres_url(url):
-        raise ConfigError(f"not a Postgres URL (postgresql://user@host:port/dbname): {url!r}")
+        raise ConfigError(
+            "not a Postgres URL (postgresql://user@host:port/dbname): "
+            + redact_credentials(repr(url))
+        )
     try:
         params = conninfo_to_dict(url)
     except psycopg.Error as exc:
-        reason = " ".join(str(exc).split())
+        reason = redact_credentials(" ".join(str(exc).split()))  # psycopg quotes the URL
         raise ConfigError(f"invalid Postgres checkpoint URL: {reason}") from exc
     password = str(params.get("password") or "")
     host = str(params.get("host") or params.get("hostaddr") or "localhost")

@@ -1,18 +1,20 @@
-"""The graph state: what flows between the nodes.
+"""The graph state: what flows between the nodes (both graphs' ``State``; a leaf: it
+imports nothing of ``nodes`` or of the graph builders, so nodes import it freely).
 
 Rules the nodes follow: ``question`` is the user's question exactly as asked and
 is written once per turn (by ``prepare``); every loop counter is a plain integer
 that a node overwrites with ``old + 1`` (no additive reducer, so no 1, 3, 7
-growth); per-turn lists are reset by ``prepare`` (see ``nodes.reducers``).
+growth); per-turn lists are reset by ``prepare`` (see ``graph.reducers``).
 Sources are plain dicts (typed as ``tools.answer.sources.Source``) so checkpoints and the
 server can serialise them.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from langchain_core.messages import AnyMessage
+from langgraph.channels import UntrackedValue
 from langgraph.graph.message import add_messages
 from pydantic import Field
 
@@ -21,11 +23,9 @@ from pydantic import Field
 # output_schema as null (Studio's form and chat view need them).
 from typing_extensions import TypedDict
 
-from nodes.reducers import add_warnings, merge_or_reset
+from graph.reducers import add_warnings, merge_or_reset
 from tools.answer.sources import Source
-from tools.policy.decisions import Decision, EvidenceRecord
-
-Route = Literal["knowledge", "search", "both"]
+from tools.policy.decisions import Decision, EvidenceRecord, Route
 
 
 class InputState(TypedDict, total=False):
@@ -79,8 +79,9 @@ class State(InputState, OutputState, total=False):
     web_queries: list[str]
     internal_docs: list[Source]
     web_docs: list[Source]
-    web_searched: bool
-    web_error: str
+    web_searched: bool  # a web search ran this turn (or failed)
+    web_skipped: bool  # the person approving web searches skipped one this turn
+    web_error: str  # why the last web search found nothing ('' after a success)
     web_fetched_at: str
     next_query: str
     next_source: str
@@ -93,3 +94,19 @@ class State(InputState, OutputState, total=False):
     planned: dict[
         str, list[str]
     ]  # the router's queries ({'kb': [...], 'web': [...]}), with a model
+    # The run's settings from the environment (nodes.settings.RunSettings, set by prepare):
+    # an untracked channel, so never checkpointed, and in no output (it holds keys).
+    run_settings: Annotated[Any, UntrackedValue(object)]
+
+
+class AgentOutputState(OutputState, total=False):
+    """The state graph's output plus the agent's model-call count."""
+
+    model_calls: int
+
+
+class AgentState(State, AgentOutputState, total=False):
+    """The state graph's working state plus ``model_calls`` and ``degraded`` (reset by
+    ``agent_prepare``)."""
+
+    degraded: str  # why the offline rules took over from the model ('' while it drives)

@@ -34,12 +34,14 @@ from langchain_core.messages import (
     BaseMessage,
     HumanMessage,
     SystemMessage,
+    ToolMessage,
 )
 from langgraph.runtime import Runtime
 
 from nodes.agent_tools import AGENT_TOOLS, apply_outcomes, route_of, run_calls
 from nodes.common import emit
-from nodes.generate import failure_sentence, web_unavailable
+from nodes.deadline import deadline_reason
+from nodes.generate import web_note
 from nodes.models import OFFLINE, load_chat_model, model_env
 from nodes.prepare import prepare
 from prompts.agent import (
@@ -50,15 +52,19 @@ from prompts.agent import (
     NO_TOOLS_LEFT_EN,
     NO_TOOLS_LEFT_ZH,
 )
+from prompts.notices import DEADLINE_TOOL_MESSAGE
 from tools.errors import HybridRagError
-from tools.policy.decisions import Decision, Evidence, decide, kept_internal, record
+from tools.policy.decisions import Decision, Evidence, decide, record, turn_evidence
 from tools.policy.offline import extractive_answer
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from graph.agent_graph import AgentState
     from graph.context import Context
+    from graph.state import AgentState
 
 log = logging.getLogger("hybrid_rag.nodes")
+
+# Why the offline rules took over a model's run (``degraded``; the answer's note says it).
+MODEL_FAILED = "the model call failed"
 
 # --- helpers ---------------------------------------------------------------------------
 
@@ -77,20 +83,12 @@ def _add_ms(state: Mapping[str, Any], key: str, started: float) -> dict[str, flo
     return {key: round(previous + (time.perf_counter() - started) * 1000, 2)}
 
 
-def web_failure_note(state: Mapping[str, Any], language: str) -> str:
-    """The state graph's 'live web results were unavailable' sentence, when it applies."""
-    reason = web_unavailable(state)
-    return f"\n\n{failure_sentence(language, reason)}" if reason else ""
-
-
 def answer_sources(state: Mapping[str, Any], ctx: Context) -> list[dict[str, Any]]:
-    """The best sources per kind, labels unchanged (registry order is label order); on a
-    web fallback the KB passages ``tools.policy.kept_internal`` keeps, as in the state graph."""
-    internal = [s for s in state.get("sources") or [] if s.get("kind") != "web"]
-    web = [s for s in state.get("sources") or [] if s.get("kind") == "web"]
-    fallback = bool((state.get("decision") or {}).get("web_fallback"))
-    internal = kept_internal(internal[: ctx.top_k_internal], fallback)
-    return [*internal, *web[: ctx.top_k_web]]
+    """The best sources per kind, labels unchanged (registry order is label order): the KB
+    passages kept (on a web fallback, those ``tools.policy.kept_internal`` kept when it was
+    decided, as in the state graph) and the web results."""
+    internal = list(state.get("internal_docs") or [])[: ctx.top_k_internal]
+    return [*internal, *list(state.get("web_docs") or [])[: ctx.top_k_web]]
 
 
 def bounded_answer(state: Mapping[str, Any], ctx: Context, reason: str) -> dict[str, Any]:
@@ -100,7 +98,7 @@ def bounded_answer(state: Mapping[str, Any], ctx: Context, reason: str) -> dict[
     text = extractive_answer(state["question"], sources, language)
     note = (BOUND_NOTE_ZH if language == "zh" else BOUND_NOTE_EN).format(reason=reason)
     return {
-        "answer": f"{text} {note}{web_failure_note(state, language)}",
+        "answer": f"{text} {note}{web_note(state, language)}",
         "warnings": [f"agent stopped: {reason}; answered extractively from the sources gathered"],
         **route_of(state.get("tool_calls") or []),
         **_confidence(state, ctx),
@@ -131,7 +129,7 @@ async def agent_prepare(state: AgentState, runtime: Runtime[Context]) -> dict[st
     """The state graph's ``prepare`` (validation, fresh turn), plus the agent's counters."""
     update = await prepare(state, runtime)
     offline = update["mode"] == OFFLINE
-    return {**update, "model_calls": 0, "strategy": "" if offline else "agent"}
+    return {**update, "model_calls": 0, "degraded": "", "strategy": "" if offline else "agent"}
 
 
 async def call_model(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -148,20 +146,22 @@ async def call_model(state: AgentState, runtime: Runtime[Context]) -> dict[str, 
     emit(runtime, "thinking", call=calls + 1, tools_left=max(0, tools_left))
     update: dict[str, Any] = {"model_calls": calls + 1}
     try:
-        model = load_chat_model(state["mode"], model_env(ctx))
+        model = load_chat_model(state["mode"], model_env(state, ctx))
         # Tools stay bound even when the budget is spent: some providers reject a history
         # with tool calls but no tool definitions. The system prompt then says "answer now",
         # and a model that still asks for tools gets the graceful bounded answer below.
         reply = await model.bind_tools(list(AGENT_TOOLS.values())).ainvoke(messages)
-    except HybridRagError as exc:
-        bounded = bounded_answer(state, ctx, "the model call failed")
-        bounded["warnings"].append(f"model call failed: {exc}")
-        return {**update, **bounded, "timings": _add_ms(state, "call_model", started)}
-    except Exception as exc:  # provider/network failure: answer from what we have
-        log.warning("agent model call failed", exc_info=True)
-        bounded = bounded_answer(state, ctx, "the model call failed")
-        bounded["warnings"].append(f"model call failed: {type(exc).__name__}")
-        return {**update, **bounded, "timings": _add_ms(state, "call_model", started)}
+    except Exception as exc:  # provider/network failure: the offline rules take over
+        if not isinstance(exc, HybridRagError):
+            log.warning("agent model call failed", exc_info=True)
+        detail = str(exc) if isinstance(exc, HybridRagError) else type(exc).__name__
+        return {
+            **update,
+            "degraded": MODEL_FAILED,
+            **route_of(state.get("tool_calls") or []),
+            "warnings": [f"model call failed: {detail}; the offline rules answer"],
+            "timings": _add_ms(state, "call_model", started),
+        }
     update["timings"] = _add_ms(state, "call_model", started)
     if isinstance(reply, AIMessage) and reply.tool_calls:
         if tools_left <= 0:
@@ -182,7 +182,7 @@ async def call_model(state: AgentState, runtime: Runtime[Context]) -> dict[str, 
     # under the streamed reply's id when it is the draft unchanged (see generate.cite).
     return {
         **update,
-        "answer": f"{answer}{web_failure_note(state, language)}",
+        "answer": f"{answer}{web_note(state, language)}",
         "answer_message_id": reply.id,
         "answer_draft": answer,
         **route_of(state.get("tool_calls") or []),
@@ -211,26 +211,28 @@ async def run_tools(state: AgentState, runtime: Runtime[Context]) -> dict[str, A
 
 
 def evidence_of(state: Mapping[str, Any]) -> Evidence:
-    """The agent's evidence: the sources its tools found, for the route its calls took."""
-    route = route_of(state.get("tool_calls") or []).get("route") or state.get("route")
-    previous = state.get("decision") or {}
-    return Evidence.of(
-        state["question"],
-        list(state.get("internal_docs") or []),
-        list(state.get("web_docs") or []),
-        route=route,
-        web_searched=bool(state.get("web_searched")),
-        fell_back=bool(previous.get("web_fallback")),
-    )
+    """The agent's evidence: the sources its tools found, for the route its calls took (a
+    model's), or the one the offline rule took (``offline_tools``)."""
+    if not model_drives(state):
+        return turn_evidence(state)
+    return turn_evidence(state, route=route_of(state.get("tool_calls") or []).get("route"))
 
 
-def decision_of(state: Mapping[str, Any], ctx: Context) -> Decision:
+def model_drives(state: Mapping[str, Any]) -> bool:
+    """A model picks this run's searches (not the offline rule, nor after it failed)."""
+    return state.get("mode") != OFFLINE and not state.get("degraded")
+
+
+def decision_of(state: Mapping[str, Any], ctx: Context, *, searches_left: int = 0) -> Decision:
     """``tools.policy.decide`` over the agent's evidence (the state graph's ``grade`` asks
-    the same function)."""
-    evidence = evidence_of(state)
-    # The agent falls back only where offline_tools says so (a model picks its own tools).
-    return {**decide(evidence, ctx.confidence_threshold, refusal=ctx.refusal_threshold), "web_fallback": evidence.fell_back,
-            "search_web_now": False}  # fmt: skip
+    the same function); ``searches_left``: 0 once the run answers."""
+    return decide(
+        evidence_of(state),
+        ctx.confidence_threshold,
+        refusal=ctx.refusal_threshold,
+        model_driven=model_drives(state),
+        searches_left=searches_left,
+    )
 
 
 def _confidence(state: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
@@ -242,6 +244,35 @@ def _confidence(state: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
     }
 
 
+# --- past the run's deadline ------------------------------------------------------------
+
+
+async def late_run_tools(state: Mapping[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+    """The agent's ``run_tools`` past the deadline (``nodes.deadline``): every tool call is
+    answered "not run"
+    (a model provider rejects a tool call left without its reply)."""
+    messages = state.get("messages") or []
+    last = messages[-1] if messages else None
+    calls = list(last.tool_calls) if isinstance(last, AIMessage) else []
+    return {
+        "messages": [
+            ToolMessage(
+                DEADLINE_TOOL_MESSAGE,
+                tool_call_id=c.get("id") or f"call_{c['name']}",
+                name=c["name"],
+                status="error",
+            )
+            for c in calls
+        ]
+    }
+
+
+async def late_call_model(state: Mapping[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+    """The agent's ``call_model`` past the deadline (``nodes.deadline``): the bounded
+    extractive answer."""
+    return bounded_answer(state, runtime.context, deadline_reason(runtime.context))
+
+
 # --- routing ---------------------------------------------------------------------------
 
 
@@ -250,8 +281,14 @@ def after_prepare(state: Mapping[str, Any]) -> Literal["call_model", "offline_to
     return "offline_tools" if state.get("mode") == OFFLINE else "call_model"
 
 
-def after_model(state: Mapping[str, Any]) -> Literal["run_tools", "cite"]:
-    """Run tools while the model's last message asks for them; otherwise check citations."""
+def after_model(
+    state: Mapping[str, Any],
+) -> Literal["run_tools", "cite", "offline_tools", "offline_answer"]:
+    """Run tools while the model's last message asks for them; otherwise check citations.
+    A failed model leaves the run to the offline rules, as in the state graph: they search
+    when nothing was searched yet, and answer from what was found."""
+    if state.get("degraded"):
+        return "offline_answer" if state.get("tool_calls") else "offline_tools"
     last = (state.get("messages") or [None])[-1]
     if not state.get("answer") and isinstance(last, AIMessage) and last.tool_calls:
         return "run_tools"

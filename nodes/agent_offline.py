@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.messages.tool import ToolCall, tool_call
 from langgraph.runtime import Runtime
 
-from nodes.agent import answer_sources, decision_of, evidence_of, web_failure_note
+from nodes.agent import answer_sources, decision_of, evidence_of
 from nodes.agent_tools import (
     GOOGLE_SEARCH,
     INTERNAL_SEARCH,
@@ -27,17 +27,30 @@ from nodes.agent_tools import (
 )
 from nodes.common import emit, timed
 from nodes.crosslingual import translated_queries
-from nodes.generate import build_prompt
+from nodes.generate import build_prompt, web_note
 from nodes.models import OFFLINE
 from nodes.search import kb_probe, locale_setting
-from prompts.agent import AGENT_OFFLINE_NOTE_EN, AGENT_OFFLINE_NOTE_ZH
-from tools.policy.decisions import Evidence, decide, record, strategy_label
+from nodes.settings import settings_of
+from prompts.agent import (
+    AGENT_OFFLINE_NOTE_EN,
+    AGENT_OFFLINE_NOTE_ZH,
+    BOUND_NOTE_EN,
+    BOUND_NOTE_ZH,
+)
+from tools.policy.decisions import (
+    decide,
+    kept_internal,
+    record,
+    route_without_plan,
+    strategy_label,
+    turn_evidence,
+)
 from tools.policy.offline import extractive_answer, no_information, offline_route
 from tools.websearch.text import search_locale
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from graph.agent_graph import AgentState
     from graph.context import Context
+    from graph.state import AgentState
 
 
 async def run_turn(
@@ -55,8 +68,32 @@ def offline_call(name: str, args: dict[str, Any]) -> ToolCall:
     return tool_call(name=name, args=args, id=f"call_offline_{uuid.uuid4().hex[:16]}")
 
 
+def offline_plan(route: str, question: str, web_args: dict[str, Any]) -> list[ToolCall]:
+    """The offline rule's tool calls for ``route``: the question to each source asked."""
+    plan: list[ToolCall] = []
+    if route in ("knowledge", "both"):
+        plan.append(offline_call(INTERNAL_SEARCH, {"query": question}))
+    if route in ("search", "both"):
+        plan.append(offline_call(GOOGLE_SEARCH, web_args))
+    return plan
+
+
+async def crosslingual_report(
+    ctx: Context, state: Mapping[str, Any], question: str, warnings: list[str]
+) -> dict[str, Any]:
+    """The state graph's rewrite-step report (offline, nothing is translated); its note
+    goes to ``warnings``."""
+    if not ctx.crosslingual:
+        return {}
+    _, report = await translated_queries(ctx, settings_of(state, ctx), question, OFFLINE)
+    if report.get("note"):
+        warnings.append(f"cross-lingual: {report['note']}")
+    return report
+
+
 async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """No model: a fixed rule picks the tools (route by cues + KB probe) and calls them.
+    """No model (none configured, or it failed): a fixed rule picks the tools (route by cues
+    + KB probe, ``tools.policy.route_without_plan``) and calls them.
 
     The calls and their results go to ``messages`` exactly as on the model path (an AI
     turn with ``tool_calls``, then the tool messages), so a chat UI shows the same trace.
@@ -67,33 +104,28 @@ async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[st
     warnings: list[str] = []
     emit(runtime, "routing", mode=OFFLINE)
     with timed("offline_tools", timings):
-        probe, unavailable = await kb_probe(ctx, question)
+        probe, unavailable = await kb_probe(ctx, state, question)
         warnings.extend(unavailable)
-        decision = offline_route(question, probe)
-        emit(runtime, "routed", route=decision.route, reason=decision.reason)
+        rule = offline_route(question, probe)
+        degraded = str(state.get("degraded") or "")
+        route = route_without_plan(rule.route, model_failed=bool(degraded))
+        reason = f"{degraded} → {route}" if degraded else f"offline rules: {rule.reason}"
+        emit(runtime, "routed", route=route, reason=reason)
         hl, gl = search_locale(question, *locale_setting(ctx))
         web_args = {"query": question, "hl": hl, "gl": gl}
-        plan: list[ToolCall] = []
-        if decision.route in ("knowledge", "both"):
-            plan.append(offline_call(INTERNAL_SEARCH, {"query": question}))
-        if decision.route in ("search", "both"):
-            plan.append(offline_call(GOOGLE_SEARCH, web_args))
+        plan = offline_plan(route, question, web_args)
         messages, done, registry = await run_turn(state, plan[: ctx.max_tool_calls], runtime)
+        update = apply_outcomes(state, registry, done)
         # The state graph's corrective fallback (tools.policy): weak KB evidence → also
         # search the web once (a second turn, as a model that read the weak results would).
         verdict = decide(
-            Evidence.of(
-                question,
-                registry.of_kind("internal"),
-                registry.of_kind("web"),
-                route=decision.route,
-                web_searched=any(call["name"] == GOOGLE_SEARCH for call, _ in done),
-            ),
+            turn_evidence({**state, **update, "route": route}),
             ctx.confidence_threshold,
             refusal=ctx.refusal_threshold,
+            searches_left=ctx.max_tool_calls - len(done),
         )
-        fell_back = verdict["search_web_now"] and len(done) < ctx.max_tool_calls
-        if fell_back:
+        kept = kept_internal(update["internal_docs"], verdict)  # trimmed before the search
+        if verdict["search_web_now"]:
             more, fallback, registry = await run_turn(
                 {**state, "sources": registry.sources},
                 [offline_call(GOOGLE_SEARCH, web_args)],
@@ -101,26 +133,30 @@ async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[st
             )
             messages.extend(more)
             done.extend(fallback)
-        update = apply_outcomes(state, registry, done)
+            update = apply_outcomes(state, registry, done)
+        update["internal_docs"] = kept
     if len(plan) > ctx.max_tool_calls:
         warnings.append(f"max_tool_calls ({ctx.max_tool_calls}) left planned searches out")
-    report: dict[str, Any] = {}
-    if ctx.crosslingual:
-        # Same report as the state graph's rewrite step: offline, nothing is translated.
-        _, report = await translated_queries(ctx, question, OFFLINE)
-        if report.get("note"):
-            warnings.append(f"cross-lingual: {report['note']}")
+    report = await crosslingual_report(ctx, state, question, warnings)
     return {
         **update,
         "messages": messages,
         "crosslingual": report,
-        "route": decision.route,
-        "route_reason": f"offline rules: {decision.reason}",
-        "strategy": strategy_label(decision.route, fell_back),
-        "decision": {**verdict, "web_fallback": fell_back, "search_web_now": False},
+        "route": route,
+        "route_reason": reason,
+        "strategy": strategy_label(route, verdict["web_fallback"]),
+        "decision": verdict,
         "warnings": [*warnings, *update["warnings"]],
         "timings": timings,
     }
+
+
+def offline_note(state: Mapping[str, Any], language: str) -> str:
+    """Why the rules answer: no model is configured, or the model failed mid-run."""
+    degraded = state.get("degraded")
+    if degraded:
+        return (BOUND_NOTE_ZH if language == "zh" else BOUND_NOTE_EN).format(reason=degraded)
+    return AGENT_OFFLINE_NOTE_ZH if language == "zh" else AGENT_OFFLINE_NOTE_EN
 
 
 async def offline_answer(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -141,8 +177,7 @@ async def offline_answer(state: AgentState, runtime: Runtime[Context]) -> dict[s
             answer = no_information(language)
         else:
             answer = extractive_answer(state["question"], built.included, language)
-        note = AGENT_OFFLINE_NOTE_ZH if language == "zh" else AGENT_OFFLINE_NOTE_EN
-        answer = f"{answer} {note}{web_failure_note(state, language)}"
+        answer = f"{answer} {offline_note(state, language)}{web_note(state, language)}"
     return {
         "answer": answer,
         "sources": built.included,

@@ -36,8 +36,9 @@ from tools.answer.agent_tools import (
     SourceRegistry,
     validation_message,
 )
+from tools.answer.search_service import WebFound
+from tools.answer.turn import fold_web
 from tools.kb.rerank import Reranker, make_reranker
-from tools.websearch import SKIPPED_BY_USER
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
@@ -50,9 +51,9 @@ def registry_of(state: Mapping[str, Any]) -> SourceRegistry:
     return SourceRegistry(state.get("language", "en"), state.get("sources") or [])
 
 
-def agent_reranker(ctx: Context) -> Reranker | None:
+def agent_reranker(ctx: Context, mode: str | None) -> Reranker | None:
     """The agent reranks inside internal_search; 'llm' ordering is the state graph's only."""
-    name = effective_reranker(ctx)
+    name = effective_reranker(ctx, mode)
     return None if name in ("none", "llm") else make_reranker(name)
 
 
@@ -62,9 +63,10 @@ async def _internal_search(query: str, runtime: ToolRuntime) -> tuple[str, dict[
         search_service(ctx, runtime.state),
         registry_of(runtime.state),
         query,
+        question=runtime.state.get("question"),
         top_k=ctx.top_k_internal,
         snippet_chars=ctx.snippet_chars,
-        reranker=agent_reranker(ctx),
+        reranker=agent_reranker(ctx, runtime.state.get("mode")),
     )
 
 
@@ -184,8 +186,8 @@ async def run_calls(
         registry = SourceRegistry(
             registry.language, [*registry.sources, *outcome.get("sources", [])]
         )
-        if outcome.get("error") == SKIPPED_BY_USER:
-            running["web_error"] = SKIPPED_BY_USER
+        if outcome.get("web_status") == "skipped":
+            running["web_skipped"] = True  # the step does not ask again
         replies.append(message)
         done.append((call, outcome))
     return replies, done, registry
@@ -203,13 +205,11 @@ def apply_outcomes(
     registry: SourceRegistry,
     done: list[tuple[ToolCall, dict[str, Any]]],
 ) -> dict[str, Any]:
-    """Fold tool outcomes into the state: sources, costs, web status, records, warnings."""
+    """Fold tool outcomes into the state: sources, costs, web status, records, warnings
+    (a web search's outcome as the state graph folds it: ``tools.answer.turn.fold_web``)."""
     records = list(state.get("tool_calls") or [])
     warnings: list[str] = []
-    cost = float(state.get("search_cost") or 0.0)
-    calls = int(state.get("search_calls") or 0)
-    pages = {k: int(state.get(k) or 0) for k in ("pages_read", "pages_failed")}
-    update: dict[str, Any] = {}
+    turn: dict[str, Any] = {k: state.get(k) for k in FOLDED}
     for call, outcome in done:
         name = call["name"]
         records.append(
@@ -220,31 +220,38 @@ def apply_outcomes(
                 "results": len(outcome.get("sources") or []),
             }
         )
-        cost += float(outcome.get("search_cost") or 0.0)
-        calls += int(outcome.get("search_calls") or 0)
-        for key in pages:
-            pages[key] += int(outcome.get(key) or 0)
+        if outcome.get("web_status"):  # a web search ran, failed or was skipped
+            turn.update(fold_web(turn, web_found(outcome)))
         warnings.extend(f"{name}: {w}" for w in outcome.get("warnings") or [])
         if not outcome.get("ok"):
             warnings.append(f"{name}: {outcome.get('error')}")
-        if name == GOOGLE_SEARCH and outcome.get("status") != "bad_arguments":
-            update["web_searched"] = True
-            if outcome.get("ok"):
-                update["web_fetched_at"] = outcome.get("web_fetched_at") or ""
-                update["web_error"] = ""  # a later success supersedes an earlier failure
-            elif outcome.get("status") == "unavailable":
-                update["web_error"] = str(outcome.get("error") or "web search failed")
     return {
-        **update,
+        **{k: v for k, v in turn.items() if v is not None},
         "sources": registry.sources,
         "internal_docs": registry.of_kind("internal"),
         "web_docs": registry.of_kind("web"),
-        "search_cost": round(cost, 6),
-        "search_calls": calls,
-        **pages,
         "tool_calls": records,
         "warnings": warnings,
     }
+
+
+# The state fields fold_web writes.
+FOLDED = ("search_cost", "search_calls", "pages_read", "pages_failed", "web_searched",
+          "web_skipped", "web_error", "web_fetched_at")  # fmt: skip
+
+
+def web_found(outcome: Mapping[str, Any]) -> WebFound:
+    """A google_search outcome as the search service's ``WebFound`` (what ``fold_web``
+    reads)."""
+    return WebFound(
+        status=outcome["web_status"],
+        error=str(outcome.get("error") or ""),
+        cost=float(outcome.get("search_cost") or 0.0),
+        calls=int(outcome.get("search_calls") or 0),
+        fetched_at=str(outcome.get("web_fetched_at") or ""),
+        pages_read=int(outcome.get("pages_read") or 0),
+        pages_failed=int(outcome.get("pages_failed") or 0),
+    )
 
 
 def route_of(tool_calls: list[dict[str, Any]]) -> dict[str, Any]:

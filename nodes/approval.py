@@ -32,10 +32,11 @@ from langgraph.types import interrupt
 from pydantic import ValidationError
 
 from nodes.resources import web_settings
+from nodes.settings import RunSettings
 from tools.answer.search_service import WebApproval
 from tools.errors import ConfigError
 from tools.websearch import (
-    SKIPPED_BY_USER,
+    SearchCache,
     WebSearchDecision,
     WebSearchSettings,
     approval_request,
@@ -62,13 +63,13 @@ def approval_needed(ctx: Context, settings: WebSearchSettings | None) -> bool:
     return ctx.approve_web_search and settings is not None and settings.is_configured
 
 
-def require_checkpointer(ctx: Context) -> None:
+def require_checkpointer(ctx: Context, settings: RunSettings) -> None:
     """Fail upfront, naming the problem, when this run could pause but not be resumed."""
     if not ctx.approve_web_search:
         return
     if get_config().get("configurable", {}).get(CONFIG_KEY_CHECKPOINTER) is not None:
         return
-    if not approval_needed(ctx, web_settings(ctx)):
+    if not approval_needed(ctx, web_settings(settings)):
         return
     raise CheckpointerRequiredError(
         "approve_web_search needs a checkpointer to pause the run before a web search and "
@@ -87,6 +88,7 @@ def web_search_decision(
     hl: str | None,
     gl: str | None,
     num: int,
+    cache: SearchCache | None = None,
 ) -> WebSearchDecision | None:
     """The person's decision on searching ``queries``, or ``None`` when none is needed.
 
@@ -96,26 +98,29 @@ def web_search_decision(
     if not approval_needed(ctx, settings):
         return None
     assert settings is not None  # approval_needed checked it
-    if state.get("web_error") == SKIPPED_BY_USER:
+    if state.get("web_skipped"):
         return SKIP  # skipped once this turn: do not ask again
-    request = approval_request(settings, queries, hl=hl, gl=gl, num=num, cache=default_cache())
+    cache = cache or default_cache()
+    request = approval_request(settings, queries, hl=hl, gl=gl, num=num, cache=cache)
     try:
         return interrupt(request, response_schema=WebSearchDecision)
     except ValidationError as exc:  # LangGraph saved nothing: the question stays open
         raise invalid_decision(exc) from None
 
 
-def tool_approval(ctx: Context, state: Mapping[str, Any]) -> WebApproval:
+def tool_approval(ctx: Context, state: Mapping[str, Any], run: RunSettings) -> WebApproval:
     """:func:`web_search_decision` as the search service's hook for one step (both graphs):
     once the user skips, later searches in the step are skipped too without asking again."""
-    turn = {"web_error": state.get("web_error") or ""}
+    turn = {"web_skipped": bool(state.get("web_skipped"))}
 
     def approve(
         settings: WebSearchSettings, queries: list[str], *, hl: str | None, gl: str | None, num: int
     ) -> WebSearchDecision | None:
-        decision = web_search_decision(ctx, turn, settings, queries, hl=hl, gl=gl, num=num)
+        decision = web_search_decision(
+            ctx, turn, settings, queries, hl=hl, gl=gl, num=num, cache=run.cache
+        )
         if decision is not None and decision.action == "skip":
-            turn["web_error"] = SKIPPED_BY_USER
+            turn["web_skipped"] = True
         return decision
 
     return approve

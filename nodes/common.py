@@ -14,6 +14,8 @@ from pydantic import BaseModel
 
 from nodes.models import NOSTREAM, load_chat_model
 from nodes.settings import ModelEnv
+from tools.answer.sources_block import without_sources
+from tools.text import content_text
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
@@ -64,9 +66,11 @@ def history_of(messages: Sequence[AnyMessage], turns: int = 6) -> list[dict[str,
     out: list[dict[str, str]] = []
     for m in messages:
         if isinstance(m, HumanMessage):
-            out.append({"role": "user", "content": str(m.content)})
+            out.append({"role": "user", "content": content_text(m.content, strict=False)})
         elif isinstance(m, AIMessage) and m.content and not m.tool_calls:
-            out.append({"role": "assistant", "content": str(m.content)})
+            # The answer without its sources block (the sources are not the conversation).
+            text = content_text(m.content, strict=False)
+            out.append({"role": "assistant", "content": without_sources(text)})
     return out[-turns:]
 
 

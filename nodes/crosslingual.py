@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from nodes.models import NOSTREAM, OFFLINE, load_chat_model, model_env
+from nodes.models import NOSTREAM, OFFLINE, load_chat_model
 from nodes.resources import get_kb
+from nodes.settings import RunSettings
 from prompts.internal import TRANSLATE_SYSTEM
 from tools.errors import HybridRagError
 from tools.policy.offline import Similarity
@@ -30,10 +31,12 @@ log = logging.getLogger("hybrid_rag.nodes")
 LANGUAGE_NAMES = {"zh": "Simplified Chinese", "en": "English"}
 
 
-async def other_languages(ctx: Context, question: str) -> tuple[list[str], dict[str, Any]]:
+async def other_languages(
+    ctx: Context, settings: RunSettings, question: str
+) -> tuple[list[str], dict[str, Any]]:
     """The KB's languages other than the question's (``zh``/``en``), and the report."""
     try:
-        mix = await asyncio.to_thread(lambda: get_kb(ctx).languages())
+        mix = await asyncio.to_thread(lambda: get_kb(ctx, settings).languages())
     except HybridRagError:
         return [], {}
     source = detect_language(question)
@@ -62,11 +65,11 @@ def planned_translations(
 
 
 async def translated_queries(
-    ctx: Context, question: str, spec: str
+    ctx: Context, settings: RunSettings, question: str, spec: str
 ) -> tuple[list[str], dict[str, Any]]:
     """Extra KB queries in the KB's other languages (one model call per language, used
     when the planner did not translate), and a report for the output."""
-    others, report = await other_languages(ctx, question)
+    others, report = await other_languages(ctx, settings, question)
     if not report or not others:
         return [], report
     if spec == OFFLINE:
@@ -76,7 +79,7 @@ async def translated_queries(
         )
         return [], report
     queries: list[str] = []
-    model = load_chat_model(spec, model_env(ctx))
+    model = load_chat_model(spec, settings.model)
     for lang in others:
         try:
             reply = await model.ainvoke(

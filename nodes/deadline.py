@@ -4,33 +4,37 @@
 (:func:`within_deadline`, applied by both graph builders). A node still busy at the
 deadline is cancelled and, like every later node, runs again "late": with the offline
 rules instead of the models (``mode``/``fast_mode`` offline), and with a late variant where
-the offline rule would still wait on the network (web search, the agent's tools). The
-run so ends with an answer from what it gathered, saying why, and never hangs on a
-model that accepts a request and never answers.
+the offline rule would still wait on the network (web search, the agent's tools: each
+beside its node, ``nodes.retrieve.late_search_web``, ``nodes.agent.late_*``). The run so
+ends with an answer from what it gathered, saying why, and never hangs on a model that
+accepts a request and never answers. :func:`with_default_context` is how both graph
+builders add every node.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from nodes.agent import bounded_answer
+from graph.context import Context
 from nodes.models import OFFLINE
+from nodes.tracing import annotate_run, run_summary
 from prompts.notices import (
     DEADLINE_EN,
     DEADLINE_SENTENCE_EN,
     DEADLINE_SENTENCE_ZH,
-    DEADLINE_TOOL_MESSAGE,
 )
+from tools.kb.store_deadline import store_deadline
 
-if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from graph.context import Context
+if TYPE_CHECKING:
+    from graph.state import State
 
 # Seconds a late node (offline rules, no network) may take before it is skipped.
 LATE_BUDGET_S = 10.0
@@ -43,7 +47,7 @@ NodeFn = Callable[[Any, Runtime[Any]], Awaitable[dict[str, Any]]]
 
 def start(ctx: Context) -> float:
     """The deadline of a run starting now (epoch seconds: checkpoints keep it; ``prepare``
-    computes the same)."""
+    sets it)."""
     return time.time() + ctx.run_timeout_s
 
 
@@ -78,17 +82,20 @@ async def within_deadline(
         refreshed = {"deadline": deadline}
     if deadline is None:  # prepare (which sets it), or a node called on its own
         return await node(state, runtime)
-    left = float(deadline) - time.time()
-    if left > 0:
-        budget = asyncio.timeout(left)
-        try:
-            async with budget:
-                update = await node(state, runtime)
-            return {**update, **refreshed}
-        except TimeoutError:
-            if not budget.expired():
-                raise  # the node's own timeout, not the deadline
-    return {**await run_late(node, state, runtime, late), **refreshed}
+    # Cancelling the node cannot stop a knowledge-base call in its worker thread (and
+    # the process waits for that thread at exit): the Chroma requests end by it too.
+    with store_deadline(float(deadline)):
+        left = float(deadline) - time.time()
+        if left > 0:
+            budget = asyncio.timeout(left)
+            try:
+                async with budget:
+                    update = await node(state, runtime)
+                return {**update, **refreshed}
+            except TimeoutError:
+                if not budget.expired():
+                    raise  # the node's own timeout, not the deadline
+        return {**await run_late(node, state, runtime, late), **refreshed}
 
 
 async def run_late(
@@ -109,30 +116,39 @@ async def run_late(
     return update
 
 
-async def late_search_web(state: Mapping[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
-    """``search_web`` past the deadline: no search, the reason recorded as the web's."""
-    return {"web_searched": True, "web_error": deadline_reason(runtime.context)}
+S = TypeVar("S", bound="State")  # State, or the agent graph's AgentState
+S_contra = TypeVar("S_contra", bound="State", contravariant=True)
 
 
-async def late_run_tools(state: Mapping[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
-    """The agent's ``run_tools`` past the deadline: every tool call is answered "not run"
-    (a model provider rejects a tool call left without its reply)."""
-    messages = state.get("messages") or []
-    last = messages[-1] if messages else None
-    calls = list(last.tool_calls) if isinstance(last, AIMessage) else []
-    return {
-        "messages": [
-            ToolMessage(
-                DEADLINE_TOOL_MESSAGE,
-                tool_call_id=c.get("id") or f"call_{c['name']}",
-                name=c["name"],
-                status="error",
-            )
-            for c in calls
-        ]
-    }
+class Node(Protocol[S_contra]):
+    """A node: (its graph's state, the run's Context) -> a partial update."""
+
+    def __call__(self, state: S_contra, runtime: Runtime[Context]) -> Awaitable[dict[str, Any]]: ...
 
 
-async def late_call_model(state: Mapping[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
-    """The agent's ``call_model`` past the deadline: the bounded extractive answer."""
-    return bounded_answer(state, runtime.context, deadline_reason(runtime.context))
+def with_default_context(
+    node: Node[S], late: Node[S] | None = None, *, starts_run: bool = False
+) -> Node[S]:
+    """Give the node a default ``Context`` when the caller passed none, and run it within
+    the run's deadline (``run_timeout_s``; past it, ``late`` or the node's offline form:
+    see above). The node that ``starts_run`` sets the deadline: the one in
+    its state is the previous turn's.
+
+    When LangSmith tracing is on, the node's run also gets a summary of its update
+    (route, strategy, confidence, counts…) as metadata; see ``nodes.tracing``.
+    """
+
+    name = getattr(node, "__name__", type(node).__name__)
+
+    @functools.wraps(node)
+    async def run(state: S, runtime: Runtime[Context]) -> dict[str, Any]:
+        if runtime.context is None:
+            runtime = dataclasses.replace(runtime, context=Context())
+        if starts_run:
+            update = await node(state, runtime)
+        else:
+            update = await within_deadline(node, state, runtime, late)
+        annotate_run(**run_summary(update, name))
+        return update
+
+    return run

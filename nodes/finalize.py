@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
 from nodes.notices import localize_all
+from nodes.settings import settings_of
 from tools.evaluation.run_stats import record_run
 from tools.settings import data_home, run_stats_path
 
@@ -40,9 +40,11 @@ async def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "warnings": len(state.get("warnings") or []),
     }
 
+    where = settings_of(state, ctx).home
+
     def write() -> None:
-        home = data_home(Path(ctx.data_home) if ctx.data_home else None)
-        record_run(run_stats_path(home), record)
+        # create=False: a run records into an existing data home, never makes one
+        record_run(run_stats_path(data_home(where, create=False)), record)
 
     try:
         # File I/O off the event loop: the LangGraph server rejects blocking calls in nodes.

@@ -18,6 +18,8 @@ from nodes.notices import localize
 from prompts import answer as P
 from tools.answer.citations import assign_labels, validate_citations
 from tools.answer.context_builder import BuiltContext, build_context
+from tools.answer.sources_block import with_sources
+from tools.policy.decisions import web_unavailable
 from tools.policy.offline import extractive_answer, no_information
 from tools.policy.refusal import check_answer
 from tools.text import estimate_tokens
@@ -41,21 +43,6 @@ def select_sources(state: Mapping[str, Any], ctx: Context) -> list[dict[str, Any
     return assign_labels([*internal, *web], state.get("language", "en"))
 
 
-def web_unavailable(state: Mapping[str, Any]) -> str | None:
-    """The failure to report, or None: the answer says the web was unavailable only when a
-    search failed and no web result reached the run (both graphs use this rule)."""
-    if state.get("web_docs"):
-        return None
-    return str(state.get("web_error") or "") or None
-
-
-def web_failure_reason(state: Mapping[str, Any]) -> str | None:
-    """Why live results are missing, if the run wanted them."""
-    fallback = bool((state.get("decision") or {}).get("web_fallback"))
-    wanted = state.get("route") in ("search", "both") or fallback
-    return web_unavailable(state) if wanted else None
-
-
 def system_prompt(language: str, web_failure: str | None) -> str:
     zh = language == "zh"
     note = ""
@@ -69,7 +56,7 @@ def build_prompt(
     state: Mapping[str, Any], ctx: Context, sources: list[dict[str, Any]]
 ) -> tuple[list[Any], BuiltContext]:
     language = state.get("language", "en")
-    system = system_prompt(language, web_failure_reason(state))
+    system = system_prompt(language, web_unavailable(state))
     built = build_context(
         sources,
         snippet_chars=ctx.snippet_chars,
@@ -90,9 +77,14 @@ def build_prompt(
     return messages, built
 
 
-def failure_sentence(language: str, reason: str) -> str:
+def web_note(state: Mapping[str, Any], language: str) -> str:
+    """The answer's closing "live web results were unavailable" sentence, when
+    ``tools.policy.web_unavailable`` says it applies ('' otherwise); both graphs."""
+    reason = web_unavailable(state)
+    if not reason:
+        return ""
     template = P.WEB_FAILURE_SENTENCE_ZH if language == "zh" else P.WEB_FAILURE_SENTENCE_EN
-    return template.format(reason=localize(reason, language).rstrip("。."))
+    return "\n\n" + template.format(reason=localize(reason, language).rstrip("。."))
 
 
 async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -112,7 +104,7 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         answer = ""
         if mode != OFFLINE:
             try:
-                reply = await load_chat_model(mode, model_env(ctx)).ainvoke(messages)
+                reply = await load_chat_model(mode, model_env(state, ctx)).ainvoke(messages)
                 answer, message_id = str(reply.content).strip(), reply.id
                 draft = str(reply.content)
             except Exception as exc:  # provider down: answer from the sources, say why
@@ -132,9 +124,7 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                     similarity=source_similarity(ctx),
                 )
             answer = f"{answer} {P.OFFLINE_NOTE_ZH if language == 'zh' else P.OFFLINE_NOTE_EN}"
-        reason = web_failure_reason(state)
-        if reason:
-            answer = f"{answer}\n\n{failure_sentence(language, reason)}"
+        answer += web_note(state, language)
     return {
         "answer": answer,
         "answer_message_id": message_id,
@@ -185,10 +175,19 @@ async def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             f"dropped citation labels that match no source: {', '.join(check.unknown_labels)}"
         )
     emit(runtime, "done", citations=len(check.cited))
+    message = with_sources(check.answer, check.cited, str(state.get("language") or "en"))
     return {
         "answer": check.answer,
         "citations": check.cited,
         "citation_validity": round(check.validity, 4),
         "warnings": warnings,
-        "messages": [AIMessage(check.answer, id=_answer_message_id(state))],
+        # The chat message carries the sources its labels name (clients see only messages).
+        # ``additional_kwargs.citations``: each turn's records, for a page showing old turns.
+        "messages": [
+            AIMessage(
+                message,
+                id=_answer_message_id(state),
+                additional_kwargs={"citations": check.cited},
+            )
+        ],
     }

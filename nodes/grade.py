@@ -26,13 +26,13 @@ from tools.answer.sources import Source
 from tools.policy.decisions import (
     TOP_N,
     Decision,
-    Evidence,
     Grade,
     decide,
     graded,
     kept_internal,
     record,
     strategy_label,
+    turn_evidence,
 )
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
@@ -75,19 +75,6 @@ async def _model_grades(
     return [*graded(with_grades), *docs[TOP_N:]], grades
 
 
-def evidence_of(state: Mapping[str, Any], grades: Sequence[Grade] = ()) -> Evidence:
-    """The state graph's evidence for ``tools.policy.decide``."""
-    return Evidence.of(
-        state["question"],
-        list(state.get("internal_docs") or []),
-        list(state.get("web_docs") or []),
-        route=state.get("route", "both"),
-        web_searched=bool(state.get("web_searched")),
-        fell_back=bool((state.get("decision") or {}).get("web_fallback")),
-        grades=grades,
-    )
-
-
 async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     question: str = state["question"]
@@ -99,18 +86,16 @@ async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     with timed("grade", timings):
         spec = fast_model(state, ctx)
         if spec != OFFLINE and internal and state.get("iteration", 0) == 0:
-            result = await _model_grades(model_env(ctx), spec, question, internal)
+            result = await _model_grades(model_env(state, ctx), spec, question, internal)
             if result is None:
                 warnings.append("document grading output unusable; used relevance scores")
             else:
                 internal, grades = result
-        evidence = evidence_of({**state, "internal_docs": internal}, grades)
+        evidence = turn_evidence({**state, "internal_docs": internal}, grades=grades)
         decision: Decision = decide(
             evidence, ctx.confidence_threshold, refusal=ctx.refusal_threshold
         )
-        update: dict[str, Any] = {
-            "internal_docs": kept_internal(internal, decision["search_web_now"])
-        }
+        update: dict[str, Any] = {"internal_docs": kept_internal(internal, decision)}
         if decision["search_web_now"]:
             update["next_source"] = ""
     strategy = strategy_label(state.get("route"), decision["web_fallback"])
@@ -128,6 +113,6 @@ async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
 def after_grade(state: Mapping[str, Any]) -> Literal["search_web", "reflect"]:
     """Fall back to the web once, when the KB evidence is weak (``tools.policy``)."""
-    if (state.get("decision") or {}).get("search_web_now") and not state.get("web_searched"):
+    if (state.get("decision") or {}).get("search_web_now"):
         return "search_web"
     return "reflect"

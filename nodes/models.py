@@ -22,7 +22,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 
-from nodes.settings import ModelEnv, run_settings
+from nodes.settings import ModelEnv, settings_of
 from tools.chat_models import (  # noqa: F401  (register_* re-exported for callers)
     AUTO_MODEL,
     OFFLINE,
@@ -84,12 +84,13 @@ def fast_model(state: Mapping[str, Any], ctx: Context) -> str:
     """The fast model's spec as ``prepare`` resolved it for this run (nodes called on
     their own, outside a run, resolve it now)."""
     spec = state.get("fast_mode")
-    return str(spec or resolve_model_spec(ctx.fast_model, fallback=ctx.model, env=model_env(ctx)))
+    env = model_env(state, ctx)
+    return str(spec or resolve_model_spec(ctx.fast_model, fallback=ctx.model, env=env))
 
 
-def model_env(ctx: Context) -> ModelEnv:
+def model_env(state: Mapping[str, Any], ctx: Context) -> ModelEnv:
     """The chat-model environment ``prepare`` read for this run."""
-    return run_settings(ctx).model
+    return settings_of(state, ctx).model
 
 
 def load_chat_model(spec: str, env: ModelEnv | None = None) -> BaseChatModel:

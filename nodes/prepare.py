@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -12,15 +11,17 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 
+from graph.reducers import fresh_turn
+from nodes import deadline
 from nodes.approval import require_checkpointer
 from nodes.common import emit, history_of
 from nodes.models import resolve_model_spec
-from nodes.reducers import fresh_turn
 from nodes.settings import resolve_run_settings
 from tools.errors import InputError
 from tools.kb.rerank import make_reranker
 from tools.kb.tokenizers import warm_up, warmed_up
 from tools.policy.offline import answer_language
+from tools.text import content_text, undecodable_bytes
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
@@ -35,6 +36,8 @@ def validate_question(question: Any, max_chars: int) -> str:
         raise InputError(f"question must be a string, got {type(question).__name__}")
     if _CONTROL_RE.search(question):
         raise InputError("question contains control characters")
+    if undecodable_bytes(question) is not None:  # a lone surrogate: no model can read it
+        raise InputError(f"question is not valid UTF-8 text: '{undecodable_bytes(question)}'")
     text = question.strip()
     if not text:
         raise InputError("question is empty")
@@ -61,7 +64,7 @@ def current_question(state: Mapping[str, Any]) -> tuple[Any, bool]:
     if "question" in state and (not new_message or _question_is_new(state, messages)):
         return state["question"], True
     if last is not None:
-        return last.content, False
+        return content_text(last.content), False
     raise InputError("input needs a 'question' or a human message in 'messages'")
 
 
@@ -69,11 +72,20 @@ def _question_is_new(state: Mapping[str, Any], messages: list[Any]) -> bool:
     """Whether ``question`` differs from what the last ``prepare`` took (a question
     field left over from the previous turn equals that message's text)."""
     asked = state.get("asked_id")
-    if not asked:
-        return False  # no turn was prepared yet: the trailing message is the question
-    taken = next((m for m in messages if getattr(m, "id", None) == asked), None)
     question = state["question"]
-    return taken is None or not isinstance(question, str) or question.strip() != taken.content
+    if not asked:
+        # No turn was prepared yet, so a question field beside an untaken message is this
+        # run's input: the first run (chat input) was cancelled before prepare took its
+        # message. Equal texts are one question sent both ways. (Not told apart: a first
+        # run {"question"} cancelled before prepare, then a chat message; the field wins.)
+        last = messages[-1] if messages else None
+        return last is None or not isinstance(question, str) or question.strip() != _text(last)
+    taken = next((m for m in messages if getattr(m, "id", None) == asked), None)
+    return taken is None or not isinstance(question, str) or question.strip() != _text(taken)
+
+
+def _text(message: Any) -> str:
+    return content_text(message.content, strict=False).strip()
 
 
 async def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -83,7 +95,7 @@ async def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     raw, add_message = current_question(state)
     question = validate_question(raw, ctx.max_question_chars)
     settings = resolve_run_settings(ctx)  # the environment, read once for the whole run
-    require_checkpointer(ctx)  # a run that may pause for approval must be resumable
+    require_checkpointer(ctx, settings)  # a run that may pause for approval must be resumable
     if ctx.reranker.startswith("cross-encoder"):  # a missing local model fails now, not mid-run
         await asyncio.to_thread(make_reranker, ctx.reranker)
     messages = state.get("messages") or []
@@ -99,8 +111,8 @@ async def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "mode": mode,
         "fast_mode": resolve_model_spec(ctx.fast_model, fallback=mode, env=settings.model),
         "language": language,
-        # The run's deadline (run_timeout_s), as nodes.deadline.start computes it.
-        "deadline": time.time() + ctx.run_timeout_s,
+        "deadline": deadline.start(ctx),  # the run's end (run_timeout_s)
+        "run_settings": settings,  # never checkpointed nor shown (graph.state)
     }
     if add_message:
         asked = HumanMessage(question, id=str(uuid.uuid4()))

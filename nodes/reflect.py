@@ -48,9 +48,24 @@ def _offline(state: Mapping[str, Any]) -> Reflection:
         f"{d.get('heading', '')} {d.get('title', '')} {d.get('text', '')}" for d in _evidence(state)
     ]
     step = offline_next_step(
-        state["question"], state.get("route"), bool(state.get("web_error")), texts
+        state["question"],
+        state.get("route"),
+        bool(state.get("web_error") or state.get("web_skipped")),
+        texts,
     )
     return Reflection(sufficient=step.sufficient, next_query=step.next_query, source=step.source)
+
+
+async def _model_reflection(
+    state: Mapping[str, Any], ctx: Context, spec: str
+) -> tuple[Reflection | None, str | None]:
+    """The model's verdict on the top sources (None and why, when unusable)."""
+    sources = "\n\n".join(
+        fence(str(d.get("text", ""))[:500], f"Source {i}")
+        for i, d in enumerate(_evidence(state)[:8], 1)
+    )
+    question = f"Question: {state['question']}\n\nSources:\n{sources}"
+    return await structured_call(spec, Reflection, REFLECT_SYSTEM, question, model_env(state, ctx))
 
 
 async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -72,17 +87,7 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         else:
             decision, note = _offline(state), "offline coverage rule"
             if spec != OFFLINE:
-                sources = "\n\n".join(
-                    fence(str(d.get("text", ""))[:500], f"Source {i}")
-                    for i, d in enumerate(_evidence(state)[:8], 1)
-                )
-                out, error = await structured_call(
-                    spec,
-                    Reflection,
-                    REFLECT_SYSTEM,
-                    f"Question: {state['question']}\n\nSources:\n{sources}",
-                    model_env(ctx),
-                )
+                out, error = await _model_reflection(state, ctx, spec)
                 if out is None:
                     warnings.append(f"reflection output unusable ({error}); used coverage rule")
                 else:
@@ -109,13 +114,8 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "note": note,
         }
     )
-    emit(
-        runtime,
-        "reflected",
-        sufficient=False,
-        next_query=decision.next_query,
-        source=decision.source,
-    )
+    emit(runtime, "reflected", sufficient=False, next_query=decision.next_query,
+         source=decision.source)  # fmt: skip
     return {
         "iteration": iteration + 1,
         "reasoning": reasoning,

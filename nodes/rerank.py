@@ -17,7 +17,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from nodes.common import emit, structured_call, timed
-from nodes.models import OFFLINE, fast_model, model_env, resolve_model_spec
+from nodes.models import OFFLINE, fast_model, model_env
 from nodes.settings import ModelEnv
 from prompts.internal import RERANK_SYSTEM
 from tools.answer.context_builder import fence
@@ -29,17 +29,13 @@ if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.state import State
 
 
-def effective_reranker(ctx: Context, mode: str | None = None) -> str:
+def effective_reranker(ctx: Context, mode: str | None) -> str:
     """``auto`` is ``lexical`` offline (it raised nDCG@10 on every dev set, README) and
     ``none`` with a model, whose own grading and answer already read the passages.
-    ``mode`` is the run's resolved answering model (``State.mode``), when known."""
+    ``mode`` is the run's resolved answering model (``State.mode``; None: offline)."""
     if ctx.reranker != "auto":
         return str(ctx.reranker)
-    return (
-        "lexical"
-        if (mode or resolve_model_spec(ctx.model, env=model_env(ctx))) == OFFLINE
-        else "none"
-    )
+    return "lexical" if (mode or OFFLINE) == OFFLINE else "none"
 
 
 class Ordering(BaseModel):
@@ -90,7 +86,7 @@ async def rerank(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             if spec == OFFLINE:
                 ranked, error = pool[:top_n], "no model configured (offline)"
             else:
-                ranked, error = await _llm_order(spec, question, pool, top_n, model_env(ctx))
+                ranked, error = await _llm_order(spec, question, pool, top_n, model_env(state, ctx))
             if error:
                 warnings.append(f"llm reranking unusable ({error}); kept first-stage order")
         else:

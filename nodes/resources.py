@@ -9,10 +9,11 @@ while all of them share the process-wide search cache.
 from __future__ import annotations
 
 import threading
-from pathlib import Path
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from nodes.settings import run_settings
+from nodes.settings import RunSettings
+from tools.errors import HybridRagError
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.websearch import WebSearchSettings
 
@@ -23,19 +24,19 @@ _lock = threading.Lock()
 _kbs: dict[KBConfig, KnowledgeBase] = {}
 
 
-def kb_config(ctx: Context) -> KBConfig:
-    """The context's knowledge base. With no ``chroma_host`` in the context, the process's
-    ``$CHROMA_HOST`` / ``$CHROMA_PORT`` name the Chroma server (how a replica of the
-    LangGraph server is pointed at the shared one), else Chroma is embedded."""
+def kb_config(ctx: Context, settings: RunSettings) -> KBConfig:
+    """The context's knowledge base, in the run's data home. With no ``chroma_host`` in the
+    context, the process's ``$CHROMA_HOST`` / ``$CHROMA_PORT`` (read by ``prepare``) name
+    the Chroma server (how a replica of the LangGraph server is pointed at the shared
+    one), else Chroma is embedded."""
     host, port = ctx.chroma_host or None, ctx.chroma_port
     if host is None:
-        settings = run_settings(ctx)
-        if settings.chroma_problem is not None:
-            raise settings.chroma_problem
-        if settings.chroma_host:
-            host, port = settings.chroma_host, settings.chroma_port or port
+        if isinstance(settings.chroma, HybridRagError):
+            raise settings.chroma
+        if settings.chroma[0]:
+            host, port = settings.chroma[0], settings.chroma[1] or port
     return KBConfig(
-        home=Path(ctx.data_home) if ctx.data_home else None,
+        home=settings.home,
         collection=ctx.collection,
         embedding=ctx.embedding,
         chroma_host=host,
@@ -47,13 +48,16 @@ def kb_config(ctx: Context) -> KBConfig:
     )
 
 
-def get_kb(ctx: Context) -> KnowledgeBase:
+def get_kb(ctx: Context, settings: RunSettings, *, create: bool = False) -> KnowledgeBase:
     """The shared knowledge base for this configuration (opened once).
 
     Blocking (it may open the store): call it off the event loop. A collection that does
     not exist yet is an ``InputError`` and nothing is kept, so the first run after an
-    ingest opens it."""
-    config = kb_config(ctx)
+    ingest opens it; a writer (the document API) passes ``create`` and shares the instance
+    with the runs, so they see its commits at once."""
+    config = kb_config(ctx, settings)
+    if create:
+        config = replace(config, create=True)
     with _lock:
         kb = _kbs.get(config)
         if kb is None:
@@ -62,9 +66,13 @@ def get_kb(ctx: Context) -> KnowledgeBase:
 
 
 def register_kb(kb: KnowledgeBase) -> None:
-    """Use an already-open knowledge base for its configuration (tests, embedding apps)."""
+    """Use an already-open knowledge base for its configuration (tests, embedding apps).
+
+    Runs look a KB up by a configuration whose data home is resolved (``RunSettings``), so
+    one opened with the default home is registered under the home it opened."""
+    key = kb.config if kb.config.home is not None else replace(kb.config, home=kb.home)
     with _lock:
-        _kbs[kb.config] = kb
+        _kbs[key] = kb
 
 
 def close_all() -> None:
@@ -74,10 +82,9 @@ def close_all() -> None:
         _kbs.clear()
 
 
-def web_settings(ctx: Context) -> WebSearchSettings | None:
+def web_settings(settings: RunSettings) -> WebSearchSettings | None:
     """This run's search settings (``nodes.settings``: the environment read once per run);
     None when disabled."""
-    settings = run_settings(ctx)
     if settings.web_problem is not None:
         raise settings.web_problem
     return settings.web

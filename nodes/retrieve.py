@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 from langgraph.runtime import Runtime
 
 from nodes.common import emit, timed
+from nodes.deadline import deadline_reason
 from nodes.search import locale_setting, search_service
 from nodes.tracing import annotate_run
 from tools.answer.sources import Source
-from tools.policy.confidence import as_question_evidence, is_keyword_selection
+from tools.answer.turn import fold_web
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from graph.context import Context
@@ -56,25 +57,12 @@ async def retrieve_internal(state: State, runtime: Runtime[Context]) -> dict[str
     question = state["question"]
     with timed("retrieve_internal", timings):
         anchor = None if ctx.embed_every_query else question
-        service, k = search_service(ctx, state), ctx.top_k_internal * 2
-        found = await service.search_kb(queries, k, anchor=anchor)
+        found = await search_service(ctx, state).search_kb(
+            queries, ctx.top_k_internal * 2, question=question, anchor=anchor
+        )
         if found.error:
             warnings.append(found.error)
-        sources = found.sources
-        if found.searches and any(is_keyword_selection(q, question) for q in queries):
-            # Keyword selections' hits count as the question's own search does (served
-            # from the knowledge base's per-run cache when the question ran before).
-            own = [r for q, r in zip(queries, found.searches, strict=True) if q == question]
-            if not own:
-                own = (await service.search_kb([question], k, anchor=anchor)).searches
-            sources = as_question_evidence(
-                question,
-                queries,
-                [len(r.hits) for r in found.searches],
-                sources,
-                own[0].answerability if own else 0.0,
-            )
-    merged = merge_sources(state.get("internal_docs") or [], sources)
+    merged = merge_sources(state.get("internal_docs") or [], found.sources)
     emit(runtime, "retrieved", count=len(found.sources))
     return {
         "internal_docs": merged[: ctx.top_k_internal * 3],
@@ -87,7 +75,6 @@ async def search_web(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Search the web; with ``approve_web_search`` a person approves, edits or skips it first."""
     ctx = runtime.context
     timings: dict[str, float] = {}
-    update: dict[str, Any] = {"web_searched": True}
     hl, gl = locale_setting(ctx)  # 'auto': each query's own language
     with timed("search_web", timings):
         found = await search_service(ctx, state).search_web(
@@ -98,7 +85,7 @@ async def search_web(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             top_k=ctx.top_k_web,
             announce=lambda queries: emit(runtime, "searching", queries=queries),
         )
-    update["web_error"] = found.error  # a later success supersedes an earlier failure
+    update = fold_web(state, found)
     if found.status == "ok":
         annotate_run(
             web_provider=found.providers,
@@ -107,11 +94,6 @@ async def search_web(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             pages_failed=found.pages_failed,
         )
         update["web_docs"] = _merge_web(state.get("web_docs") or [], found.sources)
-        update["search_cost"] = round(float(state.get("search_cost") or 0) + found.cost, 6)
-        update["search_calls"] = int(state.get("search_calls") or 0) + found.calls
-        update["pages_read"] = int(state.get("pages_read") or 0) + found.pages_read
-        update["pages_failed"] = int(state.get("pages_failed") or 0) + found.pages_failed
-        update["web_fetched_at"] = found.fetched_at
         warnings = found.warnings
     elif found.status in ("disabled", "skipped"):
         warnings = [found.error]
@@ -119,6 +101,12 @@ async def search_web(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         warnings = [f"web search failed: {found.error}"]
     emit(runtime, "searched", count=len(update.get("web_docs") or []), error=found.error)
     return {**update, "warnings": warnings, "timings": timings}
+
+
+async def late_search_web(state: Mapping[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+    """``search_web`` past the deadline (``nodes.deadline``): no search, the reason recorded
+    as the web's."""
+    return {"web_searched": True, "web_error": deadline_reason(runtime.context)}
 
 
 def _merge_web(old: Sequence[Source], new: Sequence[Source]) -> list[Source]:

@@ -6,13 +6,15 @@ or when the plan was unusable, from the offline keyword rules.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.runtime import Runtime
 
 from nodes.common import emit, timed
 from nodes.crosslingual import other_languages, planned_translations, translated_queries
 from nodes.models import OFFLINE, fast_model
+from nodes.settings import settings_of
 from tools.kb.tokenizers import keywords
 from tools.policy.offline import offline_rewrites
 
@@ -55,13 +57,13 @@ async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         web_queries = _clean(web, question, 3)
         report: dict[str, Any] = {}
         if ctx.crosslingual and spec != OFFLINE and planned:
-            _, base = await other_languages(ctx, question)
+            _, base = await other_languages(ctx, settings_of(state, ctx), question)
             extra, report = planned_translations(
                 question, list(planned.get("languages") or []),
                 list(planned.get("translations") or []), base,
             )  # fmt: skip
         elif ctx.crosslingual:
-            extra, report = await translated_queries(ctx, question, spec)
+            extra, report = await translated_queries(ctx, settings_of(state, ctx), question, spec)
         else:
             extra = []
         if ctx.crosslingual:
@@ -79,3 +81,13 @@ async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "warnings": warnings,
         "timings": timings,
     }
+
+
+def after_rewrite(state: Mapping[str, Any]) -> list[Literal["retrieve_internal", "search_web"]]:
+    """Fan out by route; ``both`` runs the two branches in the same step, in parallel."""
+    chosen = state.get("route", "both")
+    if chosen == "knowledge":
+        return ["retrieve_internal"]
+    if chosen == "search":
+        return ["search_web"]
+    return ["retrieve_internal", "search_web"]

@@ -8,7 +8,7 @@ calls in all (plan, one listwise grade, the answer; see ARCHITECTURE.md, "Model 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
@@ -17,7 +17,9 @@ from nodes.common import emit, render_history, structured_call, timed
 from nodes.crosslingual import language_names, other_languages
 from nodes.models import OFFLINE, fast_model, model_env
 from nodes.search import kb_probe
+from nodes.settings import settings_of
 from prompts.internal import PLAN_SYSTEM, PLAN_TRANSLATE
+from tools.policy.decisions import Route, route_without_plan
 from tools.policy.offline import offline_route
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
@@ -28,7 +30,7 @@ if TYPE_CHECKING:  # types only: at run time nodes never import graph/
 class Plan(BaseModel):
     """Which sources to consult, and the queries to ask them."""
 
-    route: Literal["knowledge", "search", "both"] = Field(description="the sources to use")
+    route: Route = Field(description="the sources to use")
     reason: str = Field(description="one sentence")
     kb_queries: list[str] = Field(default_factory=list, description="knowledge-base queries")
     web_queries: list[str] = Field(default_factory=list, description="2-3 web search queries")
@@ -44,7 +46,7 @@ async def route(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     warnings: list[str] = []
     emit(runtime, "routing")
     with timed("route", timings):
-        probe, unavailable = await kb_probe(ctx, question)
+        probe, unavailable = await kb_probe(ctx, state, question)
         warnings.extend(unavailable)
         spec = fast_model(state, ctx)
         result: dict[str, Any]
@@ -60,7 +62,10 @@ async def route(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 )
             )
             # The KB's other languages: the plan translates too, so no extra call is spent.
-            languages, _ = await other_languages(ctx, question) if ctx.crosslingual else ([], {})
+            settings = settings_of(state, ctx)
+            languages, _ = (
+                await other_languages(ctx, settings, question) if ctx.crosslingual else ([], {})
+            )
             translate = (
                 PLAN_TRANSLATE.format(languages=language_names(languages)) if languages else ""
             )
@@ -70,10 +75,12 @@ async def route(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 num_rewrites=ctx.num_rewrites,
                 translate=translate,
             )
-            out, error = await structured_call(spec, Plan, system, user, model_env(ctx))
-            if out is None:
-                warnings.append(f"planner output unusable ({error}); routed to both sources")
-                result = {"route": "both", "route_reason": f"planner failure ({error}) → both"}
+            out, error = await structured_call(spec, Plan, system, user, model_env(state, ctx))
+            if out is None:  # a failed planner: the shared rule (the agent's too)
+                fallback = route_without_plan(offline_route(question, probe).route, True)
+                warnings.append(f"planner output unusable ({error}); routed to {fallback}")
+                reason = f"planner failure ({error}) → {fallback}"
+                result = {"route": fallback, "route_reason": reason}
             else:
                 result = {
                     "route": out.route,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from nodes.access import run_reader
 from nodes.approval import tool_approval
 from nodes.resources import get_kb, web_settings
+from nodes.settings import settings_of
 from tools.answer.search_service import SearchService
 from tools.errors import HybridRagError, kb_unavailable
 
@@ -25,23 +26,30 @@ def locale_setting(ctx: Context) -> tuple[str | None, str | None]:
 
 
 def search_service(ctx: Context, state: Mapping[str, Any]) -> SearchService:
-    """Searches under ``ctx``; a web search first asks a person when ``approve_web_search``
-    says so (once skipped in this step, later searches are skipped without asking)."""
+    """Searches under ``ctx`` with the run's settings (``nodes.settings``, passed as values);
+    a web search first asks a person when ``approve_web_search`` says so (once skipped in
+    this step, later searches are skipped without asking)."""
+    settings = settings_of(state, ctx)
     return SearchService(
-        kb=lambda: get_kb(ctx),
-        web_settings=lambda: web_settings(ctx),
-        approve=tool_approval(ctx, state),
+        kb=lambda: get_kb(ctx, settings),
+        web_settings=lambda: web_settings(settings),
+        approve=tool_approval(ctx, state, settings),
+        cache=settings.cache,
         read_pages=ctx.read_pages,
+        page_settings=settings.pages,
         reader=run_reader(),
     )
 
 
-async def kb_probe(ctx: Context, question: str) -> tuple[float, list[str]]:
+async def kb_probe(
+    ctx: Context, state: Mapping[str, Any], question: str
+) -> tuple[float, list[str]]:
     """The router's "does the KB answer this?" (``KnowledgeBase.probe``, off the event
     loop) for both graphs, over the documents the caller may read; an unavailable KB
     probes 0.0 with its warning."""
-    reader = run_reader()
+    reader, settings = run_reader(), settings_of(state, ctx)
     try:
-        return await asyncio.to_thread(lambda: get_kb(ctx).probe(question, reader=reader)), []
+        kb = get_kb
+        return await asyncio.to_thread(lambda: kb(ctx, settings).probe(question, reader=reader)), []
     except HybridRagError as exc:
         return 0.0, [kb_unavailable(exc)]

@@ -1,33 +1,30 @@
 """The run's settings from the environment, read once per run.
 
-``prepare`` calls :func:`resolve_run_settings` at the start of every run; the nodes
-below it (retrieval, the agent's tools, approval) read :func:`run_settings`, so a run
-sees one consistent environment and no search re-reads it. The result is kept on the
-run's ``Context`` object (an attribute, not a field: it is not configuration, is never
-published, and holds keys that must stay out of the state and its checkpoints). A run
-resumed after a pause, or a node called on its own, resolves it on first use.
+``prepare`` calls :func:`resolve_run_settings` at the start of every run and puts the
+result in the state's ``run_settings`` channel, which LangGraph never checkpoints and no
+output, stream or schema shows (``graph.state``). The nodes below it take it from there
+(:func:`settings_of`) and pass it on as a value: to the search service (web-search
+settings, page settings, the search cache, the knowledge base's data home and Chroma
+server) and to the models (:class:`ModelEnv`). So a run sees one consistent environment,
+and nothing below ``prepare`` reads it. A node called on its own, or a run resumed after
+a pause (a new run, maybe hours later), resolves it on first use.
 """
 
 from __future__ import annotations
 
 import os
-import threading
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tools.errors import HybridRagError
-from tools.settings import chroma_server_env, model_timeout
-from tools.websearch import WebSearchSettings
+from tools.settings import chroma_server_env, home_path, model_timeout
+from tools.websearch import SearchCache, WebSearchSettings, default_cache
+from tools.websearch.pages import PageSettings
 
-if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+if TYPE_CHECKING:
     from graph.context import Context
-
-# id(context) -> its settings; an entry leaves with its Context (weakref.finalize), so an
-# id reused by a later object never finds the old entry.
-_by_context: dict[int, RunSettings] = {}
-_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -42,29 +39,51 @@ class ModelEnv:
 
     @classmethod
     def read(cls, env: Mapping[str, str] | None = None) -> ModelEnv:
-        """Read it now (``prepare`` does, once per run; callers outside a run too)."""
+        """Read it from ``env`` (default ``os.environ``; callers outside a run)."""
         env = os.environ if env is None else env
         base_url, key = env.get("OPENAI_BASE_URL", ""), env.get("OPENAI_API_KEY", "")
         try:
-            return cls(base_url, key, model_timeout())
+            return cls(base_url, key, model_timeout(env))
         except HybridRagError as exc:  # met when a model is built, as a model failure
             return cls(base_url, key, problem=exc)
 
 
-@dataclass(frozen=True)
 class RunSettings:
-    """What the environment adds to the ``Context`` for one run."""
+    """What the environment adds to the ``Context`` for one run.
 
-    web: WebSearchSettings | None  # None: web search disabled (search_provider=none)
-    web_problem: HybridRagError | None  # a web-search configuration error, met per search
-    chroma_host: str | None  # $CHROMA_HOST / $CHROMA_PORT, for a context without chroma_host
-    chroma_port: int | None
-    chroma_problem: HybridRagError | None  # a malformed $CHROMA_PORT, met when the KB opens
-    model: ModelEnv = ModelEnv()  # chat models' base URL, key and time limit
+    Opaque on purpose (not a dataclass, no ``dict``/``model_dump``, a repr without values):
+    it holds keys, and whatever serialises a node's input (a trace, a debug stream) sees
+    only ``RunSettings(...)``.
+    """
+
+    __slots__ = ("cache", "chroma", "home", "model", "pages", "web", "web_problem")
+
+    def __init__(
+        self,
+        *,
+        web: WebSearchSettings | None,
+        web_problem: HybridRagError | None,
+        chroma: tuple[str | None, int | None] | HybridRagError,
+        model: ModelEnv,
+        home: Path,
+        pages: PageSettings,
+        cache: SearchCache,
+    ) -> None:
+        self.web = web  # None: web search disabled (search_provider=none)
+        self.web_problem = web_problem  # a web-search configuration error, met per search
+        # ($CHROMA_HOST, $CHROMA_PORT) for a context without chroma_host, or why they are bad
+        self.chroma = chroma
+        self.model = model  # chat models' base URL, key and time limit
+        self.home = home  # the data home (the context's, else $HYBRID_RAG_HOME, else XDG)
+        self.pages = pages  # reading the pages behind web results (host allowance)
+        self.cache = cache  # the process's web-search cache
+
+    def __repr__(self) -> str:
+        return "RunSettings(...)"
 
 
 def resolve_run_settings(ctx: Context, environ: Mapping[str, str] | None = None) -> RunSettings:
-    """Read the environment now and keep the result for the rest of the run."""
+    """Read the environment now, for one run (``prepare``)."""
     env = os.environ if environ is None else environ
     web: WebSearchSettings | None = None
     problem: HybridRagError | None = None
@@ -80,29 +99,24 @@ def resolve_run_settings(ctx: Context, environ: Mapping[str, str] | None = None)
             )
         except HybridRagError as exc:  # reported by each search, as a failed search
             problem = exc
-    host: str | None = None
-    port: int | None = None
-    chroma_problem: HybridRagError | None = None
+    chroma: tuple[str | None, int | None] | HybridRagError
     try:
-        host, port = chroma_server_env(env)
-    except HybridRagError as exc:
-        chroma_problem = exc
-    settings = RunSettings(web, problem, host, port, chroma_problem, ModelEnv.read(env))
-    key = id(ctx)
-    with _lock:
-        if key not in _by_context:
-            weakref.finalize(ctx, _forget, key)
-        _by_context[key] = settings
-    return settings
+        chroma = chroma_server_env(env)
+    except HybridRagError as exc:  # met when the KB opens
+        chroma = exc
+    return RunSettings(
+        web=web,
+        web_problem=problem,
+        chroma=chroma,
+        model=ModelEnv.read(env),
+        home=home_path(ctx.data_home or None, env),
+        pages=PageSettings.from_env(env),
+        cache=default_cache(),
+    )
 
 
-def _forget(key: int) -> None:
-    with _lock:
-        _by_context.pop(key, None)
-
-
-def run_settings(ctx: Context) -> RunSettings:
-    """The settings ``prepare`` resolved for this run (resolved now if it did not)."""
-    with _lock:
-        settings = _by_context.get(id(ctx))
-    return settings if settings is not None else resolve_run_settings(ctx)
+def settings_of(state: Mapping[str, Any], ctx: Context) -> RunSettings:
+    """The settings ``prepare`` resolved for this run (resolved now when absent: a node
+    called on its own, or a run resumed after a pause)."""
+    settings = state.get("run_settings")
+    return settings if isinstance(settings, RunSettings) else resolve_run_settings(ctx)

@@ -9,7 +9,7 @@ runs; it never starts tracing and never sends anything itself:
   ``confidence``, ``mode``, ``web_provider``, ``cache_hits``…). With tracing off there is
   no current run and it does nothing.
 * :func:`run_summary` picks those fields from a node's partial update (called for every
-  node by ``graph.rag_graph.with_default_context``).
+  node by ``nodes.deadline.with_default_context``).
 * :func:`redact_secrets` / :func:`redacting_client` are a second line of defence: no key
   ever enters the graph state (keys are read from the environment inside the web-search
   client and the model factory), and a ``langsmith.Client`` built here also scrubs the

@@ -37,6 +37,8 @@ ZH_NOTICES: tuple[tuple[str, str], ...] = (
     (r"reflection output unusable \((.+)\); used coverage rule", "反思输出不可用（{0}）；改用覆盖规则"),
     (r"llm reranking unusable \((.+)\); kept first-stage order", "LLM 重排序不可用（{0}）；保留初排顺序"),
     (r"cross-lingual: (.+)", "跨语言检索：{0}"),
+    (r"the knowledge base also holds (.+) text; no translation was done \(offline mode\), so only the multilingual embedding matches across languages",
+     "知识库中还有 {0} 文本；离线模式下未做翻译，仅靠多语言向量跨语言匹配"),
     (r"(\d+) tool call\(s\) not run: max_tool_calls \((\d+)\) reached", "{0} 个工具调用未执行：已达到 max_tool_calls（{1}）"),
     (r"max_tool_calls \((\d+)\) left planned searches out", "max_tool_calls（{0}）限制使部分计划的搜索未执行"),
 )  # fmt: skip

@@ -1,6 +1,7 @@
-"""Stand-ins for the agent tests and benchmark: a tool-calling scripted chat model and a
-local HTTP server that speaks the OpenAI chat-completions wire format (JSON and SSE) and
-a Serper-shaped search API. Never used by the product."""
+"""Stand-ins for the tests and the benches: a tool-calling scripted chat model and THE local
+OpenAI-compatible model server (chat completions as JSON and streamed SSE, plus a
+Serper-shaped search API) that every test and bench talking to a model over HTTP uses.
+Never used by the product."""
 
 from __future__ import annotations
 
@@ -83,24 +84,36 @@ class ToolScriptedChatModel(BaseChatModel):
 # --- a local OpenAI-compatible + Serper-shaped server ----------------------------------
 
 
+Turn = dict[str, Any]
+
+
 class LocalLLMServer:
     """Threaded HTTP server on 127.0.0.1 (free port).
 
-    ``POST /v1/chat/completions`` replies with the next scripted assistant turn (a dict
-    ``{"content": str}`` or ``{"tool_calls": [(name, args), ...]}``; the last repeats),
-    as JSON or, when the request says ``"stream": true``, as SSE chunks with
-    ``delta.tool_calls`` and a final ``data: [DONE]``. ``POST /search`` answers like
-    Serper from ``search_results(query)``. Every request body is recorded.
+    ``POST /v1/chat/completions`` replies with a turn: the next of ``turns`` (the last
+    repeats) or, with ``respond``, ``respond(request_body)``: a model that answers what
+    each request asks for. A turn is ``{"content": str}`` and/or ``{"tool_calls": [(name,
+    args), ...]}``, optionally ``"pieces"`` (how the content is streamed; default 8
+    characters each) and ``"usage"`` (the reported token counts). Every reply starts after
+    ``latency`` seconds; when the request says ``"stream": true`` the SSE chunks (with
+    ``delta.tool_calls`` and a final ``data: [DONE]``) are sent as they are made,
+    ``token_gap`` seconds apart, so a client sees its first token early. ``POST /search``
+    answers like Serper from ``search_results(query)``. Every request body is recorded.
     """
 
     def __init__(
         self,
-        turns: list[dict[str, Any]] | None = None,
+        turns: list[Turn] | None = None,
         *,
+        respond: Callable[[dict[str, Any]], Turn] | None = None,
+        latency: float = 0.0,
+        token_gap: float = 0.0,
         search_results: Callable[[str], list[dict[str, Any]]] | None = None,
         search_delay: float = 0.0,
     ) -> None:
         self.turns = list(turns or [])
+        self.respond = respond
+        self.latency, self.token_gap = latency, token_gap
         self.requests: list[dict[str, Any]] = []
         self.search_requests: list[dict[str, Any]] = []
         self.search_results = search_results or (lambda q: [])
@@ -149,7 +162,9 @@ class LocalLLMServer:
         self.server.server_close()
 
     # -- handlers ---------------------------------------------------------
-    def _next_turn(self) -> dict[str, Any]:
+    def _next_turn(self, body: dict[str, Any]) -> Turn:
+        if self.respond is not None:
+            return self.respond(body)
         with self._lock:
             if not self.turns:
                 return {"content": "No relevant information found."}
@@ -158,7 +173,9 @@ class LocalLLMServer:
     def _chat(self, h: Any, body: dict[str, Any]) -> None:
         with self._lock:
             self.requests.append(body)
-        turn = self._next_turn()
+        turn = self._next_turn(body)
+        if self.latency:
+            time.sleep(self.latency)
         model = body.get("model", "some-model")
         calls: list[dict[str, Any]] = [
             {
@@ -179,26 +196,27 @@ class LocalLLMServer:
                 "created": int(time.time()),
                 "model": model,
                 "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                "usage": turn.get("usage")
+                or {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
             }
             h._send(200, json.dumps(payload).encode(), "application/json")
             return
-        chunks: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]  # OpenAI deltas
-        if turn.get("content"):
-            text = str(turn["content"])
-            chunks += [{"content": text[i : i + 8]} for i in range(0, len(text), 8)]
-        for i, c in enumerate(calls):
-            args = c["function"]["arguments"]
-            # Split the arguments over two deltas, as real servers do.
-            first = {"index": i, "id": c["id"], "type": "function",
-                     "function": {"name": c["function"]["name"], "arguments": args[:5]}}  # fmt: skip
-            chunks += [
-                {"tool_calls": [first]},
-                {"tool_calls": [{"index": i, "function": {"arguments": args[5:]}}]},
-            ]
-        lines = []
-        for n, delta in enumerate(chunks):
-            last = n == len(chunks) - 1
+        self._stream(h, model, _deltas(turn, calls), finish)
+
+    def _stream(self, h: Any, model: str, deltas: list[dict[str, Any]], finish: str) -> None:
+        """SSE over chunked transfer, each event written and flushed as it is made."""
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+
+        def send(data: str) -> None:
+            raw = f"data: {data}\n\n".encode()
+            h.wfile.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
+            h.wfile.flush()
+
+        for n, delta in enumerate(deltas):
+            last = n == len(deltas) - 1
             event = {
                 "id": "chatcmpl-local",
                 "object": "chat.completion.chunk",
@@ -208,9 +226,12 @@ class LocalLLMServer:
                     {"index": 0, "delta": delta, "finish_reason": finish if last else None}
                 ],
             }
-            lines.append(f"data: {json.dumps(event)}\n\n")
-        lines.append("data: [DONE]\n\n")
-        h._send(200, "".join(lines).encode(), "text/event-stream")
+            send(json.dumps(event))
+            if self.token_gap and "content" in delta and delta["content"]:
+                time.sleep(self.token_gap)
+        send("[DONE]")
+        h.wfile.write(b"0\r\n\r\n")
+        h.wfile.flush()
 
     def _search(self, h: Any, body: dict[str, Any]) -> None:
         with self._lock:
@@ -219,6 +240,25 @@ class LocalLLMServer:
             time.sleep(self.search_delay)
         organic = self.search_results(str(body.get("q", "")))
         h._send(200, json.dumps({"organic": organic}).encode(), "application/json")
+
+
+def _deltas(turn: Turn, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The OpenAI stream deltas of a turn: role, content pieces, tool calls, then a last
+    empty delta carrying the finish reason."""
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+    text = str(turn.get("content") or "")
+    pieces = turn.get("pieces") or [text[i : i + 8] for i in range(0, len(text), 8)]
+    deltas += [{"content": piece} for piece in pieces]
+    for i, c in enumerate(calls):
+        args = c["function"]["arguments"]
+        # Split the arguments over two deltas, as real servers do.
+        first = {"index": i, "id": c["id"], "type": "function",
+                 "function": {"name": c["function"]["name"], "arguments": args[:5]}}  # fmt: skip
+        deltas += [
+            {"tool_calls": [first]},
+            {"tool_calls": [{"index": i, "function": {"arguments": args[5:]}}]},
+        ]
+    return [*deltas, {}]
 
 
 def serper_rows(query: str, n: int = 3) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from nodes import resources
 from nodes.models import register_chat_model, unregister_chat_model
 from tests.fakes import ScriptedChatModel, hash_model
 from tests.servers import chroma_server, postgres_server  # noqa: F401  (shared fixtures)
+from tests.team_server import TeamServer, team_server
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
 REPO = Path(__file__).resolve().parent.parent
@@ -93,3 +94,10 @@ def sample_kb_copy(tmp_path: Path) -> Path:
     target = tmp_path / "sample_kb"
     shutil.copytree(SAMPLE_KB, target)
     return target
+
+
+@pytest.fixture(scope="session")
+def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TeamServer]:
+    """One team server (tests/team_server.py) for the page's and chat clients' tests."""
+    with team_server(tmp_path_factory.mktemp("team")) as srv:
+        yield srv

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import re
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+import pytest
 from langchain_core.embeddings import Embeddings
 
 from tools.kb.embeddings import EmbeddingModel
+from tools.kb.knowledge_base import KnowledgeBase
 from tools.kb.tokenizers import make_tokenizer
 
 
@@ -61,10 +66,38 @@ def hash_model(dim: int = 256, model_id: str | None = None) -> EmbeddingModel:
     )
 
 
+# --- the CLI's knowledge base ------------------------------------------------------------
+
+
+def use_kb_in_cli(
+    monkeypatch: pytest.MonkeyPatch, open_kb: Callable[[argparse.Namespace], KnowledgeBase]
+) -> None:
+    """The CLI's KB commands open ``open_kb(args)`` for this test.
+
+    Patched only where the name is looked up, with that module imported first:
+    ``cli.kb_commands`` binds ``open_kb`` from ``cli.common`` when it is first imported, so
+    patching ``cli.common`` first and then naming ``"cli.kb_commands.open_kb"`` imported it
+    with the fake bound; monkeypatch took the fake for the original and "restored" it, and
+    every later CLI call of the process ignored ``--embedding`` (tests/test_errors_not_
+    tracebacks.py::test_a_patched_cli_kb_is_undone_for_the_next_call).
+    """
+    import cli.kb_commands
+
+    monkeypatch.setattr(cli.kb_commands, "open_kb", open_kb)
+
+
+def hash_kb_cli(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``use_kb_in_cli`` with a fresh KB at the command's ``--home`` on ``hash_model``."""
+    from cli import common
+
+    use_kb_in_cli(
+        monkeypatch,
+        lambda args: KnowledgeBase(common.kb_config(args), embedding_model=hash_model()),
+    )
+
+
 # --- scripted chat model ---------------------------------------------------------------
 
-from collections.abc import Callable  # noqa: E402
-from typing import Any  # noqa: E402
 
 from langchain_core.callbacks import CallbackManagerForLLMRun  # noqa: E402
 from langchain_core.language_models import BaseChatModel  # noqa: E402

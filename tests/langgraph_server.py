@@ -73,6 +73,9 @@ def server_config(cwd: Path) -> Path:
     for spec in [*config["graphs"].values(), *([config["auth"]] if "auth" in config else [])]:
         path, _, name = spec["path"].partition(":")
         spec["path"] = f"{(REPO / path).resolve()}:{name}"
+    if "app" in config.get("http", {}):  # the custom routes (graph/webapp.py)
+        path, _, name = config["http"]["app"].partition(":")
+        config["http"]["app"] = f"{(REPO / path).resolve()}:{name}"
     target = cwd / "langgraph.json"
     target.write_text(json.dumps(config, indent=2), encoding="utf-8")
     return target
@@ -139,6 +142,19 @@ def ingest_sample_kb(home: Path) -> str:
 
     with KnowledgeBase(KBConfig(home=home)) as kb:
         return kb.ingest([SAMPLE_KB]).summary()
+
+
+@contextmanager
+def serving(
+    home: Path, log_path: Path, env: Mapping[str, str] | None = None
+) -> Iterator[LocalServer]:
+    """``langgraph dev`` on ``home``, ready; stopped on exit."""
+    srv = start_server(home, log_path, env=env)
+    try:
+        wait_until_ready(srv)
+        yield srv
+    finally:
+        stop_server(srv)
 
 
 @contextmanager

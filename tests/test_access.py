@@ -198,7 +198,7 @@ async def test_the_auth_handler_without_a_users_file_is_the_local_user(
     from nodes.access import reader_of, run_reader
 
     monkeypatch.delenv("HYBRID_RAG_USERS_FILE", raising=False)
-    user = await authenticate(None)
+    user = await authenticate({})
     assert user["identity"] == "local" and reader_of(user).unrestricted
     assert run_reader().unrestricted  # outside a server run: local use
     assert reader_of(None).unrestricted
@@ -215,15 +215,15 @@ async def test_the_auth_handler_maps_a_token_to_the_users_reader(
     users = tmp_path / "users.json"
     token = add_user(users, "alice", ["hr"])
     monkeypatch.setenv("HYBRID_RAG_USERS_FILE", str(users))
-    user = await authenticate(f"Bearer {token}")
+    user = await authenticate({b"authorization": f"Bearer {token}".encode()})
     assert reader_of(user) == ALICE
-    for header in (None, "Bearer nope", f"Basic {token}"):
+    for header in ({}, {b"authorization": b"Bearer nope"}, {"authorization": f"Basic {token}"}):
         with pytest.raises(Auth.exceptions.HTTPException) as refused:
             await authenticate(header)
         assert refused.value.status_code == 401
     users.write_text("{not json")
     with pytest.raises(Auth.exceptions.HTTPException) as broken:
-        await authenticate(f"Bearer {token}")
+        await authenticate({"authorization": f"Bearer {token}"})
     assert broken.value.status_code == 503 and "users file" in str(broken.value.detail)
 
 
@@ -243,13 +243,13 @@ def test_chromas_own_query_skips_what_the_reader_may_not_read(acl_kb: KnowledgeB
     """The query is restricted, not only re-checked: the vector side's ``n`` candidates
     are ``n`` readable chunks, so a reader's search is never starved by others' ones."""
     snap = acl_kb.snapshot()
-    readable = acl_kb.readable_ids(snap, ALICE)
+    readable = acl_kb.retriever.readable_ids(snap, ALICE)
     assert readable is not None
     assert {snap.metadatas[snap.position[c]]["doc_id"] for c in readable} == {
         "hr/pay.md",
         "handbook.md",
     }
-    vector = acl_kb._query_vector("budget unlock code")
+    vector = acl_kb.retriever.query_vector("budget unlock code")
     near = acl_kb.chunks.nearest(vector, 10, None, ids=readable)
     assert {c for c, _ in near} == set(readable)  # all of them, and nothing else
     pool = acl_kb.candidate_pool("budget unlock code", mode="vector", reader=ALICE, n=2)

@@ -15,18 +15,9 @@ import pytest
 from tests.langgraph_server import (
     LocalServer,
     agent_graph_available,
-    start_server,
-    stop_server,
-    wait_until_ready,
+    serving,
 )
-from tools.access.acl import parse_acl
-from tools.access.users import add_user
-from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-
-ALICE_FACT = "The salary band review code for HR is ZEBRA-17."
-BOB_FACT = "The quarterly budget unlock code for finance is QUOKKA-42."
-ASK_BOB_FACT = "What is the quarterly budget unlock code for finance?"
-ASK_ALICE_FACT = "What is the salary band review code for HR?"
+from tests.team_kb import ASK_ALICE_FACT, ASK_BOB_FACT, team_kb
 
 
 @pytest.fixture(scope="module")
@@ -34,26 +25,10 @@ def served(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[LocalServer, dict[str, str]]]:
     base = tmp_path_factory.mktemp("access")
-    docs = base / "docs"
-    (docs / "hr").mkdir(parents=True)
-    (docs / "hr" / ".acl").write_text("group:hr\n")
-    (docs / "hr" / "pay.md").write_text(f"# Pay review\n\n{ALICE_FACT}\n")
-    (docs / "finance").mkdir()
-    (docs / "finance" / "budget.md").write_text(f"# Budget\n\n{BOB_FACT}\n")
-    (docs / "handbook.md").write_text("# Handbook\n\nThe office opens at nine.\n")
-    users = base / "users.json"
-    tokens = {"alice": add_user(users, "alice", ["hr"]), "bob": add_user(users, "bob", [])}
-    home = base / "home"
-    home.mkdir()
-    srv = start_server(home, base / "langgraph-dev.log", env={"HYBRID_RAG_USERS_FILE": str(users)})
-    try:
-        with KnowledgeBase(KBConfig(home=home)) as kb:
-            kb.ingest([docs], acl=())
-            kb.ingest([docs / "finance"], acl=parse_acl("user:bob"))
-        wait_until_ready(srv)
+    home, users, tokens = team_kb(base)
+    env = {"HYBRID_RAG_USERS_FILE": str(users)}
+    with serving(home, base / "langgraph-dev.log", env) as srv:
         yield srv, tokens
-    finally:
-        stop_server(srv)
 
 
 def client(served: tuple[LocalServer, dict[str, str]], user: str) -> Any:
@@ -193,3 +168,37 @@ async def test_mcp_calls_run_as_the_caller(served: tuple[LocalServer, dict[str, 
 
     assert "QUOKKA" not in await call(tokens["alice"])
     assert "QUOKKA-42" in await call(tokens["bob"])
+
+
+async def test_mcp_lists_the_graphs_and_the_callers_own_assistants(
+    served: tuple[LocalServer, dict[str, str]],
+) -> None:
+    pytest.importorskip("mcp", reason="the 'mcp' client is in the dev extra")
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    srv, tokens = served
+    import httpx2  # type: ignore[import-not-found]
+
+    await client(served, "bob").assistants.create("hybrid_rag", name="budget bot")
+
+    async def names(token: str) -> list[str]:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=120) as http,
+            streamable_http_client(srv.url + "/mcp", http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            return [t.name for t in (await session.list_tools()).tools]
+
+    graphs = {"hybrid_rag", "tool_agent"} if agent_graph_available() else {"hybrid_rag"}
+    assert graphs | {"budget_bot"} <= set(await names(tokens["bob"]))
+    alices = await names(tokens["alice"])
+    assert graphs <= set(alices) and "budget_bot" not in alices
+    refused = httpx.post(
+        srv.url + "/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={"Authorization": "Bearer wrong", "Accept": "application/json"},
+    )
+    assert refused.status_code == 401 and "unknown bearer token" in refused.text

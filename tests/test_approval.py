@@ -39,7 +39,8 @@ WEB_Q = "What is the latest stable Python release today?"
 BOTH_Q = "What is the latest news on our annual leave policy, 5 to 10 years of service?"
 SKIPPED_SENTENCE = f"Live web results were unavailable: {SKIPPED_BY_USER}."
 PAYLOAD_KEYS = {"type", "message", "queries", "provider", "failover", "price_per_query_usd",
-                "estimated_cost_usd", "cached_queries", "price_note", "max_queries", "resume"}  # fmt: skip
+                "estimated_cost_usd", "cached_queries", "price_note", "max_queries", "resume",
+                "action_requests", "review_configs"}  # fmt: skip
 
 
 @pytest.fixture(autouse=True)

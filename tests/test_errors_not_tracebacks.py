@@ -7,16 +7,13 @@ import json
 import socket
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from cli import common
 from cli.main import main
-from tests.fakes import hash_model
+from tests.fakes import hash_kb_cli
 from tools.evaluation.run_stats import load_runs, record_run
 from tools.kb.embeddings import EmbeddingCache
-from tools.kb.knowledge_base import KnowledgeBase
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "kb"
 
@@ -36,10 +33,7 @@ def one_error(err: str) -> str:
 
 @pytest.fixture
 def hash_cli(monkeypatch: pytest.MonkeyPatch) -> None:
-    def open_kb(args: Any) -> KnowledgeBase:
-        return KnowledgeBase(common.kb_config(args), embedding_model=hash_model())
-
-    monkeypatch.setattr("cli.kb_commands.open_kb", open_kb)
+    hash_kb_cli(monkeypatch)
 
 
 def _closed_port() -> int:
@@ -74,6 +68,39 @@ def test_openai_embedding_at_a_refused_base_url_needs_no_download(
     line = one_error(err)
     assert code != 0 and f"127.0.0.1:{port}" in line and "openai:emb" in line
     assert "cannot connect" in line and "never-shown" not in err
+
+
+def test_a_patched_cli_kb_is_undone_for_the_next_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two in-process CLI calls in sequence: one with the tests' hash KB, then a real one.
+    The patch once imported cli.kb_commands with the fake bound (its first import), so
+    monkeypatch "restored" the fake and the second call ingested with it, ignoring
+    --embedding; its error line never came."""
+    import sys
+
+    import cli
+    import cli.common
+    import cli.kb_commands
+
+    real_open_kb = cli.common.open_kb
+    # as in a fresh process: the patch is the first to import cli.kb_commands
+    monkeypatch.delitem(sys.modules, "cli.kb_commands")
+    monkeypatch.delattr(cli, "kb_commands")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "leave.md").write_text("Employees get 15 days of annual leave.\n")
+    with pytest.MonkeyPatch.context() as patched:
+        hash_kb_cli(patched)
+        code, out, _ = run(capsys, "--home", str(tmp_path / "a"), "ingest", str(tmp_path / "docs"))
+        assert code == 0 and "1 added" in out
+    assert sys.modules["cli.kb_commands"].open_kb is real_open_kb
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    code, _, err = run(
+        capsys, "--home", str(tmp_path / "b"), "ingest", str(SAMPLE), "--embedding", "openai:emb"
+    )
+    line = one_error(err)
+    assert code == 2 and "OPENAI_API_KEY is not set" in line
 
 
 def test_data_home_that_is_a_file(

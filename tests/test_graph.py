@@ -14,6 +14,7 @@ from langchain_core.messages import HumanMessage
 from graph import Context, build_graph
 from nodes import resources
 from tests.fakes import ScriptedChatModel, grade_every, passages_in
+from tools.answer.sources_block import with_sources
 from tools.errors import ConfigError, InputError
 from tools.kb.knowledge_base import KnowledgeBase
 from tools.policy.offline import offline_rewrites
@@ -323,7 +324,7 @@ def test_checked_answer_replaces_the_streamed_draft(
     assert last.id == ai_ids[0]
     assert "[internal-7]" in "".join(str(m.content) for m in streamed if m.id == ai_ids[0])
     assert "[internal-7]" not in last.content and "[internal-1]" in last.content
-    assert last.content == final["answer"]
+    assert last.content == with_sources(final["answer"], final["citations"], "en")
 
 
 def test_context_schema_has_descriptions_and_marks_model_fields() -> None:
@@ -358,17 +359,16 @@ def test_answer_model_failure_falls_back_to_extractive_answer(
 
 
 def test_search_bounds_come_from_the_context() -> None:
-    settings = resources.web_settings(
-        Context(
-            search_provider="serper",
-            search_timeout=0.5,
-            search_max_attempts=1,
-            search_time_budget=2,
-        )
+    from nodes.settings import resolve_run_settings
+
+    context = Context(
+        search_provider="serper", search_timeout=0.5, search_max_attempts=1, search_time_budget=2
     )
+    settings = resources.web_settings(resolve_run_settings(context))
     assert settings is not None
     assert (settings.timeout, settings.max_attempts, settings.time_budget) == (0.5, 1, 2)
-    assert resources.web_settings(Context(search_provider="none")) is None
+    none = Context(search_provider="none")
+    assert resources.web_settings(resolve_run_settings(none)) is None
     with pytest.raises(ConfigError, match="search_timeout"):
         Context(search_timeout=0)
 
@@ -430,7 +430,8 @@ def test_context_bounds_are_published_in_the_schema_and_enforced_from_it() -> No
     ("name", "good", "bad"),
     [
         ("model", ["auto", "offline", "openai:gpt-4o-mini"], ["gpt4", "openai:", "a b:c"]),
-        ("search_provider", ["auto", "none", "serper", "serper, brave"], ["google", "serper,,"]),
+        # the pattern is the shape; the names are checked against the provider table
+        ("search_provider", ["auto", "none", "serper", "serper, brave"], ["serper,,", "a b"]),
         ("reranker", ["lexical", "cross-encoder", "llm"], ["bm25", "cross-encoder:"]),
         ("hl", ["auto", "en", "zh-CN"], ["english", "zh_CN"]),
         ("gl", ["auto", "us"], ["usa", ""]),
@@ -506,7 +507,9 @@ def test_the_checked_answer_replaces_the_streamed_draft_under_its_id(
     assert {m.id for m in streamed if m.type in ("ai", "AIMessageChunk")} == {
         final["messages"][-1].id
     }
-    assert str(final["messages"][-1].content) == final["answer"]
+    assert str(final["messages"][-1].content) == with_sources(
+        final["answer"], final["citations"], "en"
+    )
 
 
 def test_any_provider_goes_through_init_chat_model(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -597,7 +600,6 @@ def test_auto_models_are_resolved_once_per_run_by_prepare(
 
     import nodes.models
     import nodes.prepare
-    import nodes.rerank
 
     real = nodes.models.resolve_model_spec
     callers: list[str] = []
@@ -606,7 +608,7 @@ def test_auto_models_are_resolved_once_per_run_by_prepare(
         callers.append(sys._getframe(1).f_code.co_name)
         return real(spec, fallback=fallback, env=env)
 
-    for module in (nodes.models, nodes.prepare, nodes.rerank):
+    for module in (nodes.models, nodes.prepare):
         monkeypatch.setattr(module, "resolve_model_spec", counting)
     out = run(build_graph(), {"question": "How many days of annual leave after 6 years?"},
               ctx(tmp_path, model="auto", fast_model="auto", max_iterations=2))  # fmt: skip

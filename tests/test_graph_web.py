@@ -110,18 +110,18 @@ def test_a_later_successful_search_clears_the_earlier_failure(
     # and still say live web results were unavailable.
     from langgraph.runtime import Runtime
 
-    from nodes.generate import web_failure_reason
     from nodes.retrieve import search_web
+    from tools.policy.decisions import web_unavailable
 
     provider.route("/search", Reply(SERPER_BODY))
     context = Context(data_home=str(tmp_path / "home"), search_provider="serper")
     failed = {"question": "python release", "route": "search", "web_error": "HTTP 500: boom"}
-    assert web_failure_reason(failed) == "HTTP 500: boom"
+    assert web_unavailable(failed) == "HTTP 500: boom"
     update = asyncio.run(search_web(failed, Runtime(context=context)))  # type: ignore[arg-type]
     assert update["web_docs"] and update["web_error"] == ""
-    assert web_failure_reason({**failed, **update}) is None
+    assert web_unavailable({**failed, **update}) is None
     # Results from an earlier round still count when a later round fails.
-    assert web_failure_reason({**failed, "web_docs": update["web_docs"]}) is None
+    assert web_unavailable({**failed, "web_docs": update["web_docs"]}) is None
 
 
 PAGE = """<html><head><title>Python 3.14.2</title></head><body><nav>Downloads | Docs</nav>

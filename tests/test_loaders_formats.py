@@ -27,7 +27,7 @@ from tests.docgen import (
     write_pdf,
     write_xlsx,
 )
-from tests.fakes import hash_model
+from tests.fakes import hash_model, use_kb_in_cli
 from tools.answer.agent_tools import render_internal
 from tools.answer.citations import assign_labels, citation_record
 from tools.answer.context_builder import render_source
@@ -574,15 +574,13 @@ def test_a_page_range_reads_pp(tmp_path: Path) -> None:
 def cli_kb(tmp_path: Path, kb_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """kb_dir plus the handbook PDF, ingested through the CLI with the hash embedder and
     registered for ``ask`` (offline: no model keys, no web search)."""
-    from cli import common
 
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
     write_pdf(kb_dir / "handbook.pdf", HANDBOOK_PAGES)
     home = tmp_path / "clihome"
     kb = KnowledgeBase(KBConfig(home=home), embedding_model=hash_model())
-    monkeypatch.setattr(common, "open_kb", lambda args: kb)
-    monkeypatch.setattr("cli.kb_commands.open_kb", lambda args: kb)
+    use_kb_in_cli(monkeypatch, lambda args: kb)
     monkeypatch.setattr(kb, "close", lambda: None)  # the CLI closes what it opened
     resources.register_kb(kb)
     yield home

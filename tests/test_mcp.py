@@ -18,6 +18,7 @@ from tests.langgraph_server import (
     SAMPLE_KB,
     LocalServer,
     agent_graph_available,
+    sdk,
     serving_sample_kb,
 )
 from tests.test_docs import BLOCKS
@@ -61,30 +62,62 @@ async def test_both_graphs_are_tools_with_usable_schemas(server: LocalServer) ->
         assert "question to answer" in schema["properties"]["question"]["description"]
 
 
-async def test_calling_a_graph_tool_answers_with_citations(server: LocalServer) -> None:
+async def test_calling_a_graph_tool_answers_with_numbered_sources(server: LocalServer) -> None:
     async def call(session: Any) -> Any:
         return await session.call_tool("hybrid_rag", {"question": QUESTION})
 
     result = await mcp_session(server.url + "/mcp", call)
     assert not result.is_error
     text = result.content[0].text
-    assert "18 days" in text and "[internal-1]" in text
+    answer, _, sources = text.partition("\n\nSources:\n")
+    assert "18 days" in answer and "[internal-1]" in answer
+    assert sources.startswith("[internal-1] ") and ".md" in sources.splitlines()[0]
+    assert "{'" not in text and "HumanMessage" not in text  # not the state's repr
+    assert len(text) < 2000
+    structured = result.structured_content
+    assert structured["answer"] == answer
+    assert structured["sources"][0]["label"] == "[internal-1]"
+    assert structured["sources"][0]["path"].endswith(".md")
 
 
-async def test_a_bad_call_is_an_error_not_a_crash(server: LocalServer) -> None:
-    async def calls(session: Any) -> tuple[Any, Any]:
+async def test_a_bad_call_is_an_error_saying_what_is_wrong(server: LocalServer) -> None:
+    async def calls(session: Any) -> tuple[Any, Any, Any]:
         empty = await session.call_tool("hybrid_rag", {"question": "   "})
+        wrong = await session.call_tool("hybrid_rag", {"query": QUESTION})
         try:
             unknown = await session.call_tool("no_such_graph", {"question": QUESTION})
         except Exception as exc:  # the client raises the server's JSON-RPC error
             unknown = exc
-        return empty, unknown
+        return empty, wrong, unknown
 
-    empty, unknown = await mcp_session(server.url + "/mcp", calls)
-    # langgraph-api puts only the error's type in an MCP tool error (its message stays in
-    # the server log): the project's InputError for a blank question.
-    assert empty.is_error and empty.content[0].text == "InputError"
-    assert "Unknown tool" in str(getattr(unknown, "content", unknown))
+    empty, wrong, unknown = await mcp_session(server.url + "/mcp", calls)
+    assert empty.is_error and "question is missing or empty" in empty.content[0].text
+    assert wrong.is_error and "unknown argument(s) query" in wrong.content[0].text
+    assert "Unknown tool: no_such_graph (hybrid_rag" in str(getattr(unknown, "content", unknown))
+
+
+async def test_duplicate_assistant_names_get_unique_stable_tools(server: LocalServer) -> None:
+    """Two assistants of one name (the docs' snippets in order made two) broke every call
+    with "Multiple tools found with the same name"; without a users file every caller is
+    the same local user, so MCP lists only the graphs."""
+    client = sdk(server.url)
+    first = await client.assistants.create("hybrid_rag", name="hr helper")
+    second = await client.assistants.create("hybrid_rag", name="hr helper")
+
+    async def listing(session: Any) -> Any:
+        return [t.name for t in (await session.list_tools()).tools]
+
+    names = await mcp_session(server.url + "/mcp", listing)
+    assert "hybrid_rag" in names and len(names) == len(set(names))
+    assert not any(n.startswith("hr_helper") for n in names)  # nobody's own: not listed
+    from graph.mcp_tools import named_tools
+
+    tools = named_tools([second, first, *await client.assistants.search(limit=50)])
+    assert tools["hr_helper"]["assistant_id"] == first["assistant_id"]  # the oldest
+    assert (
+        tools[f"hr_helper_{second['assistant_id'][:8]}"]["assistant_id"] == second["assistant_id"]
+    )
+    assert tools["hybrid_rag"]["metadata"]["created_by"] == "system"
 
 
 def mcp_blocks() -> tuple[Any, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,20 +13,24 @@ import pytest
 from langgraph.runtime import Runtime
 
 from graph import Context
-from nodes.agent import answer_sources, decision_of, evidence_of
-from nodes.generate import refuses, web_failure_reason
+from nodes.agent import decision_of, evidence_of
+from nodes.generate import refuses
 from nodes.grade import after_grade, grade
 from nodes.retrieve import merge_sources
+from tests.agent_fakes import LocalLLMServer, serper_rows
 from tools.answer.agent_tools import GOOGLE_SEARCH, INTERNAL_SEARCH
 from tools.policy.decisions import (
     KEEP_ON_FALLBACK,
+    Decision,
     Evidence,
+    EvidenceRecord,
     decide,
     kb_confidence,
     kept_internal,
     needs_web_fallback,
     record,
     strategy_label,
+    web_unavailable,
 )
 
 Q = "How many days of annual leave after five years?"
@@ -69,8 +74,8 @@ def test_decide_confidence_by_route_and_refusal() -> None:
 
 def test_kept_internal_and_labels() -> None:
     docs = [1, 2, 3, 4]
-    assert kept_internal(docs, True) == docs[:KEEP_ON_FALLBACK]
-    assert kept_internal(docs, False) == docs
+    assert kept_internal(docs, {"search_web_now": True}) == docs[:KEEP_ON_FALLBACK]
+    assert kept_internal(docs, {"search_web_now": False, "web_fallback": True}) == docs
     assert strategy_label("knowledge", True) == "search_fallback"
     assert strategy_label("knowledge", False) == "vector"
     assert strategy_label("both", False) == "both"
@@ -92,9 +97,9 @@ def test_no_node_branches_on_the_strategy_label() -> None:
     not send the run to the web nor report the web as wanted."""
     state = {"strategy": "search_fallback", "route": "knowledge", "web_error": "down"}
     assert after_grade(state) == "reflect"
-    assert web_failure_reason(state) is None
+    assert web_unavailable(state) is None
     assert after_grade({**state, "decision": {"search_web_now": True}}) == "search_web"
-    assert web_failure_reason({**state, "decision": {"web_fallback": True}}) == "down"
+    assert web_unavailable({**state, "decision": {"web_fallback": True}}) == "down"
 
 
 # --- the same evidence through both graphs ---------------------------------------------
@@ -151,10 +156,107 @@ def test_both_graphs_decide_the_same_on_the_same_evidence(
         assert graded["decision"][key] == verdict[key], key
     assert graded["confidence"] == verdict["confidence"]
     assert refuses({"decision": graded["decision"]}) == refuses({"decision": verdict})
-    # What is kept for the answer on a fallback: the same KB passages in both graphs.
-    if fell_back:
-        kept_agent = [s["id"] for s in answer_sources(agent_state, context) if s["kind"] != "web"]
-        assert kept_agent == [d["id"] for d in kept_internal(internal, True)]
+
+
+# --- one set of searches through both graphs' real paths ---------------------------------
+
+KW = "annual leave days"  # a keyword selection of Q2: its hits carry Q2's own value
+Q2 = "How many days of annual leave after 6 years of service?"
+
+
+@pytest.fixture
+def web_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalLLMServer]:
+    from tools.websearch import SearchCache, set_default_cache
+
+    with LocalLLMServer(search_results=serper_rows) as server:
+        monkeypatch.setenv("SERPER_API_KEY", "test-key")
+        monkeypatch.setenv("SERPER_BASE_URL", server.base_url)
+        set_default_cache(SearchCache())
+        yield server
+        set_default_cache(None)
+
+
+def _fresh() -> dict[str, Any]:
+    from langgraph.types import Overwrite
+
+    from graph.reducers import fresh_turn
+
+    return {k: v.value if isinstance(v, Overwrite) else v for k, v in fresh_turn().items()}
+
+
+def _state_graph_turn(context: Context, route: str, kb: list[str]) -> dict[str, Any]:
+    """The state graph's nodes over the given searches: retrieve ∥ search_web → grade (→
+    the fallback search → grade)."""
+    from nodes.retrieve import retrieve_internal, search_web
+
+    runtime = Runtime(context=context)
+    state: dict[str, Any] = {**_fresh(), "question": Q2, "route": route, "kb_queries": kb,
+                             "web_queries": [Q2], "fast_mode": "offline", "iteration": 0}  # fmt: skip
+    steps = [retrieve_internal, search_web] if route == "both" else [retrieve_internal]
+    for node in [*steps, grade]:
+        state.update(asyncio.run(node(state, runtime)))  # type: ignore[arg-type]
+    if after_grade(state) == "search_web":
+        for node in (search_web, grade):
+            state.update(asyncio.run(node(state, runtime)))  # type: ignore[arg-type]
+    return state
+
+
+def _agent_turn(context: Context, calls: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """The agent's nodes: the model's ``calls`` through ``run_tools`` and its answer's
+    decision, or (no calls) the offline rule's ``offline_tools`` and ``offline_answer``."""
+    from langchain_core.messages import AIMessage
+
+    from nodes.agent import _confidence, run_tools
+    from nodes.agent_offline import offline_answer, offline_tools
+
+    runtime = Runtime(context=context)
+    state: dict[str, Any] = {**_fresh(), "question": Q2, "language": "en"}
+    if calls is None:
+        state["mode"] = "offline"
+        for node in (offline_tools, offline_answer):
+            state.update(asyncio.run(node(state, runtime)))  # type: ignore[arg-type]
+        return state
+    state.update(mode="custom:any", messages=[AIMessage("", tool_calls=calls)])
+    state.update(asyncio.run(run_tools(state, runtime)))  # type: ignore[arg-type]
+    return {**state, **_confidence(state, context)}
+
+
+@pytest.mark.parametrize("case", ["both", "fallback"])
+def test_one_set_of_searches_gives_both_graphs_the_same_evidence_and_decision(
+    sample_home: Path, web_server: LocalLLMServer, case: str
+) -> None:
+    """Issue 32: the same searches (KB and web) through each graph's own nodes give the
+    same evidence, the same decision and the same kept passages, field by field; the
+    agent's internal_search applies the keyword rule as retrieve_internal does."""
+    from tests.agent_fakes import call
+
+    if case == "both":  # a model's searches: the question, a keyword selection, the web
+        context = Context(data_home=str(sample_home), search_provider="serper")
+        rag = _state_graph_turn(context, "both", [Q2, KW])
+        agent = _agent_turn(context, [call("internal_search", query=Q2),
+                                      call("internal_search", query=KW),
+                                      call("google_search", query=Q2)])  # fmt: skip
+    else:  # weak KB evidence (a threshold above it): the web fallback, in both graphs
+        context = Context(data_home=str(sample_home), search_provider="serper",
+                          confidence_threshold=0.95)  # fmt: skip
+        rag = _state_graph_turn(context, "knowledge", [Q2])
+        agent = _agent_turn(context, None)
+        assert agent["route"] == "knowledge" and rag["decision"]["web_fallback"]
+    for field in EvidenceRecord.__annotations__:
+        assert rag["evidence"][field] == agent["evidence"][field], field
+    for field in Decision.__annotations__:
+        assert rag["decision"][field] == agent["decision"][field], field
+    kept_rag, kept_agent = ([d["id"] for d in t["internal_docs"]] for t in (rag, agent))
+    if case == "fallback":  # the two best KB passages, trimmed when the fallback was decided
+        assert kept_rag == kept_agent and len(kept_rag) == KEEP_ON_FALLBACK
+    else:  # the agent asks top_k per search, the state graph twice as many
+        assert set(kept_agent) <= set(kept_rag)
+    assert [d["id"] for d in rag["web_docs"]] == [d["id"] for d in agent["web_docs"]]
+    for field in ("web_searched", "web_skipped", "web_error", "search_calls"):
+        assert rag[field] == agent[field], field
+    if case == "both":  # the keyword selection's hits carry no more than the question's
+        assert max(agent["evidence"]["kb_answerability"]) == rag["decision"]["kb_confidence"]
+        assert len(rag["evidence"]["kb_answerability"]) == 1
 
 
 def test_run_statistics_count_the_fallback_decision_not_the_label() -> None:
@@ -300,23 +402,93 @@ def test_the_environment_is_read_once_per_run(
     assert calls == ["read"]
 
 
-def test_run_settings_stay_off_the_context_and_leave_with_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_run_settings_stay_off_the_context_and_out_of_every_output(
+    sample_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import gc
+    """The run's settings travel in the state's untracked channel: not on the context, not
+    in the output, not in a checkpoint, and opaque to whatever serialises a node's input."""
+    from langgraph.checkpoint.memory import InMemorySaver
 
-    from nodes import settings as run_settings_module
+    from graph import build_graph
+    from nodes.settings import RunSettings, resolve_run_settings
 
     monkeypatch.setenv("SERPER_API_KEY", "SENTINEL-run-settings-key")
-    context = Context(data_home=str(tmp_path), search_provider="serper")
-    resolved = run_settings_module.resolve_run_settings(context)
+    context = Context(data_home=str(sample_home), search_provider="serper")
+    resolved = resolve_run_settings(context)
     assert resolved.web is not None and resolved.web.chain() == ("serper",)
-    assert run_settings_module.run_settings(context) is resolved  # not read again
-    assert "SENTINEL-run-settings-key" not in repr(vars(context))  # no key on the context
-    key = id(context)
-    del context
-    gc.collect()
-    assert key not in run_settings_module._by_context
+    assert "SENTINEL" not in repr(resolved) and not hasattr(resolved, "__dict__")
+    saver = InMemorySaver()
+    config: Any = {"configurable": {"thread_id": "t-settings"}}
+    out = asyncio.run(
+        build_graph(checkpointer=saver).ainvoke({"question": Q}, config, context=context)
+    )
+    assert "run_settings" not in out
+    assert "SENTINEL-run-settings-key" not in repr(vars(context))
+    assert "SENTINEL-run-settings-key" not in repr(list(saver.list(config)))
+    assert isinstance(resolved, RunSettings)
+
+
+def test_nothing_below_prepare_reads_the_environment(
+    sample_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32 item 3: a turn of either graph, with every read of ``os.environ`` by the
+    project's code outside ``prepare`` raising (libraries read theirs freely)."""
+    import os
+    import sys
+    from collections.abc import MutableMapping
+
+    from graph import build_agent_graph, build_graph
+    from nodes.prepare import prepare
+
+    ours = ("graph.", "nodes.", "tools.", "prompts.")
+    real = os.environ
+    seen: list[str] = []
+
+    class Guarded(MutableMapping[str, str]):
+        def _check(self) -> None:
+            frame = sys._getframe(2)
+            reader = ""  # the first frame that is not the mapping machinery: who reads
+            while frame is not None:
+                name = str(frame.f_globals.get("__name__", ""))
+                if frame.f_code is prepare.__code__:
+                    return  # prepare reads the environment, once per run
+                if not reader and name not in ("os", "_collections_abc", __name__):
+                    reader = name
+                frame = frame.f_back  # type: ignore[assignment]
+            if reader.startswith(ours):
+                seen.append(reader)
+                raise AssertionError(f"{reader} read os.environ below prepare")
+
+        def __getitem__(self, key: str) -> str:
+            self._check()
+            return real[key]
+
+        def __setitem__(self, key: str, value: str) -> None:
+            real[key] = value
+
+        def __delitem__(self, key: str) -> None:
+            del real[key]
+
+        def __iter__(self) -> Any:
+            self._check()
+            return iter(real)
+
+        def __len__(self) -> int:
+            return len(real)
+
+    with LocalLLMServer(search_results=serper_rows) as server:
+        monkeypatch.setenv("SERPER_API_KEY", "test-key")
+        monkeypatch.setenv("SERPER_BASE_URL", server.base_url)
+        monkeypatch.setenv("HYBRID_RAG_PAGES_ALLOW_HOSTS", "127.0.0.1")
+        context = Context(data_home=str(sample_home), search_provider="serper", read_pages=1)
+        question = {"question": "What is the latest news on our annual leave policy today?"}
+        monkeypatch.setattr(os, "environ", Guarded())
+        out = asyncio.run(build_graph().ainvoke(question, context=context))
+        agent = asyncio.run(build_agent_graph().ainvoke(question, context=context))
+    assert seen == []
+    assert out["route"] in ("both", "search") and out["search_calls"] >= 1
+    assert out["pages_read"] + out["pages_failed"] >= 1  # the page reader ran, with its settings
+    assert any(c["name"] == "google_search" and c["ok"] for c in agent["tool_calls"])
 
 
 def test_one_locale_rule_for_every_web_search(

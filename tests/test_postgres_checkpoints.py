@@ -27,6 +27,7 @@ from graph.persistence import checkpoint_location, open_graph, open_sync_graph, 
 from nodes import resources
 from tests.fakes import hash_model
 from tests.servers import HOST, PostgresServer, free_port
+from tools.answer.sources_block import without_sources
 from tools.errors import CheckpointError, ConfigError
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
@@ -110,7 +111,8 @@ async def test_thread_continues_across_processes_and_a_postgres_crash(
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     child = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert child["before"] == [Q1, first["answer"]]  # it read turn 1 from Postgres
+    # it read turn 1 from Postgres (the answer's message adds its sources block)
+    assert [child["before"][0], without_sources(child["before"][1])] == [Q1, first["answer"]]
     assert [t for t, _ in child["messages"]] == ["human", "ai", "human", "ai"]
 
     # The server crashes (immediate shutdown: recovery from the WAL at the next start).

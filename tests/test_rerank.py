@@ -174,9 +174,9 @@ def test_llm_reranker_falls_back_on_unparseable_output(
 def test_auto_reranker_is_lexical_offline_and_none_with_a_model() -> None:
     from nodes.rerank import effective_reranker
 
-    assert effective_reranker(Context(model="offline")) == "lexical"
-    assert effective_reranker(Context(model="openai:gpt-4o-mini")) == "none"
-    assert effective_reranker(Context(model="offline", reranker="none")) == "none"
+    assert effective_reranker(Context(model="offline"), "offline") == "lexical"
+    assert effective_reranker(Context(model="openai:gpt-4o-mini"), "openai:gpt-4o-mini") == "none"
+    assert effective_reranker(Context(model="offline", reranker="none"), "offline") == "none"
 
 
 def test_offline_agent_also_says_no_translation_was_done(

@@ -25,12 +25,11 @@ from langchain_core.tracers.langchain import wait_for_all_tracers
 from langsmith import run_trees
 from langsmith import utils as ls_utils
 
-from cli import common
 from cli.main import main
 from graph import Context, build_agent_graph, build_graph
 from nodes import resources
 from nodes.tracing import secret_env_vars
-from tests.fakes import hash_model
+from tests.fakes import hash_kb_cli, hash_model
 from tests.local_provider import LocalServer, Reply, closed_port, serve, stop
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.websearch import SearchCache, WebSearchSettings, set_default_cache
@@ -153,11 +152,7 @@ def env(hostile: LocalServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Recor
 
 @pytest.fixture
 def hash_cli(monkeypatch: pytest.MonkeyPatch) -> None:
-    def open_kb(args: Any) -> KnowledgeBase:
-        return KnowledgeBase(common.kb_config(args), embedding_model=hash_model())
-
-    monkeypatch.setattr(common, "open_kb", open_kb)
-    monkeypatch.setattr("cli.kb_commands.open_kb", open_kb)
+    hash_kb_cli(monkeypatch)
 
 
 def _all_secrets() -> list[str]:

@@ -6,6 +6,20 @@ the problem (the field, path, host or model) and never contains a secret.
 
 from __future__ import annotations
 
+import re
+
+# scheme://user:password@ (the password up to the last "@" of the word, so one holding an
+# unescaped "@" or "/" goes whole) and a ``password=`` parameter: what a URL quoted in an
+# error may carry. (``http://host:80/a@b`` loses its port and path too: safe.)
+_URL_PASSWORD = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^/\s:@\"']*):[^\s\"']*@")
+_PASSWORD_PARAM = re.compile(r"(?i)(\bpassword=)[^&\s\"']*")
+
+
+def redact_credentials(text: str) -> str:
+    """``text`` with the password of every URL in it (and ``password=`` parameters) as
+    ``***``: every error that quotes a URL goes through this."""
+    return _PASSWORD_PARAM.sub(r"\1***", _URL_PASSWORD.sub(r"\1:***@", text))
+
 
 class HybridRagError(Exception):
     """Base class of every error this project raises on purpose."""
@@ -44,5 +58,7 @@ class ConcurrentTurnError(CheckpointError):
 def kb_unavailable(exc: Exception) -> str:
     """The one wording of "the knowledge base failed" in warnings, whichever step (the
     router's probe, a retrieval round, the agent's tool) met it, so a run repeating it
-    gives it once (``nodes.reducers.add_warnings``)."""
-    return f"knowledge base unavailable: {exc}"
+    gives it once (``graph.reducers.add_warnings``)."""
+    text = str(exc)
+    prefix = "knowledge base unavailable: "
+    return text if text.startswith(prefix) else prefix + text  # a damaged store says it

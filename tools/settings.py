@@ -18,19 +18,31 @@ from tools.errors import ConfigError
 ENV_HOME = "HYBRID_RAG_HOME"
 
 
-def data_home(override: str | os.PathLike[str] | None = None) -> Path:
-    """Return the data directory, creating it if needed."""
+def home_path(
+    override: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
+) -> Path:
+    """The data directory's path (``override``, else ``$HYBRID_RAG_HOME``, else under
+    ``$XDG_DATA_HOME``), not created."""
+    env = os.environ if environ is None else environ
     if override:
         home = Path(override)
-    elif os.environ.get(ENV_HOME):
-        home = Path(os.environ[ENV_HOME])
+    elif env.get(ENV_HOME):
+        home = Path(env[ENV_HOME])
     else:
-        xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+        xdg = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
         home = Path(xdg) / "hybrid-rag"
-    home = home.expanduser()
+    return home.expanduser()
+
+
+def data_home(override: str | os.PathLike[str] | None = None, *, create: bool = True) -> Path:
+    """Return the data directory, creating it if needed (``create=False``: a reader, which
+    leaves a missing one missing)."""
+    home = home_path(override)
     named = "--home" if override else f"${ENV_HOME}" if os.environ.get(ENV_HOME) else "data home"
     if home.exists() and not home.is_dir():
         raise ConfigError(f"{named} {home} is a file, not a directory: name a directory")
+    if not create:
+        return home
     try:
         home.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -82,9 +94,16 @@ def run_stats_path(home: Path) -> Path:
     return home / "runs.jsonl"
 
 
-def seconds_env(name: str, default: float, low: float = 0.1, high: float = 3600.0) -> float:
-    """A time limit in seconds from ``$name`` (``default`` when unset), checked."""
-    raw = os.environ.get(name, "").strip()
+def seconds_env(
+    name: str,
+    default: float,
+    low: float = 0.1,
+    high: float = 3600.0,
+    environ: Mapping[str, str] | None = None,
+) -> float:
+    """A time limit in seconds from ``$name`` of ``environ`` (default ``os.environ``;
+    ``default`` when unset), checked."""
+    raw = (os.environ if environ is None else environ).get(name, "").strip()
     if not raw:
         return default
     try:
@@ -96,9 +115,9 @@ def seconds_env(name: str, default: float, low: float = 0.1, high: float = 3600.
     return value
 
 
-def model_timeout() -> float:
+def model_timeout(environ: Mapping[str, str] | None = None) -> float:
     """Seconds one chat-model or embedding request may take (``$HYBRID_RAG_MODEL_TIMEOUT``)."""
-    return seconds_env("HYBRID_RAG_MODEL_TIMEOUT", 60.0)
+    return seconds_env("HYBRID_RAG_MODEL_TIMEOUT", 60.0, environ=environ)
 
 
 def store_timeout() -> float:

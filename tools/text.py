@@ -12,9 +12,15 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Literal
+from typing import Any, Literal
+
+from tools.errors import InputError
 
 Language = Literal["zh", "en"]
+
+# A citation label in either language's spelling (tools.answer.citations numbers them;
+# the policy strips them from text it compares).
+LABEL_RE = re.compile(r"\[(内部|网络|internal|web)\s*-\s*(\d{1,3})\]", re.IGNORECASE)
 
 # CJK Unified Ideographs (+ extension A and compatibility ideographs).
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
@@ -83,6 +89,42 @@ _TERMINAL_RE = re.compile(
 _JSON_RAW_CONTROLS_RE = re.compile(r"[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+# What may not appear raw in a name the CLI prints (a file name, doc_id, title, heading,
+# sheet, URL): every C0/C1 control with tab and line feed, DEL, the Unicode line and
+# paragraph separators, the bidirectional controls and undecodable bytes.
+_NAME_UNSAFE_RE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+_SHORT_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    if char in _SHORT_ESCAPES:
+        return _SHORT_ESCAPES[char]
+    if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte, as "surrogateescape" keeps it
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def undecodable_bytes(text: str) -> str | None:
+    """``text`` with its undecodable bytes shown as ``\\xNN`` when it has any, else None.
+
+    Python decodes command-line arguments and file names with "surrogateescape": a byte
+    that is not UTF-8 becomes a lone surrogate, which no embedder, store or stream can
+    encode. This names such text readably (``annual leave \\xff days``)."""
+    return _SURROGATE_RE.sub(_escaped, text) if _SURROGATE_RE.search(text) else None
+
+
+def shown_name(name: str) -> str:
+    """``name`` on one line, as escapes (``\\n``, ``\\x1b``, ``\\u202e``) for every
+    character that could break the line, move the cursor or reorder the text: a file
+    called ``x\\n  [internal-9] Forged`` cannot forge a line of the CLI's output."""
+    return _NAME_UNSAFE_RE.sub(_escaped, name)
+
+
 def terminal_safe(text: str) -> str:
     """``text`` without escape sequences or control characters (newlines and tabs kept):
     what a document or web page says must not retitle, clear or re-link the terminal."""
@@ -94,3 +136,28 @@ def json_terminal_safe(json_text: str) -> str:
     the bidirectional overrides written as ``\\u`` escapes: the same data, and nothing a terminal acts on. (They can
     only occur inside JSON strings, where the escape is valid.)"""
     return _JSON_RAW_CONTROLS_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text)
+
+
+def content_text(content: Any, *, strict: bool = True) -> str:
+    """The text of a chat message's content: a string, or content blocks (what chat UIs
+    such as agent-chat-ui send: ``[{"type": "text", "text": "..."}]``) joined by newlines.
+
+    ``strict``: a block that is not text (an image, a file) is an ``InputError`` naming its
+    type; otherwise it is left out (a message of an earlier turn, read as history).
+    """
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise InputError(
+            f"message content must be text or content blocks, got {type(content).__name__}"
+        )
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text") or ""))
+        elif strict:
+            kind = block.get("type") if isinstance(block, dict) else type(block).__name__
+            raise InputError(f"only text can be asked; the message has a {kind!r} block")
+    return "\n".join(p for p in parts if p)

@@ -61,6 +61,23 @@ def test_a_registered_provider_is_configured_from_its_table_row(acme: None) -> N
     assert settings.chain() == ("acme",) and KEY in settings.secrets()
 
 
+def test_a_provider_registered_after_import_is_selectable_in_the_context(acme: None) -> None:
+    """Issue 32 item 4: the context's provider check was a pattern frozen when
+    graph/context.py was imported, so a provider registered later could not be chosen."""
+    from dataclasses import fields
+
+    from graph.context import Context
+    from tools.errors import ConfigError
+
+    assert Context(search_provider="acme").search_provider == "acme"
+    assert Context(search_provider="serper, acme").search_provider == "serper, acme"
+    with pytest.raises(ConfigError, match=r"search_provider must be .*acme.*got 'nope'"):
+        Context(search_provider="nope")
+    description = next(f for f in fields(Context) if f.name == "search_provider").metadata
+    builtins = [n for n in PROVIDERS if n != "acme"]
+    assert all(name in description["description"] for name in builtins)  # from the table
+
+
 def test_unregistering_removes_the_provider() -> None:
     register_provider(INFO, Acme())
     unregister_provider("acme")

@@ -194,18 +194,17 @@ def serp(server: LocalServer, *paths: str) -> dict[str, object]:
     }
 
 
-async def test_the_search_service_cites_passages_fenced(
-    server: LocalServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_the_search_service_cites_passages_fenced(server: LocalServer) -> None:
     server.route("/search", Reply(serp(server, "/injected", "/missing", "/a")))
     server.route("/injected", Reply(INJECTED))
-    monkeypatch.setenv("HYBRID_RAG_PAGES_ALLOW_HOSTS", "127.0.0.1")
     settings = make_settings(server, "serper")
     service = SearchService(
         kb=lambda: pytest.fail("no KB search"),
         web_settings=lambda: settings,
         cache=SearchCache(),
         read_pages=2,
+        # the run's page settings, a value (nodes.settings reads the host allowance once)
+        page_settings=PageSettings.from_env({"HYBRID_RAG_PAGES_ALLOW_HOSTS": "127.0.0.1"}),
         page_cache=PageCache(),
     )
     found = await service.search_web([QUESTION], hl="en", gl="us", num=5, top_k=3)

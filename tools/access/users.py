@@ -2,21 +2,30 @@
 
 A JSON file, named by ``HYBRID_RAG_USERS_FILE`` on the server::
 
-    {"users": [{"identity": "alice", "groups": ["hr"], "token_sha256": "<64 hex digits>"}]}
+    {"users": [{"identity": "alice", "groups": ["hr"], "token_sha256": "<64 hex digits>",
+                "admin": false, "disabled": false}]}
 
 Only the SHA-256 of each token is stored, so the file is no secret to whoever reads it
-(``hybrid-rag users add`` makes a token, prints it once and stores its hash). The file
-is re-read when it changes: adding a user needs no restart.
+(``hybrid-rag users add`` makes a token, prints it once and stores its hash); but whoever
+can write it can make themselves anyone, so a file writable by group or others is refused
+(as ssh refuses such a key file). ``admin`` and ``disabled`` default to false; a disabled
+user is not authenticated. The file is re-read when its content changes (compared by
+hash, at least every ``CHECK_EVERY_S`` seconds, and at once when its size, time or mode
+changes): adding, disabling or rotating a user needs no restart, even when a copy keeps
+the old modification time (``cp -p``, ``rsync -t``). Editing: ``tools.access.users_file``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import secrets
+import stat
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +37,10 @@ from tools.errors import ConfigError, InputError
 ALL_DOCUMENTS = "all"
 USERS_FILE_ENV = "HYBRID_RAG_USERS_FILE"  # read by the server's auth handler (graph/auth.py)
 MAX_USERS_FILE_BYTES = 8 * 1024 * 1024
+CHECK_EVERY_S = 2.0  # a content change the file's stat does not show is seen within this
+_FLAGS = ("admin", "disabled")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -36,6 +49,8 @@ class User:
 
     identity: str
     groups: tuple[str, ...] = ()
+    admin: bool = False
+    disabled: bool = False
 
     def reader(self) -> Reader:
         return Reader.of(self.identity, self.groups)
@@ -60,13 +75,20 @@ def _user(entry: Any, n: int, path: Path) -> tuple[str, User]:
         raise ConfigError(f"{where}: 'groups' must be a list of strings")
     if not isinstance(digest, str) or len(digest) != 64 or not _is_hex(digest):
         raise ConfigError(f"{where}: 'token_sha256' must be 64 hex digits (a token's SHA-256)")
+    for flag in _FLAGS:
+        if not isinstance(entry.get(flag, False), bool):
+            raise ConfigError(f"{where}: '{flag}' must be true or false")
     try:
         principal("user", identity)
         for g in groups:
             principal("group", g)
     except InputError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    return digest.lower(), User(identity, tuple(sorted(set(groups))))
+    admin, disabled = entry.get("admin", False), entry.get("disabled", False)
+    if not isinstance(admin, bool) or not isinstance(disabled, bool):
+        raise ConfigError(f"{where}: 'admin' and 'disabled' must be true or false")
+    user = User(identity, tuple(sorted(set(groups))), admin=admin, disabled=disabled)
+    return digest.lower(), user
 
 
 def _is_hex(text: str) -> bool:
@@ -77,16 +99,41 @@ def _is_hex(text: str) -> bool:
     return True
 
 
-def read_users(path: Path) -> dict[str, User]:
-    """Token hash -> user. Raises ``ConfigError`` naming the file and the bad entry."""
+def check_mode(path: Path, mode: int) -> None:
+    """Refuse a users file that group or others may write: they could add themselves."""
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise ConfigError(
+            f"users file {path} is writable by group or others (mode {stat.S_IMODE(mode):o}):"
+            f" anyone who can write it can make themselves any user; run chmod 600 {path}"
+        )
+
+
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes, after the size and permission checks (``ConfigError`` naming the
+    problem: missing, unreadable, too big, writable by others)."""
     try:
-        if path.stat().st_size > MAX_USERS_FILE_BYTES:
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"users file {path} is not a regular file")
+        check_mode(path, st.st_mode)
+        if st.st_size > MAX_USERS_FILE_BYTES:
             raise ConfigError(f"{path}: users file is over {MAX_USERS_FILE_BYTES >> 20} MB")
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as f:
+            return f.read(MAX_USERS_FILE_BYTES + 1)[:MAX_USERS_FILE_BYTES]
     except FileNotFoundError:
-        raise ConfigError(f"users file {path} does not exist (HYBRID_RAG_USERS_FILE)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"cannot read the users file {path}: {exc}") from None
+        raise ConfigError(f"users file {path} does not exist ({USERS_FILE_ENV})") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read the users file {path}: {exc.strerror or exc}") from None
+
+
+def parse_users(path: Path, raw: bytes) -> dict[str, User]:
+    """Token hash -> user (disabled ones included). ``ConfigError`` names the bad entry."""
+    if not raw.strip():
+        raise ConfigError(f'users file {path} is empty (expected {{"users": [...]}})')
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"users file {path} is not valid JSON: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("users"), list):
         raise ConfigError(f'{path}: expected {{"users": [...]}}')
     users: dict[str, User] = {}
@@ -102,53 +149,129 @@ def read_users(path: Path) -> dict[str, User]:
     return users
 
 
+def read_users(path: Path) -> dict[str, User]:
+    """Token hash -> user. Raises ``ConfigError`` naming the file and the problem."""
+    return parse_users(path, read_bytes(path))
+
+
 class UserDirectory:
-    """The users of ``path``, re-read when the file changes (thread-safe)."""
+    """The users of ``path``, re-read when the file's content changes (thread-safe).
 
-    def __init__(self, path: Path) -> None:
+    A broken file (missing, empty, not JSON, too big, writable by others) refuses every
+    token with a ``ConfigError`` that names the problem, logged once per distinct
+    problem, not per request."""
+
+    def __init__(
+        self,
+        path: Path,
+        check_every_s: float = CHECK_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.path = path
+        self.check_every_s = check_every_s
+        self._clock = clock
         self._lock = threading.Lock()
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, ...] | None = None
+        self._checked = float("-inf")
+        self._digest: str | None = None
         self._users: dict[str, User] = {}
+        self._error: str | None = None
 
-    def authenticate(self, token: str) -> User | None:
-        """The user whose token this is, or None."""
+    def lookup(self, token: str) -> User | None:
+        """The user whose token this is (disabled or not), or None."""
         if not token:
             return None
         return self._current().get(hash_token(token))
 
-    def _current(self) -> dict[str, User]:
+    def authenticate(self, token: str) -> User | None:
+        """The enabled user whose token this is, or None."""
+        user = self.lookup(token)
+        return None if user is None or user.disabled else user
+
+    def problem(self) -> str | None:
+        """What is wrong with the file now (None when it serves), for health output."""
+        try:
+            self._current()
+        except ConfigError as exc:
+            return str(exc)
+        return None
+
+    def _stat_stamp(self) -> tuple[int, ...]:
         try:
             st = self.path.stat()
         except OSError:
-            raise ConfigError(
-                f"users file {self.path} does not exist (HYBRID_RAG_USERS_FILE)"
-            ) from None
-        stamp = (st.st_mtime_ns, st.st_size)
+            return ()
+        return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode)
+
+    def _current(self) -> dict[str, User]:
         with self._lock:
-            if stamp != self._stamp:
-                self._users = read_users(self.path)
-                self._stamp = stamp
+            stamp, now = self._stat_stamp(), self._clock()
+            if stamp == self._stamp and now - self._checked < self.check_every_s:
+                if self._error is not None:
+                    raise ConfigError(self._error)
+                return self._users
+            self._stamp, self._checked = stamp, now
+            try:
+                raw = read_bytes(self.path)
+                digest = hashlib.sha256(raw).hexdigest()
+                if digest != self._digest:  # None after a failure: parse again
+                    self._users = parse_users(self.path, raw)
+                    self._digest = digest
+            except ConfigError as exc:
+                self._fail(str(exc))
+                raise
+            if self._error is not None:
+                log.warning("users file %s is usable again", self.path)
+                self._error = None
             return self._users
 
+    def _fail(self, message: str) -> None:
+        if message != self._error:  # once per distinct problem, not per request
+            log.error("refusing every request: %s", message)
+        self._error = message
+        self._users, self._digest = {}, None
 
-def add_user(path: Path, identity: str, groups: Iterable[str] = ()) -> str:
-    """Add (or give a new token to) ``identity`` in the users file; returns the new token,
-    which is stored only as its hash. The file is replaced atomically."""
+
+def entries_of(path: Path) -> list[dict[str, Any]]:
+    """The file's entries as stored (validated first: a broken file is not edited)."""
+    raw = read_bytes(path)
+    parse_users(path, raw)
+    entries: list[dict[str, Any]] = json.loads(raw.decode("utf-8"))["users"]
+    return entries
+
+
+def write_entries(path: Path, entries: list[dict[str, Any]]) -> None:
+    """Replace the file atomically. A new file is readable and writable by its owner only;
+    an existing one keeps its mode (a server running as another user may have been let
+    read it, e.g. 644 for deploy/compose.yaml), never writable by group or others."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode) & ~(stat.S_IWGRP | stat.S_IWOTH)
+    except FileNotFoundError:
+        mode = 0o600
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps({"users": entries}, indent=2) + "\n", encoding="utf-8")
+    os.chmod(tmp, mode)
+    tmp.replace(path)
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def add_user(path: Path, identity: str, groups: Iterable[str] = (), *, admin: bool = False) -> str:
+    """Add (or replace) ``identity`` in the users file; returns the new token, which is
+    stored only as its hash. A broken file is not extended (its problem is named)."""
     groups = sorted(set(groups))
     principal("user", identity)
     for g in groups:
         principal("group", g)
-    entries: list[dict[str, Any]] = []
-    if path.exists():
-        read_users(path)  # refuse to extend a broken file
-        entries = json.loads(path.read_text(encoding="utf-8"))["users"]
-    token = secrets.token_urlsafe(32)
+    entries = entries_of(path) if path.exists() else []
     entries = [e for e in entries if e.get("identity") != identity]
-    entries.append({"identity": identity, "groups": groups, "token_sha256": hash_token(token)})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps({"users": entries}, indent=2) + "\n", encoding="utf-8")
-    os.chmod(tmp, 0o600)
-    tmp.replace(path)
+    token = new_token()
+    entry: dict[str, Any] = {"identity": identity, "groups": groups}
+    if admin:
+        entry["admin"] = True
+    entries.append({**entry, "token_sha256": hash_token(token)})
+    write_entries(path, entries)
     return token

@@ -119,6 +119,7 @@ class ToolOutcome:
     warnings: list[str] = field(default_factory=list)
     error: str = ""
     web_fetched_at: str = ""
+    web_status: str = ""  # google_search: the search's own status (WebFound.status)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -187,14 +188,17 @@ async def internal_search(
     registry: SourceRegistry,
     query: str,
     *,
+    question: str | None = None,
     top_k: int = 5,
     snippet_chars: int = 280,
     reranker: Reranker | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """The ``internal_search`` tool's work: the model's text and the outcome artifact."""
+    """The ``internal_search`` tool's work: the model's text and the outcome artifact. With
+    the turn's ``question``, the hits carry the answerability they are evidence of for it,
+    as in the state graph (``SearchService.search_kb``)."""
     if not query.strip():
         return _fail("Error: internal_search needs a non-empty query.", status="bad_arguments")
-    found = await service.search_kb([query], top_k, reranker=reranker)
+    found = await service.search_kb([query], top_k, question=question, reranker=reranker)
     if found.status == "unavailable":
         return _fail(
             f"internal_search failed: the knowledge base is unavailable ({found.error}).",
@@ -234,12 +238,14 @@ async def google_search(
             f"google_search is not available: {found.error}. Use internal_search and tell the "
             "user that live web results were unavailable.",
             error=found.error,
+            web_status=found.status,
         )
     if found.status == "skipped":
         return _fail(
             f"google_search was not run: {found.error}. Answer from internal_search "
             "results and tell the user that web search was skipped.",
             error=found.error,
+            web_status=found.status,
         )
     if found.status == "failed":
         return _fail(
@@ -247,6 +253,7 @@ async def google_search(
             "internal_search results, saying live web results were unavailable.",
             error=found.error,
             calls=found.calls,
+            web_status=found.status,
         )
     labelled = [registry.add(src) for src in found.sources]
     outcome = ToolOutcome(
@@ -258,6 +265,7 @@ async def google_search(
         pages_failed=found.pages_failed,
         warnings=found.warnings,
         web_fetched_at=found.fetched_at,
+        web_status=found.status,
     )
     edited = ""
     if found.edited:
@@ -269,8 +277,15 @@ async def google_search(
 
 
 def _fail(
-    message: str, *, status: str = "unavailable", error: str = "", calls: int = 0
+    message: str,
+    *,
+    status: str = "unavailable",
+    error: str = "",
+    calls: int = 0,
+    web_status: str = "",
 ) -> tuple[str, dict[str, Any]]:
     """The (text, artifact) pair of a failed call: the text for the model, ``error`` for people."""
-    outcome = ToolOutcome(ok=False, status=status, error=error or message, search_calls=calls)
+    outcome = ToolOutcome(
+        ok=False, status=status, error=error or message, search_calls=calls, web_status=web_status
+    )
     return message, outcome.to_dict()

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tools.answer.sources import describe_location
+from tools.text import LABEL_RE
 from tools.websearch.text import cut
 
 SourceKind = Literal["internal", "web"]
@@ -27,7 +28,6 @@ _WORD_TO_KIND: dict[str, SourceKind] = {
     "internal": "internal",
     "web": "web",
 }
-LABEL_RE = re.compile(r"\[(内部|网络|internal|web)\s*-\s*(\d{1,3})\]", re.IGNORECASE)
 
 
 def label(kind: SourceKind, number: int, language: str) -> str:
@@ -122,17 +122,19 @@ def _tidy(text: str) -> str:
 
 
 CITATION_SNIPPET_CHARS = 240
+CITATION_PASSAGE_CHARS = 1500  # the passage a source card shows (a chunk is shorter)
 
 
 def citation_record(src: Mapping[str, Any]) -> dict[str, Any]:
     """What a reader (or a chat UI) needs to show and check a citation: title, the quoted
-    passage's opening, and where it lives (URL and fetch time, or file, heading and, for
+    passage's opening (``snippet``) and the passage itself (``passage``, bounded), and where it lives (URL and fetch time, or file, heading and, for
     PDF pages and spreadsheet sheets, ``page``/``page_end``/``sheet``/``location``)."""
     rec: dict[str, Any] = {
         "label": src.get("label"),
         "type": src.get("kind"),
         "title": src.get("title"),
         "snippet": cut(" ".join(str(src.get("text") or "").split()), CITATION_SNIPPET_CHARS),
+        "passage": cut(str(src.get("text") or "").strip(), CITATION_PASSAGE_CHARS),
     }
     if src.get("kind") == "web":
         rec.update(

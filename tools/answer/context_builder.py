@@ -88,6 +88,18 @@ class BuiltContext:
     tokens: int
 
 
+def _fit_history(turns: list[dict[str, str]], remaining: int) -> tuple[list[dict[str, str]], int]:
+    """The latest turns that fit, and the budget they leave."""
+    kept: list[dict[str, str]] = []
+    for turn in reversed(turns):
+        cost = estimate_tokens(turn.get("content", "")) + 4
+        if cost > remaining // 3:  # history never takes more than a third of what is left
+            break
+        kept.insert(0, turn)
+        remaining -= cost
+    return kept, remaining
+
+
 def build_context(
     sources: list[dict[str, Any]],
     *,
@@ -102,13 +114,7 @@ def build_context(
 ) -> BuiltContext:
     """Fit history and labelled sources into what the budget leaves."""
     remaining = budget_tokens - system_tokens - reserve_tokens
-    kept_history: list[dict[str, str]] = []
-    for turn in reversed((history or [])[-history_turns:]):
-        cost = estimate_tokens(turn.get("content", "")) + 4
-        if cost > remaining // 3:  # history never takes more than a third of what is left
-            break
-        kept_history.insert(0, turn)
-        remaining -= cost
+    kept_history, remaining = _fit_history((history or [])[-history_turns:], remaining)
     rendered: list[tuple[dict[str, Any], str]] = []
     omitted = 0
     for src in sources:

@@ -22,6 +22,7 @@ from tools.answer.sources import Source, chunk_to_source, web_to_source
 from tools.errors import HybridRagError, kb_unavailable
 from tools.kb.knowledge_base import KnowledgeBase, Retrieval
 from tools.kb.rerank import Reranker, rerank_chunks
+from tools.policy.confidence import KBSearch, evidence_from, is_keyword_selection
 from tools.websearch import (
     SKIPPED_BY_USER,
     SearchCache,
@@ -89,16 +90,17 @@ class WebFound:
 
 @dataclass
 class SearchService:
-    """One run's searches. ``kb`` and ``web_settings`` are called on each search (not
-    now), so building the service opens nothing; ``web_settings`` returns ``None`` when
-    web search is disabled."""
+    """One run's searches, under the run's settings given as values (resolved once per
+    run by the caller; nothing here reads the environment). ``kb`` and ``web_settings`` are
+    called on each search (not now), so building the service opens nothing;
+    ``web_settings`` returns ``None`` when web search is disabled."""
 
     kb: Callable[[], KnowledgeBase]
     web_settings: Callable[[], WebSearchSettings | None]
     approve: WebApproval | None = None
     cache: SearchCache | None = None
     read_pages: int = 0  # top web results whose pages are fetched and read (0: snippets)
-    page_settings: Callable[[], PageSettings] = PageSettings.from_env
+    page_settings: PageSettings = field(default_factory=PageSettings)  # the run's (nodes.settings)
     page_cache: PageCache | None = None
     reader: Reader = field(default_factory=Reader.everyone)  # whose documents the KB shows
 
@@ -107,28 +109,22 @@ class SearchService:
         queries: Sequence[str],
         k: int,
         *,
+        question: str | None = None,
         anchor: str | None = None,
         reranker: Reranker | None = None,
     ) -> KBFound:
         """Top ``k`` chunks per query (``anchor``: see ``KnowledgeBase.retrieve_many``);
-        with a ``reranker``, the best ``k`` of a wider first stage (one query)."""
+        with a ``reranker``, the best ``k`` of a wider first stage. With the turn's
+        ``question``, the hits carry the answerability they are evidence of for it
+        (``tools.policy.confidence.evidence_from``, both graphs): a query made only of the
+        question's words also searches the question (served from the knowledge base's
+        per-run cache when it ran before) for the value its hits carry."""
 
         def run() -> KBFound:
             kb = self.kb()  # opening the store is blocking too
-            if reranker is None:
-                searches = kb.retrieve_many(list(queries), k, anchor=anchor, reader=self.reader)
-            else:
-                wide = kb.retrieve_many(
-                    list(queries), max(RERANK_POOL, k), anchor=anchor, reader=self.reader
-                )
-                searches = [
-                    Retrieval(rerank_chunks(q, r.hits, reranker, k), r.evidence, r.answerability)
-                    for q, r in zip(queries, wide, strict=True)
-                ]
-            found = KBFound(
-                searches,
-                [chunk_to_source(h, r.answerability) for r in searches for h in r.hits],
-            )
+            first = k if reranker is None else max(RERANK_POOL, k)  # the first stage's k
+            searches = self._retrieve(kb, list(queries), k, first, anchor, reranker)
+            found = KBFound(searches, self._sources(kb, queries, searches, question, first, anchor))
             if not found.sources and kb.stats()["chunks"] == 0:
                 found.status, found.error = "empty", KB_EMPTY
             return found
@@ -137,6 +133,47 @@ class SearchService:
             return await asyncio.to_thread(run)  # Chroma and BM25 are blocking work
         except HybridRagError as exc:
             return KBFound(status="unavailable", error=kb_unavailable(exc))
+
+    def _retrieve(
+        self,
+        kb: KnowledgeBase,
+        queries: list[str],
+        k: int,
+        first: int,
+        anchor: str | None,
+        reranker: Reranker | None,
+    ) -> list[Retrieval]:
+        wide = kb.retrieve_many(queries, first, anchor=anchor, reader=self.reader)
+        if reranker is None:
+            return wide
+        return [
+            Retrieval(rerank_chunks(q, r.hits, reranker, k), r.evidence, r.answerability)
+            for q, r in zip(queries, wide, strict=True)
+        ]
+
+    def _sources(
+        self,
+        kb: KnowledgeBase,
+        queries: Sequence[str],
+        searches: list[Retrieval],
+        question: str | None,
+        k: int,
+        anchor: str | None,
+    ) -> list[Source]:
+        """The hits as sources, as evidence for ``question`` when it is given."""
+        done = [
+            KBSearch(q, r.answerability, [chunk_to_source(h, r.answerability) for h in r.hits])
+            for q, r in zip(queries, searches, strict=True)
+        ]
+        if question is None:
+            return [s for search in done for s in search.sources]  # type: ignore[misc]
+        asked = {q.strip() for q in queries}
+        if question.strip() not in asked and any(
+            is_keyword_selection(q, question) for q in queries
+        ):
+            own = kb.retrieve_many([question], k, anchor=anchor, reader=self.reader)[0]
+            done.append(KBSearch(question, own.answerability))  # its value, not its hits
+        return evidence_from(done, question)
 
     async def search_web(
         self,
@@ -199,7 +236,7 @@ class SearchService:
         top = found.sources[: self.read_pages]
         try:
             reads = await read_pages(
-                [s["url"] for s in top], question, settings=self.page_settings(),
+                [s["url"] for s in top], question, settings=self.page_settings,
                 cache=self.page_cache,
             )  # fmt: skip
         except HybridRagError as exc:  # a misconfigured page reader: snippets only

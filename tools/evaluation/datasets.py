@@ -129,6 +129,16 @@ def load_realtimeqa(data_dir: str | Path, *, doc_chars: int = REALTIMEQA_DOC_CHA
     return BeirData(corpus=corpus, queries=queries, qrels=qrels)
 
 
+def load_dataset(data_dir: str | Path, split: str | None = None) -> BeirData:
+    """A BEIR folder, or RealTime QA's frozen results (``load_realtimeqa``) when the
+    folder has ``*_qa.jsonl`` files (in it or in ``gcs/``) and no ``corpus.jsonl``."""
+    root = Path(data_dir)
+    folder = root / "gcs" if (root / "gcs").is_dir() else root
+    if not (root / "corpus.jsonl").exists() and any(folder.glob("*_qa.jsonl")):
+        return load_realtimeqa(root)
+    return load_beir(root, split)
+
+
 # The four retrieval dev sets every evidence benchmark reads (SciFact train, RGB zh's
 # derived retrieval set, CMRC2018 trial, RealTime QA's frozen results), by name.
 DEV_SETS: dict[str, Callable[[Path], BeirData]] = {

@@ -19,13 +19,15 @@ HIGH_FALLBACK_RATE = 0.3
 def record_run(path: Path, run: dict[str, Any]) -> None:
     """Append one run as one JSON line, written by a single ``write`` in append mode so
     concurrent writers never interleave; a torn last line (a killed writer) is closed
-    first, so it cannot swallow this record."""
+    first, so it cannot swallow this record. Into an existing folder only: a question
+    asked of a data home that does not exist leaves nothing behind."""
     line = json.dumps(
         {"at": datetime.now(UTC).isoformat(timespec="seconds"), **run}, ensure_ascii=False
     )
     data = (line + "\n").encode("utf-8")
     with _lock:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.parent.is_dir():  # a run never creates a data home (nothing ingested)
+            return
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)  # read: last byte
         try:
             if not _ends_with_newline(fd):
@@ -42,8 +44,8 @@ def _ends_with_newline(fd: int) -> bool:
 
 
 def load_runs(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """The recorded runs, and how many lines could not be read (torn, not JSON, not an
-    object): those are skipped, never fatal."""
+    """The recorded runs, and how many lines could not be read (torn, not JSON, not a
+    run record: :func:`is_run`): those are skipped, never fatal."""
     if not path.exists():
         return [], 0
     try:
@@ -61,11 +63,22 @@ def load_runs(path: Path) -> tuple[list[dict[str, Any]], int]:
             value = json.loads(line)
         except (json.JSONDecodeError, RecursionError):  # RecursionError: "[[[[..." nesting
             value = None
-        if isinstance(value, dict):
+        if is_run(value):
             runs.append(value)
         else:
             unreadable += 1
     return runs, unreadable
+
+
+def is_run(value: Any) -> bool:
+    """Whether a line's value is a run record: an object with a ``route`` (text, or null
+    before routing) and, when given, a numeric ``search_cost``. Another program's JSON
+    lines in the file are not runs."""
+    if not isinstance(value, dict) or "route" not in value:
+        return False
+    cost = value.get("search_cost")
+    route_ok = value["route"] is None or isinstance(value["route"], str)
+    return route_ok and (cost is None or (isinstance(cost, int | float) and cost >= 0))
 
 
 def report(runs: list[dict[str, Any]], unreadable: int = 0) -> dict[str, Any]:

@@ -15,7 +15,8 @@ measured by the knowledge base for one question and its top hits:
 * ``terms``: ``log(1 + number of distinct question terms)``.
 
 A logistic model (Platt-style, fitted with ``fit_logistic`` by
-``bench/bench_evidence.py`` on dev data only) maps them to a probability. Its
+``hybrid-rag eval calibration --fit``, ``tools.evaluation.fitting``, on dev data only) maps
+them to a probability. Its
 coefficients are stored per embedding model in ``answerability_params/<model>.json``
 (versioned); a model without its own file uses ``lexical.json``, fitted on the
 same data without the two dense features, so its probability stays calibrated

@@ -33,7 +33,9 @@ from pathlib import Path
 from tools.errors import InputError
 from tools.kb.loaders import SkippedFile
 from tools.kb.registry import DocRecord
+from tools.text import undecodable_bytes
 
+BAD_NAME = "file name is not valid UTF-8: rename it (convmv converts legacy encodings)"
 MAX_FOLDERS = 100_000  # folders walked per ingest, links included: a bound, not a target
 
 
@@ -70,12 +72,33 @@ def find_files(
             _walk(root, follow_links, found, skipped)
             # path order (as sorted Paths compare), so batches and ids are reproducible
             found[start:] = sorted(found[start:], key=lambda f: Path(f.name).parts)
-    return found, skipped
+    return _utf8_named(found, skipped)
+
+
+def _utf8_named(
+    found: list[Found], skipped: list[SkippedFile]
+) -> tuple[list[Found], list[SkippedFile]]:
+    """The files whose path is text, and each other one skipped with the reason: a name
+    with a byte that is not UTF-8 cannot be a doc_id, a Chroma id or a line of output."""
+    named: list[Found] = []
+    for f in found:
+        shown = undecodable_bytes(str(f.path)) or undecodable_bytes(f.source)
+        if shown is None and undecodable_bytes(f.name + f.folder + f.via) is None:
+            named.append(f)
+        else:
+            skipped.append(SkippedFile(shown or str(f.path), BAD_NAME))
+    return named, skipped
 
 
 def _via(path: Path) -> str:
     # The link's folder resolved (not the link): pruning compares it with resolved folders.
     return str(path.absolute().parent.resolve() / path.name) if path.is_symlink() else ""
+
+
+NOT_FOLLOWED = (
+    "symbolic link to {target}, outside the folder: not followed "
+    "(ingest --follow-links to follow it)"
+)
 
 
 def _walk(root: Path, follow_links: bool, found: list[Found], skipped: list[SkippedFile]) -> None:
@@ -109,13 +132,7 @@ def _walk(root: Path, follow_links: bool, found: list[Found], skipped: list[Skip
                     continue
                 inside = target.is_relative_to(top)
                 if not inside and not follow_links:
-                    skipped.append(
-                        SkippedFile(
-                            where,
-                            f"symbolic link to {target}, outside the folder: not followed "
-                            "(ingest --follow-links to follow it)",
-                        )
-                    )
+                    skipped.append(SkippedFile(where, NOT_FOLLOWED.format(target=target)))
                     continue
                 if target.is_dir():
                     if target in visited or inside:

@@ -129,7 +129,7 @@ class Ingester:
 
     def ingest(
         self,
-        docs: Sequence[SourceDocument | FileRef],
+        docs: Sequence[SourceDocument | FileBytes | FileRef],
         report: IngestReport,
         progress: ProgressFn | None,
     ) -> set[str]:

@@ -22,9 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from cachetools import LRUCache
-
 from tools.access.acl import ACL, FolderRules
 from tools.errors import ConfigError
 from tools.kb.chunking import ChunkingOptions
@@ -38,9 +35,9 @@ from tools.kb.formats import LoadLimits
 from tools.kb.fusion import FUSION_METHODS
 from tools.kb.identity import aliases, assign_doc_ids, find_files
 from tools.kb.ingest import Ingester, IngestReport, ProgressFn
-from tools.kb.loaders import FileRef, SourceDocument
+from tools.kb.loaders import FileBytes, FileRef, SourceDocument
 from tools.kb.registry import Registry
-from tools.kb.retrieval import Retrieval, Retrieving, _Searched
+from tools.kb.retrieval import Ranking, Retrieval, Retriever
 from tools.kb.search import (
     SEARCH_MODES,
     CandidatePool,
@@ -53,8 +50,11 @@ from tools.kb.store import (
     StoreGuard,
     StoreLocation,
     drop_collections,
+    never_written,
+    no_collection,
     open_client,
     open_collections,
+    reopen_client,
     require_collection,
 )
 from tools.kb.tokenizers import make_tokenizer
@@ -119,39 +119,24 @@ class KBConfig:
             raise ConfigError(f"candidates must be >= 1, got {self.candidates}")
 
 
-class KnowledgeBase(Retrieving):
+class KnowledgeBase:
     """A knowledge base in Chroma; open it once, use it from several threads."""
 
     def __init__(
         self, config: KBConfig | None = None, *, embedding_model: EmbeddingModel | None = None
     ) -> None:
         self.config = config or KBConfig()
-        self.home = data_home(self.config.home)
+        self.home = data_home(self.config.home, create=self.config.create)
         self.location = StoreLocation(
             path=chroma_path(self.home), host=self.config.chroma_host, port=self.config.chroma_port
         )
+        if not self.config.create and never_written(self.location):  # a read creates nothing
+            raise no_collection(self.config.collection, self.location.describe())
         self.model = embedding_model or make_embedding_model(
             self.config.embedding, base_url=self.config.embedding_base_url
         )
         self.tokenizer = make_tokenizer(self.config.chinese_tokenizer, stem=self.config.stem)
-        # Two processes opening a new embedded store at once race in Chroma's own set-up
-        # ("table collections already exists"): opening it is serialised like writing. A
-        # server sets itself up once.
-        opening = lock_path(write_lock_dir(self.home), self.location.describe(), "")
-        with (
-            writer_lock(opening, timeout=write_lock_timeout(), what="the store", best_effort=True)
-            if self.location.host is None
-            else contextlib.nullcontext()
-        ):
-            self._client = open_client(self.location)
-            if not self.config.create:
-                require_collection(self._client, self.config.collection, self.location.describe())
-            chunks, registry = open_collections(
-                self._client,
-                self.config.collection,
-                model_id=self.model.model_id,
-                dimension=self.model.dimension,
-            )
+        chunks, registry = self._open_store()
         guard = StoreGuard(self.location)
         self.chunks = ChunkStore(chunks, guard)
         self.registry = Registry(registry, guard)
@@ -175,25 +160,51 @@ class KnowledgeBase(Retrieving):
         # One lock for writers and snapshot rebuilds: a search never sees half an ingest
         # made by this instance, and two threads never rebuild the same snapshot.
         self._lock = threading.RLock()
-        # The router's probe and the retrieval step embed the same question: embed once.
-        self._query_vectors: LRUCache[str, np.ndarray] = LRUCache(maxsize=256)
-        self._retrievals: LRUCache[tuple[str, str, str, str, str], _Searched] = LRUCache(
-            maxsize=256
+        # The search side, with its own caches and their lock (tools.kb.retrieval).
+        self.retriever = Retriever(
+            snapshot=self.snapshot,
+            model=self.model,
+            chunks=self.chunks,
+            tokenizer=self.tokenizer,
+            ranking=Ranking(self.config.candidates, self.config.fusion, self.config.vector_weight),
         )
-        # Per (generation, reader): the chunk ids a reader may read (access control).
-        self._readable: LRUCache[tuple[str, str], list[str]] = LRUCache(maxsize=64)
+        # Searching, as callers know it (the retriever's methods).
+        self.search = self.retriever.search
+        self.retrieve = self.retriever.retrieve
+        self.retrieve_many = self.retriever.retrieve_many
+        self.candidate_pool = self.retriever.candidate_pool
+        self.probe = self.retriever.probe
+        self.forget_queries = self.retriever.forget_queries
+        # Other processes' commits (the CLI beside a server): see _follow_writers.
+        self._seen_generation = self.registry.generation()
+        if self.location.host is None:
+            self.chunks.on_stale = self._reopen
+
+    def _open_store(self) -> tuple[Any, Any]:
+        """The Chroma client and the two collections (chunks, registry)."""
+        # Two processes opening a new embedded store at once race in Chroma's own set-up
+        # ("table collections already exists"): opening it is serialised like writing. A
+        # server sets itself up once.
+        opening = lock_path(write_lock_dir(self.home), self.location.describe(), "")
+        with (
+            writer_lock(opening, timeout=write_lock_timeout(), what="the store", best_effort=True)
+            if self.location.host is None
+            else contextlib.nullcontext()
+        ):
+            self._client = open_client(self.location)
+            if not self.config.create:
+                require_collection(self._client, self.config.collection, self.location.describe())
+            return open_collections(
+                self._client,
+                self.config.collection,
+                model_id=self.model.model_id,
+                dimension=self.model.dimension,
+            )
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
         self._cache.close()
-
-    def forget_queries(self) -> None:
-        """Drop the query vectors and searches kept for a run's next node (benchmarks
-        measure each question cold)."""
-        with self._lock:
-            self._query_vectors.clear()
-            self._retrievals.clear()
 
     def __enter__(self) -> KnowledgeBase:
         return self
@@ -215,7 +226,34 @@ class KnowledgeBase(Retrieving):
             writer_lock(path, timeout=write_lock_timeout(), what=what, waiting=waiting),
             self._lock,
         ):
+            self._follow_writers()  # never write through a vector index older than the store
             yield
+
+    def _follow_writers(self) -> None:
+        """Reopen embedded Chroma when another process committed since this instance last
+        looked (the registry's generation moved, and not by this instance's commit): its
+        in-memory vector index would miss the new chunks and fail on the replaced ones.
+        Checked at every snapshot (each search) and before every write, so a commit by
+        the CLI, a sync or another server is searched by the next question. A Chroma
+        server serves every process the same store: nothing to do. Caller holds _lock."""
+        if self.location.host is not None:
+            return
+        now = self.registry.generation()
+        if now not in (self._seen_generation, self.registry.written):
+            self._reopen()
+        self._seen_generation = now
+
+    def _reopen(self) -> None:
+        with self._lock:
+            self._client = reopen_client(self.location)
+            chunks, registry = open_collections(
+                self._client,
+                self.config.collection,
+                model_id=self.model.model_id,
+                dimension=self.model.dimension,
+            )
+            self.chunks.collection, self.registry.collection = chunks, registry
+            self.retriever.forget_queries()
 
     def drop(self) -> None:
         """Delete both collections (used by throw-away evaluation indexes)."""
@@ -273,9 +311,10 @@ class KnowledgeBase(Retrieving):
         return report
 
     def ingest_documents(
-        self, docs: Sequence[SourceDocument], *, progress: ProgressFn | None = None
+        self, docs: Sequence[SourceDocument | FileBytes], *, progress: ProgressFn | None = None
     ) -> IngestReport:
-        """Ingest documents that do not come from files (evaluation corpora, APIs)."""
+        """Ingest documents that do not come from the named files (evaluation corpora, the
+        document API's originals: a ``FileBytes`` is parsed only when its version changed)."""
         started = time.perf_counter()
         report = IngestReport()
         with self._writing(progress):
@@ -293,6 +332,7 @@ class KnowledgeBase(Retrieving):
     def snapshot(self) -> Snapshot:
         """The active chunks and BM25 index, rebuilt only when the registry changed."""
         with self._lock:  # an ingest on this instance may be moving the generation
+            self._follow_writers()
             return self._snapshots.current()
 
     # -- statistics ----------------------------------------------------------------------

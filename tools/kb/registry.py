@@ -47,6 +47,7 @@ class Registry:
     def __init__(self, collection: Collection, guard: StoreGuard) -> None:
         self.collection = collection
         self._guard = guard
+        self.written = ""  # the generation this object committed last
 
     def records(self) -> dict[str, DocRecord]:
         """Every document's record, tombstones included."""
@@ -77,7 +78,7 @@ class Registry:
         ids = [*records, GENERATION_ID]
         metas: list[dict[str, Any]] = [
             *({**_OPTIONAL_EMPTY, **r} for r in records.values()),
-            {"generation": uuid.uuid4().hex},
+            {"generation": (generation := uuid.uuid4().hex)},
         ]
         names = ", ".join(list(records)[:3]) + ("…" if len(records) > 3 else "")
         self._guard(
@@ -88,6 +89,7 @@ class Registry:
                 metadatas=metas,  # type: ignore[arg-type]
             ),
         )
+        self.written = generation
 
     def forget(self, doc_id: str) -> None:
         """Remove a document's record (after its chunks are gone)."""

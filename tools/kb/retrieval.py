@@ -1,11 +1,12 @@
-"""Searching a knowledge base: the search side of ``KnowledgeBase``.
+"""Searching a knowledge base: the :class:`Retriever` a ``KnowledgeBase`` composes.
 
-``Retrieving`` holds the methods that read a snapshot (hybrid search, the calibrated
-answerability of what was found, the router's probe) and the per-instance caches they
-share: one query embedding per text, and a finished search per (generation, mode,
-query, vector text, reader), so the router's probe and the retrieval step search once.
-``KnowledgeBase`` (``tools.kb.knowledge_base``) opens the store and provides the
-attributes declared below.
+It reads snapshots (hybrid search, the calibrated answerability of what was found, the
+router's probe) and owns the caches its searches share, with their lock: one query
+embedding per text, the chunk ids a reader may read per generation, and a finished
+search per (generation, mode, query, vector text, reader), so the router's probe and the
+retrieval step search once. ``KnowledgeBase`` (``tools.kb.knowledge_base``) opens the
+store and gives the retriever what it reads: the snapshot, the embedding model, the chunk
+store, the tokenizer and the ranking settings.
 """
 
 from __future__ import annotations
@@ -47,8 +48,6 @@ from tools.kb.tokenizers import words_of
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from tools.kb.knowledge_base import KBConfig
-
 EVIDENCE_HITS = 5  # answerability looks at the top five hits, whatever k the caller asks
 
 
@@ -62,6 +61,16 @@ class Retrieval:
 
 
 @dataclass(frozen=True)
+class Ranking:
+    """How a search ranks: candidates per retriever, the fusion method and its weight
+    (``KBConfig``'s fields of the same names)."""
+
+    candidates: int
+    fusion: str
+    vector_weight: float
+
+
+@dataclass(frozen=True)
 class _Searched:
     """A finished search, kept per (generation, mode, query, vector text) for the run's next node."""
 
@@ -71,20 +80,47 @@ class _Searched:
     asked: int  # the depth ranked (``top``)
 
 
-class Retrieving:
-    """The search methods of ``KnowledgeBase`` (which sets the attributes below)."""
+def _check_search(query: str, mode: str, k: int) -> None:
+    if not isinstance(query, str) or not query.strip():
+        raise InputError("query is empty: give a non-empty search query")
+    if mode not in SEARCH_MODES:
+        raise ConfigError(f"mode must be one of {SEARCH_MODES}, got {mode!r}")
+    if k < 1:
+        raise ConfigError(f"k must be >= 1, got {k}")
 
-    config: KBConfig
-    model: EmbeddingModel
-    chunks: ChunkStore
-    tokenizer: Callable[[str], list[str]]
-    _lock: threading.RLock
-    _query_vectors: LRUCache[str, np.ndarray]
-    _retrievals: LRUCache[tuple[str, str, str, str, str], _Searched]
-    _readable: LRUCache[tuple[str, str], list[str]]
 
-    def snapshot(self) -> Snapshot:
-        raise NotImplementedError  # KnowledgeBase.snapshot
+class Retriever:
+    """The searches of one knowledge base, and the caches they share (thread-safe)."""
+
+    def __init__(
+        self,
+        *,
+        snapshot: Callable[[], Snapshot],
+        model: EmbeddingModel,
+        chunks: ChunkStore,
+        tokenizer: Callable[[str], list[str]],
+        ranking: Ranking,
+    ) -> None:
+        self.snapshot = snapshot  # the current snapshot (the knowledge base rebuilds it)
+        self.model = model
+        self.chunks = chunks
+        self.tokenizer = tokenizer
+        self.ranking = ranking
+        self._lock = threading.Lock()  # guards the caches below, never held while searching
+        # The router's probe and the retrieval step embed the same question: embed once.
+        self._query_vectors: LRUCache[str, np.ndarray] = LRUCache(maxsize=256)
+        self._retrievals: LRUCache[tuple[str, str, str, str, str], _Searched] = LRUCache(
+            maxsize=256
+        )
+        # Per (generation, reader): the chunk ids a reader may read (access control).
+        self._readable: LRUCache[tuple[str, str], list[str]] = LRUCache(maxsize=64)
+
+    def forget_queries(self) -> None:
+        """Drop the query vectors and searches kept for a run's next node (benchmarks
+        measure each question cold)."""
+        with self._lock:
+            self._query_vectors.clear()
+            self._retrievals.clear()
 
     def search(
         self,
@@ -122,12 +158,7 @@ class Retrieving:
         ``vector_text`` is embedded for the dense side instead of ``query`` (see
         :meth:`retrieve_many`); BM25 and the evidence measures still use ``query``.
         """
-        if not isinstance(query, str) or not query.strip():
-            raise InputError("query is empty: give a non-empty search query")
-        if mode not in SEARCH_MODES:
-            raise ConfigError(f"mode must be one of {SEARCH_MODES}, got {mode!r}")
-        if k < 1:
-            raise ConfigError(f"k must be >= 1, got {k}")
+        _check_search(query, mode, k)
         snap = self.snapshot()
         if not snap.ids:
             return Retrieval([], NO_EVIDENCE, 0.0)
@@ -137,11 +168,8 @@ class Retrieving:
         # the reader is part of the key, so one reader never gets another's hits).
         reader = reader or Reader.everyone()
         vector_text = vector_text if vector_text and vector_text.strip() else query
-        key = (
-            (snap.generation, mode, query, vector_text, reader.key())
-            if snap.generation and not (doc_ids or sources or exclude_doc_ids)
-            else None
-        )
+        cached = snap.generation and not (doc_ids or sources or exclude_doc_ids)
+        key = (snap.generation, mode, query, vector_text, reader.key()) if cached else None
         with self._lock:
             done = self._retrievals.get(key) if key else None
         # Served when it ranked at least as deep, or found fewer than it asked (all there is).
@@ -154,15 +182,31 @@ class Retrieving:
             filters=Filters.of(
                 doc_ids, sources, exclude_doc_ids, reader, self.readable_ids(snap, reader)
             ),
-            n=max(self.config.candidates, k),
+            n=max(self.ranking.candidates, k),
             snap=snap,
         )
+        searched = self._rank(query, pool, scores, snap, mode, top)
+        if key:
+            with self._lock:
+                self._retrievals[key] = searched
+        return Retrieval(searched.hits[:k], searched.evidence, searched.answerability)
+
+    def _rank(
+        self,
+        query: str,
+        pool: CandidatePool,
+        scores: dict[str, float] | None,
+        snap: Snapshot,
+        mode: SearchMode,
+        top: int,
+    ) -> _Searched:
+        """The pool's top ``top`` and the calibrated evidence of the best of them."""
         hits = rank(
             pool,
             snap,
             mode=mode,
-            fusion=self.config.fusion,
-            vector_weight=self.config.vector_weight,
+            fusion=self.ranking.fusion,
+            vector_weight=self.ranking.vector_weight,
             similarity_floor=self.model.similarity_floor,
             top=top,
             scores=scores,
@@ -180,10 +224,7 @@ class Retrieving:
         answerability = evidence_model(
             query, best_language, self.answerability_model, self.crosslingual_model
         ).probability(evidence)
-        if key:
-            with self._lock:
-                self._retrievals[key] = _Searched(hits, evidence, answerability, top)
-        return Retrieval(hits[:k], evidence, answerability)
+        return _Searched(hits, evidence, answerability, top)
 
     def retrieve_many(
         self,
@@ -238,7 +279,7 @@ class Retrieving:
         """Each retriever's top ``n`` (default ``candidates``) and, in hybrid mode, both
         raw scores for every candidate of either: what fusion normalises over. The dense
         side embeds ``vector_text`` (default: ``query``)."""
-        vector = self._query_vector(vector_text or query) if mode in ("hybrid", "vector") else None
+        vector = self.query_vector(vector_text or query) if mode in ("hybrid", "vector") else None
         snap = snap or self.snapshot()
         return candidate_pool(
             query,
@@ -249,7 +290,7 @@ class Retrieving:
             filters=Filters.of(
                 doc_ids, sources, exclude_doc_ids, reader, self.readable_ids(snap, reader)
             ),
-            n=n or self.config.candidates,
+            n=n or self.ranking.candidates,
         )
 
     def ranked_pool(
@@ -264,9 +305,9 @@ class Retrieving:
     ) -> tuple[CandidatePool, dict[str, float] | None]:
         """The candidates to rank and, for a KB in several languages, their merged
         scores (per-language pools, ``tools.kb.languages``); None: fuse the one pool."""
-        vector = self._query_vector(vector_text) if mode in ("hybrid", "vector") else None
+        vector = self.query_vector(vector_text) if mode in ("hybrid", "vector") else None
         fusion = Fusion(
-            mode, self.config.fusion, self.config.vector_weight, self.model.similarity_floor
+            mode, self.ranking.fusion, self.ranking.vector_weight, self.model.similarity_floor
         )
         merged = language_search(
             query, vector, snap, self.chunks, filters=filters, n=n, fusion=fusion
@@ -304,7 +345,8 @@ class Retrieving:
         """Calibration for evidence in another language than the question (or None)."""
         return load_crosslingual(self.model.model_id)
 
-    def _query_vector(self, query: str) -> np.ndarray:
+    def query_vector(self, query: str) -> np.ndarray:
+        """The query's embedding, computed once per text."""
         with self._lock:
             cached = self._query_vectors.get(query)
         if cached is not None:

@@ -68,7 +68,7 @@ class Filters:
     sources: frozenset[str] | None = None
     excluded: frozenset[str] = frozenset()  # evaluation: "the KB without its answer"
     reader: Reader = field(default_factory=Reader.everyone)  # whose documents (ACL)
-    # The chunks the reader may read (``Retrieving.readable_ids``); None: every chunk.
+    # The chunks the reader may read (``Retriever.readable_ids``); None: every chunk.
     readable_ids: Sequence[str] | None = None
     # One document language (``lang`` of a chunk, ``tools.kb.languages``); None: all.
     language: str | None = None

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,12 +33,15 @@ from chromadb.api.models.Collection import Collection
 
 from tools.errors import ConfigError, EmbeddingMismatchError, InputError, StoreError
 from tools.kb.embeddings import spec_for_model_id
+from tools.kb.store_deadline import DeadlineTransport, bounded_timeout
 from tools.settings import store_timeout
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,500}[A-Za-z0-9]$")
 REGISTRY_SUFFIX = "-docs"
+STORE_FILE = "chroma.sqlite3"  # embedded Chroma's database, in the store's folder
 WRITE_PAGE = 1000  # chunks per upsert: bounded request bodies for a Chroma server
 READ_PAGE = 2000  # chunks per get when reading the whole collection
+STALE_INDEX = "Error finding id"  # embedded Chroma's vector index is older than its store
 T = TypeVar("T")
 
 
@@ -67,7 +71,7 @@ def validate_collection_name(name: str) -> str:
 def open_client(location: StoreLocation) -> ClientAPI:
     settings = chromadb.Settings(anonymized_telemetry=False)
     if location.host:
-        timeout = store_timeout()
+        timeout = bounded_timeout(store_timeout())
         where = f"{location.host}:{location.port}"
         try:
             # chromadb's constructor already sends requests, with no time limit: ask the
@@ -94,10 +98,50 @@ def open_client(location: StoreLocation) -> ClientAPI:
             f"{exc.strerror or type(exc).__name__}"
             + (" (a file is in the way)" if location.path.is_file() else "")
         ) from exc
+    check_intact(location.path)  # before Chroma: its Rust core panics on a damaged file
     try:
         return chromadb.PersistentClient(path=str(location.path), settings=settings)
-    except Exception as exc:
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # a Rust panic (pyo3's PanicException) is not an Exception
+        check_intact(location.path)
         raise StoreError(f"cannot open embedded Chroma at {location.path}: {exc}") from exc
+
+
+def check_intact(folder: Path) -> None:
+    """``StoreError`` ("knowledge base unavailable: damaged store at …") when the embedded
+    store's database fails SQLite's structural check (overwritten or torn pages): said once
+    and plainly, where Chroma would panic in Rust on every command. Read-only, and linear in
+    the file's size (milliseconds for a few megabytes), once per opening."""
+    path = folder / STORE_FILE
+    if not path.is_file():
+        return
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            row = db.execute("PRAGMA quick_check(1)").fetchone()
+        problem = None if row and row[0] == "ok" else " ".join(str(row and row[0]).split())
+    except sqlite3.DatabaseError as exc:  # "file is not a database", "malformed", ...
+        problem = str(exc)
+    if problem:
+        raise StoreError(
+            f"knowledge base unavailable: damaged store at {path} ({problem[:160]}). Restore "
+            "the data home from a backup, or move it aside and ingest the documents again "
+            "(docs/FAULTS.md)"
+        )
+
+
+def reopen_client(location: StoreLocation) -> ClientAPI:
+    """A new client of embedded Chroma that reads the store as it is on disk now.
+
+    chromadb keeps one system per path for the process, whose vector index stays in
+    memory: after another process commits, it no longer matches the store ("Error finding
+    id"). Forgetting the cached system makes the next client load it again; the old one
+    is left to the searches still using it (never stopped here: another instance of this
+    process may share it) and is freed with its last reference."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    SharedSystemClient._identifier_to_system.pop(str(location.path), None)
+    return open_client(location)
 
 
 def _limit_requests(client: ClientAPI, timeout: float) -> None:
@@ -106,12 +150,17 @@ def _limit_requests(client: ClientAPI, timeout: float) -> None:
     chromadb's ``HttpClient`` builds its ``httpx.Client`` with ``timeout=None`` and no
     setting to change it, so a server that accepts and never answers would hang every
     call; the session is reached through the client's server object (checked here, and
-    by a test against such a server, so a chromadb upgrade cannot drop it silently).
+    by a test against such a server, so a chromadb upgrade cannot drop it silently). Its
+    transport is wrapped so a request made for a run also ends by the run's deadline
+    (:func:`store_deadline`): the client is shared by runs with different deadlines.
     """
     session = getattr(getattr(client, "_server", None), "_session", None)
-    if not isinstance(session, httpx.Client):
+    transport = getattr(session, "_transport", None)
+    if not isinstance(session, httpx.Client) or not isinstance(transport, httpx.BaseTransport):
         raise StoreError("this chromadb version hides its HTTP session: cannot limit request time")
     session.timeout = httpx.Timeout(timeout)
+    if not isinstance(transport, DeadlineTransport):  # and each request by the run's deadline
+        session._transport = DeadlineTransport(transport)
 
 
 def _reopen_hint(stored_model: str) -> str:
@@ -130,12 +179,24 @@ def require_collection(client: ClientAPI, name: str, where: str) -> None:
     """``InputError`` naming the existing knowledge bases unless ``name`` is one of them:
     a read must not create (a mistyped name would silently read an empty one)."""
     existing = knowledge_bases(client)
-    if name in existing:
-        return
+    if name not in existing:
+        raise no_collection(name, where, existing)
+
+
+def no_collection(name: str, where: str, existing: Sequence[str] = ()) -> InputError:
     listed = f"existing: {', '.join(existing)}" if existing else "nothing ingested yet"
-    raise InputError(
+    return InputError(
         f"no knowledge base (collection) {name!r} in {where}; {listed}. "
         f"'hybrid-rag ingest PATH --collection {name}' creates it"
+    )
+
+
+def never_written(location: StoreLocation) -> bool:
+    """An embedded store no ingest has written: a reader says so without opening it
+    (opening creates the folder, Chroma's database and the locks)."""
+    path = location.path  # a file in its place is not "never written": opening names it
+    return location.host is None and (
+        not path.exists() or (path.is_dir() and not (path / STORE_FILE).is_file())
     )
 
 
@@ -178,7 +239,11 @@ class StoreGuard:
     def __call__(self, what: str, fn: Callable[[], T]) -> T:
         try:
             return fn()
-        except Exception as exc:  # chromadb raises many unrelated types (HTTP, sqlite, ...)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # chromadb raises many types; its Rust core panics
+            if self.location.host is None:  # a page damaged since the store was opened
+                check_intact(self.location.path)
             raise StoreError(
                 f"{self.location.describe()} failed during {what}: {type(exc).__name__}: {exc}"
             ) from exc
@@ -203,6 +268,19 @@ class ChunkStore:
     def __init__(self, collection: Collection, guard: StoreGuard) -> None:
         self.collection = collection
         self._guard = guard
+        # Called when a search finds the store changed under it (another process
+        # committed between the generation check and the search): the owner reopens it,
+        # and the search is tried once more.
+        self.on_stale: Callable[[], None] | None = None
+
+    def _searching(self, what: str, fn: Callable[[], T]) -> T:
+        try:
+            return self._guard(what, fn)
+        except StoreError as exc:
+            if self.on_stale is None or STALE_INDEX not in str(exc):
+                raise
+            self.on_stale()
+            return self._guard(what, fn)
 
     def write(
         self,
@@ -265,7 +343,7 @@ class ChunkStore:
     ) -> list[tuple[str, float]]:
         """The ``n`` nearest chunks as ``(chunk id, cosine similarity)``, best first;
         ``ids`` restricts the search to those chunks."""
-        res = self._guard(
+        res = self._searching(
             "vector search",
             lambda: self.collection.query(
                 query_embeddings=[vector.tolist()],
@@ -286,7 +364,7 @@ class ChunkStore:
 
         Chunks deleted meanwhile are simply absent from the result.
         """
-        got = self._guard(
+        got = self._searching(
             "reading vectors",
             lambda: self.collection.get(ids=list(ids), include=["embeddings"]),
         )

@@ -53,6 +53,27 @@ def _holder(path: Path) -> str:
     return "another process"
 
 
+def _tell_waiting(
+    holder: str, what: str, timeout: float, waiting: Callable[[str], None] | None
+) -> bool:
+    """Say once who is being waited for (the log reaches a terminal whole; progress may
+    cut it)."""
+    note = f"waiting for {holder} to finish writing {what}"
+    log.warning("%s (at most %g s)", note, timeout)
+    if waiting:
+        waiting(note)
+    return True
+
+
+def _note_holder(fd: int) -> None:
+    """Who holds the lock, for the messages of those who wait: a note, so a full disk does
+    not stop the holder (a reader opening the store writes nothing else; a writer's own
+    writes report the disk)."""
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%H:%M:%S')}".encode(), 0)
+
+
 @contextlib.contextmanager
 def writer_lock(
     path: Path,
@@ -91,12 +112,8 @@ def writer_lock(
                         f"{what} is being written by {holder}; waited {timeout:g} s "
                         "(HYBRID_RAG_WRITE_LOCK_TIMEOUT). Try again when it has finished"
                     ) from None
-                if not told:  # the log reaches a terminal whole; progress may cut it
-                    note = f"waiting for {holder} to finish writing {what}"
-                    log.warning("%s (at most %g s)", note, timeout)
-                    if waiting:
-                        waiting(note)
-                    told = True
+                if not told:
+                    told = _tell_waiting(holder, what, timeout, waiting)
                 time.sleep(POLL_S)
             except OSError as exc:  # e.g. ENOLCK: a network filesystem without locks
                 log.warning(
@@ -105,8 +122,7 @@ def writer_lock(
                 )  # fmt: skip
                 yield
                 return
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%H:%M:%S')}".encode(), 0)
+        _note_holder(fd)
         try:
             yield
         finally:

@@ -15,6 +15,7 @@ the question's meaning and count as they are.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from tools.kb.tokenizers import words_of
@@ -37,22 +38,26 @@ def search_answerability(
 S = TypeVar("S", bound=Mapping[str, Any])
 
 
-def as_question_evidence(
-    question: str,
-    queries: Sequence[str],
-    hits_per_query: Sequence[int],
-    sources: Sequence[S],
-    question_answerability: float,
-) -> list[S]:
-    """``sources`` (the hits of ``queries`` in order, ``hits_per_query`` each) with the
-    answerability each carries as evidence for ``question`` (:func:`search_answerability`)."""
+@dataclass(frozen=True)
+class KBSearch:
+    """One knowledge-base search as evidence: its query, its calibrated answerability and
+    the passages it found (none for a search of the question run only for its value)."""
+
+    query: str
+    answerability: float
+    sources: Sequence[Mapping[str, Any]] = ()
+
+
+def evidence_from(searches: Sequence[KBSearch], question: str) -> list[S]:
+    """The passages of ``searches`` (in order), each carrying the answerability it is
+    evidence of for ``question`` (:func:`search_answerability`): a keyword selection's hits
+    carry the question's own search's value, which must then be among ``searches``
+    (``SearchService.search_kb(question=...)`` adds it; 0.0 when it is not). Both graphs'
+    knowledge-base searches pass here."""
+    own = next((s.answerability for s in searches if s.query.strip() == question.strip()), 0.0)
     out: list[S] = []
-    it = iter(sources)
-    for query, n in zip(queries, hits_per_query, strict=True):
-        for _ in range(n):
-            src = next(it)
-            value = search_answerability(
-                query, question, float(src.get("answerability") or 0.0), question_answerability
-            )
+    for search in searches:
+        for src in search.sources:
+            value = search_answerability(search.query, question, search.answerability, own)
             out.append(cast(S, {**src, "answerability": value}))
     return out

@@ -26,9 +26,9 @@ from typing import Any, Literal, TypeVar
 
 from typing_extensions import TypedDict
 
-from tools.policy.offline import text_overlap, uncovered_terms
+from tools.policy.offline import ROUTES, Route, text_overlap, uncovered_terms
+from tools.websearch import SKIPPED_BY_USER
 
-Route = Literal["knowledge", "search", "both"]
 Grade = Literal["correct", "ambiguous", "incorrect"]
 
 # Passages graded by the model, and web results scored for overlap: the top three.
@@ -55,6 +55,7 @@ class Evidence:
     grades: tuple[Grade, ...] = ()
     web_searched: bool = False
     fell_back: bool = False
+    web_skipped: bool = False  # the person approving web searches skipped one this turn
 
     @classmethod
     def of(
@@ -67,11 +68,15 @@ class Evidence:
         web_searched: bool,
         fell_back: bool = False,
         grades: Sequence[Grade] = (),
+        web_skipped: bool = False,
     ) -> Evidence:
-        """Evidence from the sources a run holds (``Source`` dicts)."""
+        """Evidence from the sources a run holds (``Source`` dicts): one value per search
+        behind the KB passages (passages of one search carry the same value; the same
+        searches give the same evidence however many of their hits a graph keeps)."""
+        values = {round(float(d.get("answerability") or 0.0), 4) for d in internal}
         return cls(
-            route=route if route in ("knowledge", "search", "both") else None,  # type: ignore[arg-type]
-            kb_answerability=tuple(float(d.get("answerability") or 0.0) for d in internal),
+            route=route if route in ROUTES else None,
+            kb_answerability=tuple(sorted(values, reverse=True)),
             web_overlap=tuple(
                 text_overlap(question, f"{d.get('title', '')} {d.get('text', '')}")
                 for d in web[:TOP_N]
@@ -79,6 +84,7 @@ class Evidence:
             grades=tuple(grades),
             web_searched=web_searched,
             fell_back=fell_back,
+            web_skipped=web_skipped,
         )
 
 
@@ -91,6 +97,7 @@ class EvidenceRecord(TypedDict):
     grades: list[str]
     web_searched: bool
     fell_back: bool
+    web_skipped: bool
 
 
 def record(evidence: Evidence) -> EvidenceRecord:
@@ -102,7 +109,28 @@ def record(evidence: Evidence) -> EvidenceRecord:
         "grades": list(evidence.grades),
         "web_searched": evidence.web_searched,
         "fell_back": evidence.fell_back,
+        "web_skipped": evidence.web_skipped,
     }
+
+
+def turn_evidence(
+    turn: Mapping[str, Any], *, route: str | None = None, grades: Sequence[Grade] = ()
+) -> Evidence:
+    """The evidence of a turn as either graph's state holds it: the KB passages kept
+    (``internal_docs``, each with the answerability ``confidence.evidence_from`` gave it),
+    the web results, the web's status, the fallback decided before (``decision``);
+    ``route`` when the graph knows it better than ``turn["route"]`` (the agent: from the
+    tools it used); ``grades``: the model's grades of this round."""
+    return Evidence.of(
+        turn["question"],
+        list(turn.get("internal_docs") or []),
+        list(turn.get("web_docs") or []),
+        route=route or turn.get("route"),
+        web_searched=bool(turn.get("web_searched")),
+        fell_back=bool((turn.get("decision") or {}).get("web_fallback")),
+        grades=grades,
+        web_skipped=bool(turn.get("web_skipped")),
+    )
 
 
 class Decision(TypedDict):
@@ -130,12 +158,13 @@ def web_confidence(evidence: Evidence) -> float:
 
 
 def needs_web_fallback(evidence: Evidence, threshold: float) -> bool:
-    """Corrective fallback: the KB was asked, its evidence is weak and the web was not
-    searched yet in this turn."""
+    """Corrective fallback: the KB was asked, its evidence is weak and the web was neither
+    searched nor skipped yet in this turn."""
     return (
         evidence.route != "search"
         and kb_confidence(evidence) < threshold
         and not evidence.web_searched
+        and not evidence.web_skipped
     )
 
 
@@ -144,12 +173,25 @@ def refuses(confidence: float, threshold: float) -> bool:
     return confidence < threshold
 
 
-def decide(evidence: Evidence, threshold: float, *, refusal: float | None = None) -> Decision:
+def decide(
+    evidence: Evidence,
+    threshold: float,
+    *,
+    refusal: float | None = None,
+    model_driven: bool = False,
+    searches_left: int | None = None,
+) -> Decision:
     """Confidence, web fallback and refusal for ``evidence`` (both graphs): ``threshold``
     guards the web fallback (``confidence_threshold``), ``refusal`` the offline answer
-    (``refusal_threshold``; ``threshold`` when not given)."""
+    (``refusal_threshold``; ``threshold`` when not given). A model that drives the run
+    (the agent's) picks its own searches: no fallback is decided for it. ``searches_left``:
+    the searches the run may still make (the agent's ``max_tool_calls``; None: no bound)."""
     kb, web = kb_confidence(evidence), web_confidence(evidence)
-    now = needs_web_fallback(evidence, threshold)
+    now = (
+        not model_driven
+        and (searches_left is None or searches_left > 0)
+        and needs_web_fallback(evidence, threshold)
+    )
     fell_back = evidence.fell_back or now
     if evidence.route == "search":
         confidence = web
@@ -167,9 +209,33 @@ def decide(evidence: Evidence, threshold: float, *, refusal: float | None = None
     }
 
 
-def kept_internal(internal: Sequence[Any], web_fallback: bool) -> list[Any]:
-    """The KB passages kept beside the web results: the best two on a fallback."""
-    return list(internal[:KEEP_ON_FALLBACK] if web_fallback else internal)
+def kept_internal(internal: Sequence[Any], decision: Mapping[str, Any]) -> list[Any]:
+    """The KB passages kept beside the web results: the best two once ``decision`` sends
+    the run to the web (both graphs trim then, before the fallback search)."""
+    return list(internal[:KEEP_ON_FALLBACK] if decision.get("search_web_now") else internal)
+
+
+def web_unavailable(turn: Mapping[str, Any]) -> str | None:
+    """Why the answer must say live web results were unavailable, or None: the run wanted
+    the web (its route, or a fallback), a search failed or was skipped, and no web result
+    reached the run (both graphs; the sentence is ``nodes.notices``)."""
+    if turn.get("web_docs"):
+        return None
+    wanted = turn.get("route") in ("search", "both") or (turn.get("decision") or {}).get(
+        "web_fallback"
+    )
+    if not wanted:
+        return None
+    reason = str(turn.get("web_error") or "") or (
+        SKIPPED_BY_USER if turn.get("web_skipped") else ""
+    )
+    return reason or None
+
+
+def route_without_plan(offline_route: Route, model_failed: bool) -> Route:
+    """The route when no model plans it: the offline rule's, unless a planning model failed
+    (its failure says nothing about the question: ask both sources). Both graphs."""
+    return "both" if model_failed else offline_route
 
 
 def graded(passages: Sequence[S]) -> list[S]:

@@ -12,12 +12,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
-from tools.answer.citations import LABEL_RE
 from tools.kb.tokenizers import keywords
 from tools.policy.untrusted import quotable_text
-from tools.text import detect_language, split_sentences
+from tools.text import LABEL_RE, detect_language, split_sentences
 
 TIME_CUES_ZH = (
     "明天",
@@ -121,9 +120,14 @@ KB_PROBE_STRONG = 0.125
 KB_PROBE_WEAK = KB_PROBE_STRONG / 2
 
 
+# The sources a turn consults (the router's verdict); every module names this one.
+Route = Literal["knowledge", "search", "both"]
+ROUTES: tuple[Route, ...] = ("knowledge", "search", "both")
+
+
 @dataclass(frozen=True)
 class RouteDecision:
-    route: str
+    route: Route
     reason: str
 
 

@@ -10,6 +10,7 @@ through ``nodes.approval``, which pauses the run with LangGraph's ``interrupt``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -26,6 +27,10 @@ from .text import build_params, normalize_query
 SKIPPED_BY_USER = "web search was skipped by the user"
 MAX_EDITED_QUERIES = 5
 ACTIONS = ("approve", "edit", "skip")
+# The action as agent-chat-ui's inbox (LangChain's human-in-the-loop request schema,
+# ``action_requests`` / ``review_configs``) names it; its "reject" is our "skip".
+HITL_ACTION = "web_search"
+HITL_DECISIONS = {"approve": "approve", "edit": "edit", "reject": "skip"}
 
 
 class InvalidDecisionError(InputError):
@@ -50,7 +55,9 @@ class WebSearchDecision(BaseModel):
 
     ``{"action": "approve"}``, ``{"action": "skip"}`` or ``{"action": "edit", "queries":
     ["...", ...]}`` (1 to :data:`MAX_EDITED_QUERIES` non-empty queries); a bare
-    ``"approve"`` or ``"skip"`` is accepted too. Anything else is rejected with a message
+    ``"approve"`` or ``"skip"`` is accepted too, and so is agent-chat-ui's
+    ``{"decisions": [{"type": "approve" | "edit" | "reject"}]}`` (:func:`from_hitl`,
+    reject = skip). Anything else is rejected with a message
     that names the problem, and the request can be answered again.
     """
 
@@ -69,6 +76,8 @@ class WebSearchDecision(BaseModel):
     def _bare_action(cls, value: Any) -> Any:
         if isinstance(value, str):
             return {"action": value.strip().lower()}
+        if isinstance(value, dict) and ("decisions" in value or "type" in value):
+            return from_hitl(value)
         if not isinstance(value, dict):
             raise ValueError(
                 "resume with {'action': 'approve' | 'edit' | 'skip'} "
@@ -111,6 +120,56 @@ class WebSearchDecision(BaseModel):
         return self
 
 
+def from_hitl(value: dict[str, Any]) -> dict[str, Any]:
+    """A human-in-the-loop answer (``{"decisions": [{"type": "approve" | "edit" |
+    "reject", ...}]}``, or one decision) as this module's ``{"action": ...}``.
+
+    An edit's ``edited_action.args.queries`` may be a list, a JSON list or text with one
+    query per line (agent-chat-ui edits every argument as a string).
+    """
+    decisions = value.get("decisions", [value])
+    if not isinstance(decisions, list) or len(decisions) != 1 or not isinstance(decisions[0], dict):
+        raise ValueError(
+            "decisions must be a list of exactly one decision (one web search request)"
+        )
+    decision = decisions[0]
+    kind = decision.get("type")
+    if kind not in HITL_DECISIONS:
+        raise ValueError(f"decision type must be approve, edit or reject, got {kind!r}")
+    if kind != "edit":
+        return {"action": HITL_DECISIONS[kind]}
+    action = decision.get("edited_action")
+    args = action.get("args") if isinstance(action, dict) else None
+    if not isinstance(args, dict) or "queries" not in args:
+        raise ValueError("an edit decision needs edited_action.args.queries")
+    return {"action": "edit", "queries": _queries_value(args["queries"])}
+
+
+def _queries_value(queries: Any) -> Any:
+    if not isinstance(queries, str):
+        return queries
+    try:
+        parsed = json.loads(queries)
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, list):
+        return parsed
+    return [line for line in queries.splitlines() if line.strip()]
+
+
+def _price(settings: WebSearchSettings, provider: str) -> tuple[float | None, str]:
+    """The provider's price per query (None: unknown) and where it comes from."""
+    env = f"{ENV_PRICE_PREFIX}{provider.upper()}"
+    if provider in settings.prices:
+        return settings.price(provider), f"price per query from {env}"
+    if PROVIDERS[provider].price_usd > 0:
+        return settings.price(provider), f"list price per query (estimate; set {env} to override)"
+    return (
+        None,
+        f"{provider} has no known per-query price (self-hosted or free); set {env} to count one",
+    )
+
+
 def approval_request(
     settings: WebSearchSettings,
     queries: Sequence[str],
@@ -143,25 +202,16 @@ def approval_request(
 
     cached = [q for q in unique if is_cached(q)]
     paid = len({normalize_query(q) for q in unique if q not in cached})
-    env = f"{ENV_PRICE_PREFIX}{provider.upper()}"
-    price: float | None = settings.price(provider)
-    if provider in settings.prices:
-        note = f"price per query from {env}"
-    elif PROVIDERS[provider].price_usd > 0:
-        note = f"list price per query (estimate; set {env} to override)"
-    else:
-        price = None
-        note = (
-            f"{provider} has no known per-query price (self-hosted or free); set {env} to count one"
-        )
+    price, note = _price(settings, provider)
     cost = None if price is None else round(price * paid, 6)
     shown = "unknown" if cost is None else f"USD {cost:g}"
+    message = (
+        f"Approve {len(unique)} web search(es) with {provider}? Estimated cost: {shown}. "
+        "Resume with approve, edit (new queries) or skip."
+    )
     return {
         "type": "web_search_approval",
-        "message": (
-            f"Approve {len(unique)} web search(es) with {provider}? Estimated cost: {shown}. "
-            "Resume with approve, edit (new queries) or skip."
-        ),
+        "message": message,
         "queries": unique,
         "provider": provider,
         "failover": list(chain[1:]),
@@ -175,4 +225,16 @@ def approval_request(
             "edit": {"action": "edit", "queries": unique},
             "skip": {"action": "skip"},
         },
+        **hitl_request(unique, message),
+    }
+
+
+def hitl_request(queries: list[str], message: str) -> dict[str, Any]:
+    """The request in the human-in-the-loop schema agent-chat-ui's inbox renders (resumed
+    with ``{"decisions": [...]}``, read by :class:`WebSearchDecision`)."""
+    return {
+        "action_requests": [
+            {"name": HITL_ACTION, "args": {"queries": queries}, "description": message}
+        ],
+        "review_configs": [{"action_name": HITL_ACTION, "allowed_decisions": list(HITL_DECISIONS)}],
     }

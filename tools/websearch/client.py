@@ -45,6 +45,21 @@ Clock = Callable[[], datetime]
 Sleep = Callable[[float], Awaitable[None]]
 
 
+def _distinct_queries(queries: Sequence[str], top_k: int) -> list[str]:
+    """The queries to search, each once (normalised), or an :class:`InputError`."""
+    if isinstance(queries, str):
+        raise InputError("search_many() expects a list of queries, not one string")
+    unique: dict[str, str] = {}
+    for q in queries:
+        if isinstance(q, str) and q.strip():
+            unique.setdefault(normalize_query(q), " ".join(q.split()))
+    if not unique:
+        raise InputError("search_many() got no non-empty query")
+    if top_k < 1:
+        raise InputError(f"invalid top_k {top_k!r}: expected an integer >= 1")
+    return list(unique.values())
+
+
 class WebSearchClient:
     """Search the web through the configured provider(s).
 
@@ -170,23 +185,13 @@ class WebSearchClient:
         Per-query failures become warnings; if every query fails the first
         error is raised (all errors are in its ``errors`` when there are several).
         """
-        if isinstance(queries, str):
-            raise InputError("search_many() expects a list of queries, not one string")
-        unique: dict[str, str] = {}
-        for q in queries:
-            if isinstance(q, str) and q.strip():
-                unique.setdefault(normalize_query(q), " ".join(q.split()))
-        if not unique:
-            raise InputError("search_many() got no non-empty query")
-        if top_k < 1:
-            raise InputError(f"invalid top_k {top_k!r}: expected an integer >= 1")
+        texts = _distinct_queries(queries, top_k)
         semaphore = asyncio.Semaphore(max_concurrency or self.settings.max_concurrency)
 
         async def one(q: str) -> SearchResponse:
             async with semaphore:
                 return await self.search(q, hl=hl, gl=gl, num=num, news=news, provider=provider)
 
-        texts = list(unique.values())
         outcomes = await asyncio.gather(*(one(q) for q in texts), return_exceptions=True)
         responses: list[SearchResponse] = []
         failures: list[tuple[str, WebSearchError]] = []

@@ -41,7 +41,12 @@ ROBOTS_MAX_BYTES = 500_000  # RFC 9309: crawlers must read at least 500 KiB
 
 
 class PageError(Exception):
-    """Why one page could not be read (a reason for the run's warnings)."""
+    """Why one page could not be read (a reason for the run's warnings); ``status`` is
+    the HTTP status that refused it, 0 for any other reason."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -247,9 +252,15 @@ async def _robots(
 
 
 async def fetch_page(
-    client: httpx.AsyncClient, url: str, settings: PageSettings, cache: PageCache
+    client: httpx.AsyncClient,
+    url: str,
+    settings: PageSettings,
+    cache: PageCache,
+    *,
+    html: bool = True,
 ) -> tuple[Page, bool]:
-    """The page at ``url`` (and whether it came from the cache), or PageError."""
+    """The page at ``url`` (and whether it came from the cache), or PageError. ``html``
+    False accepts any content type (a sitemap)."""
     cached = cache.page(url)
     if cached is not None:
         return cached, True
@@ -261,12 +272,14 @@ async def fetch_page(
                 rules = await _robots(client, current, settings, cache)
                 if not rules.can_fetch(settings.user_agent, current):
                     raise PageError("robots.txt disallows it")
-                response, body = await _get(client, current, settings, settings.max_bytes)
+                response, body = await _get(
+                    client, current, settings, settings.max_bytes, html=html
+                )
                 if response.is_redirect:
                     current = urljoin(current, response.headers.get("location", ""))
                     continue
                 if response.status_code != 200:
-                    raise PageError(f"HTTP {response.status_code}")
+                    raise PageError(f"HTTP {response.status_code}", response.status_code)
                 page = Page(
                     current, body, declared_charset(response.headers.get("content-type", ""))
                 )

@@ -187,3 +187,20 @@ def unregister_provider(name: str) -> None:
 def valid_providers() -> tuple[str, ...]:
     """The names of the registered providers, in registration order."""
     return tuple(PROVIDERS)
+
+
+# A provider choice's shape: a name, or a comma-separated failover list of names.
+CHOICE_PATTERN = r"^ *[A-Za-z0-9_-]+ *(?:, *[A-Za-z0-9_-]+ *)*$"
+
+
+def provider_choice_problem(value: str) -> str | None:
+    """Why ``value`` is not a provider choice of the providers registered now ('auto',
+    'none', a name, or a comma-separated failover list of names), or None."""
+    names = [n.strip() for n in value.split(",")]
+    choices = ("auto", "none", *valid_providers())
+    if all(n in choices for n in names) and (len(names) == 1 or not {"auto", "none"} & set(names)):
+        return None
+    return (
+        f"auto, none, one of {', '.join(valid_providers())}, or a comma-separated failover list "
+        "of them"
+    )

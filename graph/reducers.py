@@ -1,6 +1,7 @@
-"""State reducers, defined beside the nodes that write the values they merge.
+"""State reducers and a turn's starting values: a leaf beside ``graph.state`` (imports
+nothing of ``nodes`` or of the graph builders; ``prepare`` imports it at run time).
 
-``graph.state`` annotates fields with them; a new turn starts a field afresh with
+``graph.state`` annotates fields with the reducers; a new turn starts a field afresh with
 LangGraph's ``Overwrite``, which bypasses the reducer.
 """
 
@@ -48,6 +49,7 @@ def fresh_turn() -> dict[str, Any]:
         "internal_docs": [],
         "web_docs": [],
         "web_searched": False,
+        "web_skipped": False,
         "web_error": "",
         "next_query": "",
         "next_source": "",

@@ -1,0 +1,136 @@
+"""``hybrid-rag serve``: the LangGraph server with both graphs, the document API and the
+page at ``/ui``, on this machine; prints the page's address.
+
+It runs ``langgraph dev`` (the LangGraph CLI, ``pip install 'langgraph-cli[inmem]'``) with
+a configuration written to ``<data home>/server/langgraph.json`` whose paths point at
+this installation, so it works from any directory and from an installed copy. The
+server keeps its threads in that folder too. Offline on the demo knowledge base
+(``hybrid-rag demo``) it needs no key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+import graph
+from tools.errors import ConfigError
+from tools.settings import data_home
+
+READY_DEADLINE_S = 120.0  # the first start imports the graphs and the embedding model
+POLL_S = 0.5
+STOP_DEADLINE_S = 20.0
+
+
+def register(subparsers: Any) -> None:
+    serve = subparsers.add_parser(
+        "serve", help="start the server with the page at /ui and print its address"
+    )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)"
+    )
+    serve.add_argument("--port", type=int, default=2024, help="port (default: 2024)")
+    serve.add_argument(
+        "--jobs", type=int, default=4, help="runs served at once per worker (default: 4)"
+    )
+    serve.set_defaults(func=cmd_serve)
+
+
+def server_config(folder: Path) -> Path:
+    """``langgraph.json`` in ``folder``, its paths pointing at this installation."""
+    root = Path(graph.__file__).resolve().parent.parent  # where graph/, nodes/, web/ live
+    server = root / "graph" / "server.py"
+    config = {
+        "dependencies": [str(root)],
+        "graphs": {"hybrid_rag": f"{server}:hybrid_rag", "tool_agent": f"{server}:tool_agent"},
+        "auth": {"path": f"{root / 'graph' / 'auth.py'}:auth", "disable_studio_auth": True},
+        "http": {"app": f"{root / 'graph' / 'webapp.py'}:app"},
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "langgraph.json"
+    path.write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return path
+
+
+def langgraph_cli() -> str:
+    found = Path(sys.executable).parent / "langgraph"
+    if found.exists():
+        return str(found)
+    on_path = shutil.which("langgraph")
+    if on_path:
+        return on_path
+    raise ConfigError(
+        "hybrid-rag serve needs the LangGraph CLI: pip install 'langgraph-cli[inmem]' "
+        "(it is in the dev extra: pip install -e '.[dev]')"
+    )
+
+
+def wait_ready(process: subprocess.Popen[bytes], url: str) -> bool:
+    """Poll ``/ok`` until the server answers, exits, or the deadline passes."""
+    started = time.monotonic()
+    while time.monotonic() - started < READY_DEADLINE_S:
+        if process.poll() is not None:
+            return False
+        try:
+            if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(POLL_S)
+    return False
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    home = data_home(Path(args.home) if args.home else None)
+    folder = home / "server"
+    cmd = [langgraph_cli(), "dev", "--no-browser", "--no-reload", "--host", args.host,
+           "--port", str(args.port), "--n-jobs-per-worker", str(args.jobs),
+           "--config", str(server_config(folder))]  # fmt: skip
+    env = {**os.environ, "HYBRID_RAG_HOME": str(home)}
+    process = subprocess.Popen(cmd, cwd=folder, env=env)
+    url = f"http://{args.host}:{args.port}"
+    # A SIGTERM to this command stops the server too (no orphaned langgraph dev).
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        if not wait_ready(process, url):
+            print(f"hybrid-rag: error: the server did not start on {url} (see its log above)",
+                  file=sys.stderr)  # fmt: skip
+            return 1
+        from graph.ui import UI_PATH  # starlette: installed with the server, not the CLI
+
+        print(f"\nThe page: {url}{UI_PATH}/\nThe API:  {url}  (Ctrl-C stops the server)")
+        print(f"Answers come from the knowledge base in {home} (fill it with 'hybrid-rag demo' "
+              "or 'hybrid-rag ingest PATH').")  # fmt: skip
+        sys.stdout.flush()
+        return process.wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        _stop(process)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """terminate → wait (bounded) → kill."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=STOP_DEADLINE_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=STOP_DEADLINE_S)

@@ -1,0 +1,94 @@
+"""Uploads checked before any work (tools/kb/jobs.py), jobs a stopped process left
+behind (tools/kb/catalog.py), sources' schedules (tools/sources/model.py) and the users
+file's admin flag (tools/access/users.py). No server, no model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fakes import hash_model
+from tools.access.users import hash_token, read_users
+from tools.errors import ConfigError, InputError
+from tools.kb.catalog import Catalog, JobFile
+from tools.kb.formats import LoadLimits
+from tools.kb.jobs import Upload, clean_path, plan, run_job
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
+from tools.kb.library import Library
+from tools.sources.model import interval_s
+
+
+def test_each_bad_file_fails_alone_with_its_reason(tmp_path: Path) -> None:
+    with KnowledgeBase(KBConfig(home=tmp_path), embedding_model=hash_model()) as kb:
+        library = Library(kb)
+        uploads = [
+            Upload("notes.md", b"# Notes\n\nThe notes say KIWI-5.\n"),
+            Upload("old.doc", b"\xd0\xcf\x11\xe0 legacy word"),
+            Upload("big.txt", b"x" * 3_000_000),
+            Upload("empty.txt", b"  \n"),
+            Upload("../../etc/passwd.md", b"# P\n\nsafe name\n"),
+        ]
+        files, items = plan(library, uploads, owner="alice", acl=(), folder="team",
+                            limits=LoadLimits(max_file_mb=2))  # fmt: skip
+        reasons = {f.name: (f.status, f.reason) for f in files}
+        assert reasons["notes.md"] == ("queued", "")
+        assert reasons["old.doc"][0] == "failed" and ".doc" in reasons["old.doc"][1]
+        assert reasons["big.txt"][0] == "failed" and "2 MB limit" in reasons["big.txt"][1]
+        assert reasons["empty.txt"] == ("failed", "empty file")
+        assert files[4].path == "team/passwd.md"  # a name, never a path out of the folder
+        job = library.catalog.new_job("upload", "alice", files)
+        run_job(library, job, items)
+        saved = library.catalog.job(job.job_id).view()
+        assert saved["state"] == "done" and saved["progress"] == 1.0
+        assert [f["status"] for f in saved["files"]] == [
+            "done",
+            "failed",
+            "failed",
+            "failed",
+            "done",
+        ]
+        assert saved["files"][0]["chunks"] == 1
+        library.close()
+
+
+def test_a_folder_of_dots_is_refused() -> None:
+    with pytest.raises(InputError, match="folder"):
+        clean_path("../x", "a.md")
+
+
+def test_a_job_left_by_a_stopped_process_is_reported_interrupted(tmp_path: Path) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    catalog = Catalog(tmp_path / "c.sqlite")
+    job = catalog.new_job("upload", "alice", [JobFile("a.md", "a.md", "upload:a.md", "done"),
+                                              JobFile("b.md", "b.md", "upload:b.md")])  # fmt: skip
+    job.state = "running"
+    catalog.save_job(job)
+    catalog._db.execute("UPDATE jobs SET pid = ? WHERE job_id = ?", (int(dead.stdout), job.job_id))
+    assert catalog.interrupt_unfinished() == [job.job_id]
+    view = catalog.job(job.job_id).view()
+    assert view["state"] == "interrupted"
+    assert [f["status"] for f in view["files"]] == ["done", "failed"]
+    assert "restart" in view["files"][1]["reason"]
+    catalog.close()
+
+
+def test_schedules() -> None:
+    assert interval_s("every 1h") == 3600 and interval_s("30m") == 1800 and interval_s("") is None
+    for bad in ("hourly", "every 5s"):
+        with pytest.raises(InputError):
+            interval_s(bad)
+
+
+def test_the_users_file_admin_flag(tmp_path: Path) -> None:
+    path = tmp_path / "users.json"
+    entry = {"identity": "carol", "groups": [], "token_sha256": hash_token("t"), "admin": True}
+    path.write_text(json.dumps({"users": [entry]}))
+    assert read_users(path)[hash_token("t")].admin is True
+    path.write_text(json.dumps({"users": [{**entry, "admin": "yes"}]}))
+    with pytest.raises(ConfigError, match="admin"):
+        read_users(path)

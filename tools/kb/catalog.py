@@ -1,0 +1,230 @@
+"""What the knowledge base's registry does not say about a document: who added it, its
+original file, where it came from; and the jobs that add documents.
+
+One SQLite file per collection under the data home (``catalog/<collection>.sqlite``), so
+the server, a worker and the CLI share it. The registry (``tools.kb.registry``) stays the
+truth of what is searchable: a catalog row without a registry record is not listed, and a
+document without a row (ingested by ``hybrid-rag ingest``) is listed with what the
+registry knows. Rows are written after the registry commit, so a crash between the two
+leaves a row to rewrite on the next run, never a listed document that is not there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tools.errors import InputError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS documents (
+    doc_id TEXT PRIMARY KEY, path TEXT NOT NULL, format TEXT NOT NULL, owner TEXT NOT NULL,
+    sha256 TEXT NOT NULL, blob TEXT NOT NULL, bytes INTEGER NOT NULL, origin TEXT NOT NULL,
+    acl TEXT NOT NULL, updated_at TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS documents_origin ON documents(origin);
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id TEXT PRIMARY KEY, kind TEXT NOT NULL, owner TEXT NOT NULL, state TEXT NOT NULL,
+    created REAL NOT NULL, files TEXT NOT NULL, error TEXT NOT NULL DEFAULT '',
+    pid INTEGER NOT NULL DEFAULT 0);
+"""
+TERMINAL_JOB = frozenset({"done", "failed", "interrupted"})
+TERMINAL_FILE = frozenset({"done", "skipped", "failed"})
+FILE_STATES = ("queued", "parsing", "embedding", "done", "skipped", "failed")
+
+
+@dataclass(frozen=True)
+class DocumentRow:
+    """A document's catalog entry (its original is the blob named ``sha256``)."""
+
+    doc_id: str
+    path: str  # the name people know it by: "hr/policy.pdf", a URL, s3://bucket/key
+    format: str  # the file's suffix without the dot
+    owner: str  # who added it ("" for a source or the CLI)
+    sha256: str
+    blob: str  # the original's file name in the blob store
+    bytes: int
+    origin: str  # "upload", or "source:<id>"
+    acl: str  # "group:hr,user:alice"; "" is public
+    updated_at: str
+
+
+@dataclass
+class JobFile:
+    """One file of a job, as the API shows it."""
+
+    name: str
+    path: str
+    doc_id: str
+    status: str = "queued"
+    reason: str = ""
+    chunks: int = 0
+    progress: float = 0.0
+    blob: str = ""  # the stored original (not shown)
+
+
+@dataclass
+class Job:
+    job_id: str
+    kind: str  # "upload", "replace", "sync"
+    owner: str
+    state: str = "queued"
+    files: list[JobFile] = field(default_factory=list)
+    error: str = ""
+
+    def view(self) -> dict[str, Any]:
+        """The job as the API answers it (``GET /kb/jobs/{id}``)."""
+        files = [{k: v for k, v in asdict(f).items() if k != "blob"} for f in self.files]
+        done = sum(1.0 if f.status in TERMINAL_FILE else f.progress for f in self.files)
+        progress = 1.0 if self.state in TERMINAL_JOB else done / max(len(self.files), 1)
+        out: dict[str, Any] = {
+            "job_id": self.job_id,
+            "kind": self.kind,
+            "state": self.state,
+            "progress": round(progress, 3),
+            "files": files,
+        }
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+class SharedFile:
+    """A SQLite file several threads and processes use: one connection behind a lock,
+    write-ahead log, ``schema`` created when missing."""
+
+    def __init__(self, path: Path, schema: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.Lock()
+        # Autocommit; transactions are explicit. 30 s: another process's write is short.
+        self._db = sqlite3.connect(
+            path, timeout=30.0, check_same_thread=False, isolation_level=None
+        )
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(schema)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+class Catalog(SharedFile):
+    """The catalog of one collection (thread-safe; several processes share the file)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, SCHEMA)
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    # -- documents -------------------------------------------------------------------------
+
+    def put(self, row: DocumentRow) -> None:
+        values = asdict(row)
+        names = ", ".join(values)
+        marks = ", ".join(f":{k}" for k in values)
+        with self._tx() as db:
+            db.execute(f"INSERT OR REPLACE INTO documents ({names}) VALUES ({marks})", values)
+
+    def get(self, doc_id: str) -> DocumentRow | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
+        return DocumentRow(*row) if row else None
+
+    def rows(self, origin: str | None = None) -> dict[str, DocumentRow]:
+        query, args = "SELECT * FROM documents", ()  # type: tuple[str, tuple[str, ...]]
+        if origin is not None:
+            query, args = query + " WHERE origin = ?", (origin,)
+        with self._lock:
+            return {r[0]: DocumentRow(*r) for r in self._db.execute(query, args)}
+
+    def forget(self, doc_id: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM documents WHERE doc_id = ?", (doc_id,))
+
+    def blob_used(self, blob: str) -> bool:
+        with self._lock:
+            hit = self._db.execute("SELECT 1 FROM documents WHERE blob = ?", (blob,)).fetchone()
+        return hit is not None
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    def new_job(self, kind: str, owner: str, files: list[JobFile]) -> Job:
+        job = Job(uuid.uuid4().hex, kind, owner, files=files)
+        if files and all(f.status in TERMINAL_FILE for f in files):
+            job.state = "done" if any(f.status == "done" for f in files) else "failed"
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO jobs (job_id, kind, owner, state, created, files, pid) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (job.job_id, kind, owner, job.state, time.time(), _files_json(files), os.getpid()),
+            )
+        return job
+
+    def save_job(self, job: Job) -> None:
+        with self._tx() as db:
+            db.execute(
+                "UPDATE jobs SET state = ?, files = ?, error = ? WHERE job_id = ?",
+                (job.state, _files_json(job.files), job.error, job.job_id),
+            )
+
+    def job(self, job_id: str) -> Job:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT job_id, kind, owner, state, files, error FROM jobs WHERE job_id = ?",
+                (job_id,),
+            ).fetchone()
+        if row is None:
+            raise InputError(f"no job {job_id!r}")
+        files = [JobFile(**f) for f in json.loads(row[4])]
+        return Job(row[0], row[1], row[2], row[3], files, row[5])
+
+    def interrupt_unfinished(self) -> list[str]:
+        """Mark the jobs a stopped process left unfinished as interrupted (their finished
+        files stay done: each document was committed whole or not at all)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT job_id, pid FROM jobs WHERE state IN ('queued', 'running')"
+            ).fetchall()
+        stopped = [job_id for job_id, pid in rows if not _alive(pid)]
+        for job_id in stopped:
+            job = self.job(job_id)
+            for f in job.files:
+                if f.status not in TERMINAL_FILE:
+                    f.status, f.reason = "failed", "interrupted by a server restart: send it again"
+            job.state = "interrupted"
+            self.save_job(job)
+        return stopped
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # this process is starting: nothing of its own runs yet
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return pid > 0
+
+
+def _files_json(files: list[JobFile]) -> str:
+    return json.dumps([asdict(f) for f in files])

@@ -1,0 +1,162 @@
+"""Jobs that add documents: an upload's files checked and stored at once, then parsed,
+embedded and committed one file at a time by one worker thread.
+
+A job's state lives in the catalog (``tools.kb.catalog``), so any request (or process)
+can follow it. A bad file (unsupported type, over the size limit, unreadable by its
+loader) fails alone with the reason; the others go on. Each file is committed whole or
+not at all (the registry protocol), so a job stopped by a restart leaves every document
+as it was before or as it is after that file; ``Catalog.interrupt_unfinished`` reports
+such a job as interrupted when the server starts again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from tools.access.acl import ACL
+from tools.errors import HybridRagError, InputError
+from tools.kb.catalog import Catalog, Job, JobFile
+from tools.kb.formats import LoadLimits
+from tools.kb.formats.common import MB
+from tools.kb.library import Item, Library
+from tools.kb.loaders import SUPPORTED_SUFFIXES
+from tools.kb.originals import suffix_of
+
+UPLOAD_PREFIX = "upload:"  # uploaded documents' doc_ids: "upload:hr/policy.pdf"
+SAVE_EVERY_S = 0.25  # progress inside a file is saved at most this often
+MAX_NAME = 255
+log = logging.getLogger("hybrid_rag.kb")
+
+
+@dataclass(frozen=True)
+class Upload:
+    """One file of a request."""
+
+    name: str
+    data: bytes
+
+
+def clean_path(folder: str, name: str) -> str:
+    """``folder/name`` as a relative POSIX path; raises ``InputError`` naming the problem."""
+    base = PurePosixPath(name.replace("\\", "/")).name.strip()
+    if not base or base in (".", "..") or len(base) > MAX_NAME:
+        raise InputError(f"file name {name!r} is not usable: give the file a name")
+    parts = [p for p in folder.replace("\\", "/").split("/") if p.strip()]
+    if any(p in (".", "..") or len(p) > MAX_NAME for p in parts):
+        raise InputError(f"folder {folder!r} is not usable: no '.' or '..' parts")
+    return "/".join([*parts, base])
+
+
+def _check(upload: Upload, limits: LoadLimits) -> str:
+    """Why ``upload`` cannot be a document, or ""."""
+    suffix = suffix_of(upload.name)
+    if suffix not in SUPPORTED_SUFFIXES:
+        kinds = ", ".join(sorted(SUPPORTED_SUFFIXES))
+        return f"unsupported file type {suffix or 'without a suffix'!r}: use one of {kinds}"
+    if len(upload.data) > limits.max_file_bytes:
+        size = len(upload.data) / MB
+        return f"file is {size:.1f} MB, over the {limits.max_file_mb:g} MB limit ($HYBRID_RAG_MAX_FILE_MB)"
+    if not upload.data.strip():
+        return "empty file"
+    return ""
+
+
+def plan(
+    library: Library,
+    uploads: Sequence[Upload],
+    *,
+    owner: str,
+    acl: ACL,
+    folder: str = "",
+    doc_ids: Sequence[str] | None = None,
+    limits: LoadLimits | None = None,
+) -> tuple[list[JobFile], list[Item | None]]:
+    """Check and store each upload's original; a file that cannot be a document gets
+    its reason now (its item is ``None``). ``doc_ids`` replace named documents."""
+    limits = limits or LoadLimits.from_env()
+    files: list[JobFile] = []
+    items: list[Item | None] = []
+    for n, upload in enumerate(uploads):
+        try:
+            path = clean_path(folder, upload.name)
+        except InputError as exc:
+            files.append(JobFile(upload.name, "", "", "failed", str(exc)))
+            items.append(None)
+            continue
+        doc_id = doc_ids[n] if doc_ids else f"{UPLOAD_PREFIX}{path}"
+        problem = _check(upload, limits)
+        if problem:
+            files.append(JobFile(upload.name, path, doc_id, "failed", problem))
+            items.append(None)
+            continue
+        sha, blob = library.originals.put(upload.data, suffix_of(upload.name))
+        files.append(JobFile(upload.name, path, doc_id, blob=blob))
+        items.append(Item(doc_id, path, blob, sha, len(upload.data), acl, "upload", owner))
+    return files, items
+
+
+class JobRunner:
+    """Runs jobs one at a time on one thread (the knowledge base has one writer anyway)."""
+
+    def __init__(self, library: Library, limits: LoadLimits | None = None) -> None:
+        self.library = library
+        self.limits = limits
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-jobs")
+
+    def submit(self, job: Job, items: Sequence[Item | None]) -> Future[None]:
+        return self._pool.submit(run_job, self.library, job, items, self.limits)
+
+    def call(self, work: Callable[[], None]) -> Future[None]:
+        """Run other knowledge-base work (a source's sync) in the same queue."""
+        return self._pool.submit(work)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _saver(catalog: Catalog, job: Job, file: JobFile) -> Callable[[str, float], None]:
+    """A file's status callback: saved at each change of state, progress at most every
+    ``SAVE_EVERY_S``."""
+    saved_at, saved_state = 0.0, ""
+
+    def status(state: str, progress: float) -> None:
+        nonlocal saved_at, saved_state
+        file.status, file.progress = state, round(progress, 3)
+        if state != saved_state or time.monotonic() - saved_at >= SAVE_EVERY_S:
+            catalog.save_job(job)
+            saved_at, saved_state = time.monotonic(), state
+
+    return status
+
+
+def run_job(
+    library: Library, job: Job, items: Sequence[Item | None], limits: LoadLimits | None = None
+) -> None:
+    """Ingest each file of ``job`` in turn, saving its status as it moves."""
+    catalog = library.catalog
+    job.state = "running"
+    catalog.save_job(job)
+    for file, item in zip(job.files, items, strict=True):
+        if item is None:
+            continue
+        try:
+            outcome = library.ingest(item, limits, _saver(catalog, job, file))
+        except HybridRagError as exc:
+            file.status, file.reason = "failed", str(exc)
+        except Exception as exc:  # one file's surprise must not stop the others
+            log.exception("job %s: %s failed", job.job_id, file.name)
+            file.status, file.reason = "failed", f"{type(exc).__name__}: {exc}"
+        else:
+            file.status, file.reason, file.chunks = outcome.status, outcome.reason, outcome.chunks
+        file.progress = 1.0
+        if file.status != "done":
+            library.discard(item.blob)
+        catalog.save_job(job)
+    ok = any(f.status == "done" for f in job.files)
+    job.state = "done" if ok or not job.files else "failed"
+    catalog.save_job(job)

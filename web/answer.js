@@ -1,0 +1,192 @@
+// An answer with its citation pills, and the source card a pill opens.
+
+import { openOriginal } from "./api.js";
+import { lang, t } from "./i18n.js";
+
+export const LABEL_RE = /\[(内部|网络|internal|web)\s*-\s*(\d{1,3})\]/gi;
+const KIND = { 内部: "internal", internal: "internal", 网络: "web", web: "web" };
+const SOURCES_RULE = /\n\n---\n\*\*(Sources|来源)\*\*\n[\s\S]*$/;
+
+/** The answer of a chat message without its sources block. */
+export function withoutSources(text) {
+  return String(text || "").replace(SOURCES_RULE, "");
+}
+
+/** The text of message content (a string or content blocks). */
+export function contentText(content) {
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return "";
+  return content.map((b) => (typeof b === "string" ? b : b?.type === "text" ? b.text : "")).join("\n");
+}
+
+function canonical(label) {
+  const m = /\[(内部|网络|internal|web)\s*-\s*(\d{1,3})\]/i.exec(label);
+  return m ? `${KIND[m[1].toLowerCase()] || KIND[m[1]]}-${m[2]}` : label;
+}
+
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v == null || v === false) continue;
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v === true ? "" : v);
+  }
+  for (const child of children.flat()) {
+    if (child == null || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+/** The sentence a pill at position ``at`` of ``text`` vouches for: the one ending before it
+ * (labels follow their sentence: "… 18 days. [internal-1]"). */
+function sentenceAt(text, at) {
+  const before = text.slice(0, at).replace(LABEL_RE, " ").trimEnd();
+  const body = before.replace(/[.!?。！？;；]$/, "");
+  const start = Math.max(body.search(/[^.!?。！？;；\n]*$/), 0);
+  return before.slice(start).trim();
+}
+
+/**
+ * Render ``text`` into ``container``: paragraphs, labels as pills (internal and web look
+ * different). ``citations`` are the records of the state (or of the message).
+ */
+export function renderAnswer(container, text, citations = []) {
+  const byLabel = new Map(citations.map((c) => [canonical(c.label || ""), c]));
+  container.replaceChildren();
+  for (const para of String(text || "").split(/\n{2,}/)) {
+    if (!para.trim()) continue;
+    const p = el("p");
+    let last = 0;
+    for (const m of para.matchAll(LABEL_RE)) {
+      p.append(para.slice(last, m.index));
+      const key = canonical(m[0]);
+      const cite = byLabel.get(key);
+      const kind = key.split("-")[0];
+      if (cite) {
+        const sentence = sentenceAt(para, m.index);
+        p.append(el("button", {
+          type: "button", class: `pill ${kind}`, "data-label": m[0],
+          "aria-label": `${t(kind)} ${m[2]}: ${cite.title || ""}`,
+          onclick: (e) => showSource(cite, sentence, e.currentTarget),
+        }, m[0].replace(/^\[|\]$/g, "")));
+      } else {
+        p.append(el("span", { class: `pill ${kind} unresolved` }, m[0].replace(/^\[|\]$/g, "")));
+      }
+      last = m.index + m[0].length;
+    }
+    p.append(para.slice(last));
+    container.append(p);
+  }
+}
+
+/** Words worth highlighting: Latin words of 3+ letters, numbers, Chinese character pairs. */
+function keyTerms(sentence) {
+  const terms = new Set();
+  for (const w of sentence.toLowerCase().match(/[a-z][a-z'-]{2,}|\d+(?:[.,]\d+)?/g) || []) terms.add(w);
+  for (const run of sentence.match(/[\u3400-\u9fff]+/g) || []) {
+    for (let i = 0; i + 2 <= run.length; i++) terms.add(run.slice(i, i + 2));
+  }
+  for (const stop of ["the", "and", "for", "are", "with", "that", "this", "from", "was", "were", "has", "have", "not", "each", "any", "all", "its", "per"]) terms.delete(stop);
+  return [...terms].sort((a, b) => b.length - a.length);
+}
+
+function escapeRe(s) {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
+/** Where ``sentence`` is quoted in ``passage`` (whitespace-insensitive), or null. */
+function quoted(passage, sentence) {
+  const words = sentence.trim().split(/\s+/).filter(Boolean);
+  if (words.join("").length < 8) return null;
+  const re = new RegExp(words.map(escapeRe).join("\\s*"));
+  const m = re.exec(passage);
+  return m ? [m.index, m.index + m[0].length] : null;
+}
+
+/** ``passage`` with the citing sentence marked where it is quoted, else its words. */
+export function highlighted(passage, sentence) {
+  const frag = document.createDocumentFragment();
+  const span = quoted(passage, sentence.replace(/^[\s;；,，:：]+|[\s;；,，]+$/g, ""));
+  if (span) {
+    frag.append(passage.slice(0, span[0]), el("mark", {}, passage.slice(span[0], span[1])), passage.slice(span[1]));
+    return frag;
+  }
+  const terms = keyTerms(sentence);
+  if (!terms.length) {
+    frag.append(passage);
+    return frag;
+  }
+  // Latin words and numbers whole (not "days" inside "holidays"); Chinese pairs anywhere.
+  const re = new RegExp(terms.map((w) => (/^[\w'-]+$/.test(w) ? `\\b${escapeRe(w)}\\b` : escapeRe(w))).join("|"), "gi");
+  let last = 0;
+  for (const m of passage.matchAll(re)) {
+    frag.append(passage.slice(last, m.index), el("mark", {}, m[0]));
+    last = m.index + m[0].length;
+  }
+  frag.append(passage.slice(last));
+  return frag;
+}
+
+function dateOf(value) {
+  if (!value) return "";
+  const d = new Date(value);
+  return Number.isNaN(d.getTime()) ? String(value) : d.toLocaleDateString(lang === "zh" ? "zh-CN" : "en");
+}
+
+function where(cite) {
+  if (cite.page) return t("page", { n: cite.page_end && cite.page_end !== cite.page ? `${cite.page}–${cite.page_end}` : cite.page });
+  if (cite.sheet) return t("sheet", { s: cite.sheet });
+  return "";
+}
+
+let opener = null;
+
+/** Open the source card for ``cite`` (focus moves in; Escape or Close returns it). */
+export function showSource(cite, sentence, from) {
+  const card = document.getElementById("source-card");
+  const body = card.querySelector(".card-body");
+  const web = cite.type === "web";
+  opener = from || document.activeElement;
+  const passage = cite.passage || cite.snippet || "";
+  const details = [];
+  if (web) {
+    if (cite.url) details.push(el("p", { class: "where" }, el("a", { href: cite.url, target: "_blank", rel: "noopener noreferrer" }, cite.url)));
+    const dates = [cite.published_at && t("published", { d: dateOf(cite.published_at) }), cite.fetched_at && t("fetched", { d: dateOf(cite.fetched_at) })].filter(Boolean);
+    if (dates.length) details.push(el("p", { class: "when" }, dates.join(" · ")));
+  } else {
+    const loc = where(cite);
+    details.push(el("p", { class: "where" }, el("code", {}, cite.path || ""), loc ? ` · ${loc}` : ""));
+    if (cite.doc_id) {
+      const href = `/kb/documents/${encodeURIComponent(cite.doc_id)}/original${cite.page ? `#page=${cite.page}` : ""}`;
+      details.push(el("p", {}, el("a", {
+        href, class: "original", target: "_blank", rel: "noopener",
+        onclick: (e) => {
+          e.preventDefault();
+          openOriginal(cite.doc_id, cite.page).catch((err) => window.dispatchEvent(new CustomEvent("app-error", { detail: err })));
+        },
+      }, t("openOriginal"))));
+    }
+  }
+  body.replaceChildren(
+    el("p", { class: `kind ${web ? "web" : "internal"}` }, `${web ? t("web") : t("internal")} · ${cite.label || ""}`),
+    el("h2", { id: "source-title" }, cite.title || cite.path || cite.url || ""),
+    cite.heading && cite.heading !== cite.title ? el("p", { class: "heading" }, cite.heading) : null,
+    el("h3", { class: "visually-hidden" }, t("passage")),
+    el("blockquote", { class: "passage" }, highlighted(passage, sentence || "")),
+    ...details,
+  );
+  card.className = `source-card ${web ? "web" : "internal"}`;
+  card.hidden = false;
+  card.querySelector(".close").focus();
+}
+
+export function closeSource() {
+  const card = document.getElementById("source-card");
+  if (card.hidden) return;
+  card.hidden = true;
+  if (opener && document.contains(opener)) opener.focus();
+  opener = null;
+}

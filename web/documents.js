@@ -1,0 +1,188 @@
+// The documents the user may read (the document API, /kb), uploads with live progress,
+// and the synced sources.
+
+import { ApiError, api, openOriginal, stream } from "./api.js";
+import { el } from "./answer.js";
+import { lang, t } from "./i18n.js";
+import { showError } from "./notify.js";
+
+const PAGE = 25;
+const MAX_JOB_EVENTS = 10000; // a job stream ends at a terminal state; this bounds a stuck one
+const $ = (id) => document.getElementById(id);
+const docs = { offset: 0, total: 0, loaded: false };
+
+function size(bytes) {
+  if (bytes == null) return "";
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KB`;
+  return `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+}
+
+function when(value) {
+  if (!value) return "";
+  const d = new Date(typeof value === "number" && value < 1e12 ? value * 1000 : value);
+  return Number.isNaN(d.getTime()) ? String(value) : d.toLocaleString(lang === "zh" ? "zh-CN" : "en");
+}
+
+function acl(value) {
+  if (!value || value === "public") return t("everyone");
+  return Array.isArray(value) ? value.join(", ") : String(value);
+}
+
+export async function loadDocuments() {
+  const params = new URLSearchParams({ limit: String(PAGE), offset: String(docs.offset) });
+  for (const [key, id] of [["q", "doc-q"], ["prefix", "doc-prefix"], ["format", "doc-format"]]) {
+    const value = $(id).value.trim();
+    if (value) params.set(key, value);
+  }
+  let page;
+  try {
+    page = await api(`/kb/documents?${params}`);
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 404) {
+      $("doc-rows").replaceChildren(el("tr", {}, el("td", { colspan: "6" }, t("docsUnavailable"))));
+      return;
+    }
+    showError(err, loadDocuments);
+    return;
+  }
+  docs.total = page.total ?? page.documents.length;
+  const rows = page.documents.map((d) => el("tr", {},
+    el("td", {}, el("a", { href: `/kb/documents/${encodeURIComponent(d.doc_id)}/original`, class: "doc-link",
+      onclick: (e) => { e.preventDefault(); openOriginal(d.doc_id).catch((err) => showError(err)); } },
+    d.title || d.path), el("br"), el("code", {}, d.path)),
+    el("td", {}, d.format || ""),
+    el("td", {}, when(d.updated_at)),
+    el("td", {}, size(d.bytes)),
+    el("td", {}, acl(d.acl)),
+    el("td", {}, el("button", { type: "button", class: "danger", "aria-label": `${t("remove")}: ${d.path}`,
+      onclick: () => deleteDocument(d) }, t("remove")))));
+  $("doc-rows").replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: "6" }, t("noDocs")))]));
+  const from = docs.total ? docs.offset + 1 : 0;
+  $("doc-count").textContent = t("showing", { from, to: docs.offset + rows.length, total: docs.total });
+  $("doc-prev").disabled = docs.offset === 0;
+  $("doc-next").disabled = docs.offset + PAGE >= docs.total;
+}
+
+async function deleteDocument(doc) {
+  if (!window.confirm(t("confirmDocDelete", { path: doc.path }))) return;
+  try {
+    await api(`/kb/documents/${encodeURIComponent(doc.doc_id)}`, { method: "DELETE" });
+  } catch (err) {
+    if (err instanceof ApiError && (err.status === 403 || err.status === 404)) {
+      showError(new ApiError(err.status, t("notAllowed")));
+      return;
+    }
+    showError(err, () => deleteDocument(doc));
+    return;
+  }
+  await loadDocuments();
+}
+
+// --- upload ----------------------------------------------------------------------------
+
+function fileRow(name) {
+  const bar = el("progress", { max: "1", value: "0", "aria-label": name });
+  const status = el("span", { class: "file-status" }, t("status.queued"));
+  const row = el("li", { class: "upload-file" }, el("span", { class: "file-name" }, name), bar, status);
+  return { row, bar, status };
+}
+
+function showJob(job, rows) {
+  for (const f of job.files || []) {
+    const name = f.name || f.path;
+    if (!rows.has(name)) {
+      const r = fileRow(name);
+      rows.set(name, r);
+      $("upload-files").append(r.row);
+    }
+    const r = rows.get(name);
+    const done = ["done", "skipped", "failed"].includes(f.status);
+    r.bar.value = done ? 1 : Number(f.progress || 0);
+    r.status.textContent = `${t(`status.${f.status}`)}${f.reason ? ` — ${f.reason}` : ""}`;
+    r.row.dataset.status = f.status;
+  }
+}
+
+async function upload(e) {
+  e.preventDefault();
+  const files = [...$("upload-input").files];
+  if (!files.length) return;
+  const form = new FormData();
+  for (const f of files) form.append("file", f, f.name);
+  // No acl: the server makes a user's upload theirs alone. "public" needs an admin (the
+  // server's 403 says so).
+  const list = $("acl-list").value.trim();
+  if ($("acl-public").checked) form.append("acl", "public");
+  else if ($("acl-restricted").checked && list) form.append("acl", list);
+  const rows = new Map();
+  $("upload-files").replaceChildren();
+  for (const f of files) {
+    const r = fileRow(f.name);
+    rows.set(f.name, r);
+    $("upload-files").append(r.row);
+  }
+  $("upload-state").textContent = t("uploading");
+  let job;
+  try {
+    job = await api("/kb/uploads", { method: "POST", form });
+    let n = 0;
+    for await (const { data } of stream(`/kb/jobs/${encodeURIComponent(job.job_id)}/events`)) {
+      if (data && typeof data === "object") {
+        showJob(data, rows);
+        $("upload-state").textContent = t(`status.${data.state}`);
+      }
+      if (++n > MAX_JOB_EVENTS) break;
+    }
+  } catch (err) {
+    $("upload-state").textContent = "";
+    showError(err, job ? null : () => upload(e));
+    return;
+  }
+  $("upload-input").value = "";
+  await loadDocuments();
+  await loadSources();
+}
+
+// --- sources ---------------------------------------------------------------------------
+
+async function loadSources() {
+  let body;
+  try {
+    body = await api("/kb/sources");
+  } catch {
+    $("sources-section").hidden = true; // none, or not offered: nothing to show
+    return;
+  }
+  const sources = Array.isArray(body) ? body : body.sources || [];
+  $("sources-section").hidden = !sources.length;
+  $("source-rows").replaceChildren(...sources.map((s) => {
+    const sync = s.last_sync;
+    return el("li", {},
+      el("strong", {}, `${s.kind}: `), el("code", {}, s.location), " · ",
+      `${t("lastSync")}: ${sync?.at ? `${when(sync.at)} (${t("syncCounts", { added: sync.added ?? 0, updated: sync.updated ?? 0, removed: sync.removed ?? 0, failed: sync.failed ?? 0 })})` : t("never")}`);
+  }));
+}
+
+export function showDocuments() {
+  if (!docs.loaded) {
+    docs.loaded = true;
+    loadSources();
+  }
+  loadDocuments();
+  $("doc-q").focus();
+}
+
+export function initDocuments() {
+  $("doc-filter").addEventListener("submit", (e) => {
+    e.preventDefault();
+    docs.offset = 0;
+    loadDocuments();
+  });
+  $("doc-prev").addEventListener("click", () => { docs.offset = Math.max(0, docs.offset - PAGE); loadDocuments(); });
+  $("doc-next").addEventListener("click", () => { docs.offset += PAGE; loadDocuments(); });
+  $("upload-form").addEventListener("submit", upload);
+  const sync = () => { $("acl-list").disabled = !$("acl-restricted").checked; };
+  for (const id of ["acl-private", "acl-public", "acl-restricted"]) $(id).addEventListener("change", sync);
+  sync();
+}
