@@ -100,14 +100,14 @@ async def translated_queries(
     return queries, report
 
 
-def source_similarity(ctx: Context) -> Similarity:
+def source_similarity(ctx: Context, settings: RunSettings) -> Similarity:
     """Cosine of the question to each text with the KB's embedding model, for the offline
     answer's sources in another language (blocking: call it off the event loop). A KB
     that cannot be opened gives no similarity (zeros), never an error."""
 
     def similarity(question: str, texts: list[str]) -> list[float]:
         try:
-            model = get_kb(ctx).model
+            model = get_kb(ctx, settings).model
             q = np.asarray(model.embed_query(question), dtype=np.float32)
             docs = np.asarray(model.embed_documents(texts), dtype=np.float32)
         except HybridRagError:

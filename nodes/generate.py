@@ -15,6 +15,7 @@ from nodes.common import emit, timed
 from nodes.crosslingual import source_similarity
 from nodes.models import OFFLINE, load_chat_model, model_env
 from nodes.notices import localize
+from nodes.settings import settings_of
 from prompts import answer as P
 from tools.answer.citations import assign_labels, validate_citations
 from tools.answer.context_builder import BuiltContext, build_context
@@ -121,7 +122,7 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                     state["question"],
                     built.included,
                     language,
-                    similarity=source_similarity(ctx),
+                    similarity=source_similarity(ctx, settings_of(state, ctx)),
                 )
             answer = f"{answer} {P.OFFLINE_NOTE_ZH if language == 'zh' else P.OFFLINE_NOTE_EN}"
         answer += web_note(state, language)
