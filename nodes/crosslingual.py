@@ -73,9 +73,11 @@ async def translated_queries(
     if not report or not others:
         return [], report
     if spec == OFFLINE:
+        # Not a warning: offline, each of the KB's languages is searched on its own
+        # (tools.kb.languages), and an answer quoting another language says so itself.
         report["note"] = (
             f"the knowledge base also holds {', '.join(others)} text; no translation was done "
-            "(offline mode), so only the multilingual embedding matches across languages"
+            "(offline mode): each language of the knowledge base is searched on its own"
         )
         return [], report
     queries: list[str] = []
