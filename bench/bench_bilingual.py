@@ -260,8 +260,12 @@ def fit_gate(x: np.ndarray, y: np.ndarray) -> tuple[float, list[float]]:
     return float(intercept - float(raw @ mean)), [float(c) for c in raw]
 
 
-STEEPNESS = (0.15, 0.25, 0.35, 0.5)
-BIAS = (-1.0, -2.0, -2.5, -3.0, -3.5, -4.0)  # added to the intercept: same-language prior
+STEEPNESS = (0.35, 0.5)  # the shift form: each candidate loses steepness x doubt
+SCALE = (0.15, 0.25)  # the scale form: each candidate's score times (1 - doubt) ** scale
+CUTOFF = (0.0, 0.01)  # a language given less than this follows all of the question's
+SLOT = (0, 2)  # the other language's best kept at this rank when given >= SLOT_FLOOR
+SLOT_FLOOR = 0.05
+BIAS = (-0.5, -1.0, -1.5, -2.0)  # added to the intercept: same-language prior
 TOLERANCE = 0.005  # a same-language set may lose this much before it counts as a loss
 
 
@@ -302,11 +306,15 @@ def stage_sweep(args: argparse.Namespace) -> None:
         return fit_gate(np.vstack(xs), np.concatenate(ys))
 
     def candidates(gate_fit: tuple[float, list[float]]) -> list[MergeRule]:
-        c, (b, sh, po, pw) = gate_fit
-        return [
-            MergeRule(c + bias, b, sh, po, pw, steepness=st)
-            for st, bias in itertools.product(STEEPNESS, BIAS)
+        c, coef = gate_fit
+        shift = [
+            MergeRule(c + bias, *coef, steepness=st, cutoff=cut, slot=slot, slot_floor=SLOT_FLOOR)
+            for st, cut, slot, bias in itertools.product(STEEPNESS, CUTOFF, SLOT, BIAS)
         ]
+        scale = [
+            MergeRule(c + bias, *coef, scale=sc) for sc, bias in itertools.product(SCALE, BIAS)
+        ]
+        return shift + scale
 
     def scores(rule: MergeRule, names: list[str]) -> dict[str, float]:
         return {g: ndcg(loaded[groups[g][0]], merged(rule), groups[g][2]) for g in names}
@@ -528,11 +536,48 @@ def stage_examples(args: argparse.Namespace) -> None:
     resources.close_all()
 
 
+def stage_latency(args: argparse.Namespace) -> None:
+    """The product's search (``KnowledgeBase.retrieve``, hybrid, k=5) per query on the
+    xquad KB: per-language pools (the default for a KB in two languages) against the
+    single pool (the per-language path switched off), each question's vector embedded
+    beforehand so only the search is timed."""
+    import contextlib
+    import statistics
+    from unittest import mock
+
+    data, _ = load_set("xquad", args.data_dir)
+    kb = KnowledgeBase(KBConfig(home=args.homes.get("xquad", args.home), collection="bi-xquad"))
+    questions = [data.queries[q] for q in sorted(data.qrels)][:300]
+    for q in questions:
+        kb.retriever.query_vector(q)
+
+    def single() -> contextlib.AbstractContextManager[Any]:
+        return mock.patch("tools.kb.retrieval.language_search", return_value=None)
+
+    # Twice each, alternating, so warm-up falls on neither; the second rounds are printed.
+    rounds = [("single pool", single), ("per-language pools", contextlib.nullcontext)] * 2
+    for n, (label, patch) in enumerate(rounds):
+        with patch():
+            times = []
+            for q in questions:
+                started = time.perf_counter()
+                kb.retrieve(q, 5, exclude_doc_ids=("-",))  # a filter: never a cached search
+                times.append((time.perf_counter() - started) * 1000)
+        times.sort()
+        p95 = times[int(0.95 * (len(times) - 1))]
+        if n < 2:
+            continue
+        print(f"{label:<20} p50 {statistics.median(times):6.1f} ms  p95 {p95:6.1f} ms", flush=True)
+    kb.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("stages", nargs="+", choices=["pools", "sweep", "answerability", "examples"])
+    ap.add_argument(
+        "stages", nargs="+", choices=["pools", "sweep", "answerability", "examples", "latency"]
+    )
     ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
     ap.add_argument("--home", type=Path, required=True)
     ap.add_argument("--out", type=Path, required=True)
@@ -562,6 +607,7 @@ def main(argv: list[str] | None = None) -> int:
             "sweep": stage_sweep,
             "answerability": stage_answerability,
             "examples": stage_examples,
+            "latency": stage_latency,
         }
         stages[stage](args)
     return 0

@@ -81,6 +81,25 @@ def test_lexically_empty_pool_does_not_drag_a_good_dense_pool() -> None:
     assert with_bm25["zh3"] > merged["zh3"]  # the flag is what lets the number count
 
 
+def test_a_misjudged_gate_still_leaves_the_other_languages_best_a_slot() -> None:
+    # The gate sides with English (its best covers every word), yet the other language's
+    # best is kept at rank ``slot`` when the gate gives it at least ``slot_floor``; below
+    # that floor, or with no slot, it stays behind the English crowd.
+    english = {**_spread(0.93, "en"), "en2": 0.925, "en3": 0.92, "en4": 0.915}
+    pools = {
+        "en": _pool(english, {"en1": 9.0, "en2": 8.5, "en3": 8.0, "en4": 7.5}, share=1.0),
+        "zh": _pool(_spread(0.82, "zh")),
+    }
+    p = gate(gate_features(pools["en"], pools["zh"]), DEFAULT_RULE)
+    plain = MergeRule(**{**DEFAULT_RULE.__dict__, "slot": 0})
+    assert _order(merge_language_pools(pools, "en", Fusion(), plain)).index("zh1") > 2
+    kept = MergeRule(**{**DEFAULT_RULE.__dict__, "slot": 2, "slot_floor": p / 2})
+    order = _order(merge_language_pools(pools, "en", Fusion(), kept))
+    assert order[:3] == ["en1", "zh1", "en2"]
+    refused = MergeRule(**{**DEFAULT_RULE.__dict__, "slot": 2, "slot_floor": p * 2})
+    assert _order(merge_language_pools(pools, "en", Fusion(), refused)).index("zh1") > 2
+
+
 def _write(folder: Path, files: dict[str, str]) -> Path:
     folder.mkdir()
     for name, text in files.items():

@@ -60,11 +60,20 @@ class MergeRule:
     peak_own: float = -0.401
     steepness: float = 0.35
     bm25_other: bool = False  # BM25 inside a pool of another language than the question's
+    # The rank each other language's best candidate is guaranteed (0: none): a gate that
+    # misjudges a question then costs the other language's answer a few ranks, not all.
+    slot: int = 0
+    slot_floor: float = 0.0  # ... when the gate gives that language at least this
+    scale: float = 0.0  # > 0: scores times (1 - doubt) ** scale instead of the shift
+    cutoff: float = 0.0  # another language the gate gives less than this follows them all
 
     def label(self) -> str:
         lex = "bm" if self.bm25_other else "v"
         coef = "/".join(f"{c:.2f}" for c in (self.best, self.share, self.peak_other, self.peak_own))
-        return f"gate {self.intercept:+.2f}/{coef} st{self.steepness:g}/{lex}"
+        form = f"sc{self.scale:g}" if self.scale > 0 else f"st{self.steepness:g}"
+        extra = f"/cut{self.cutoff:g}" if self.cutoff else ""
+        extra += f"/slot{self.slot}@{self.slot_floor:g}" if self.slot else ""
+        return f"gate {self.intercept:+.2f}/{coef} {form}{extra}/{lex}"
 
 
 DEFAULT_RULE = MergeRule()
@@ -152,8 +161,38 @@ def merge_language_pools(
         if own is None:
             doubt = 0.0  # no pool in the question's language: the others compete as equals
         for cid, score in fused.items():
-            out[cid] = score - rule.steepness * doubt
+            if not mine and elsewhere[lang] < rule.cutoff:
+                out[cid] = score - 1.0 - rule.steepness
+            elif rule.scale > 0:
+                out[cid] = score * max(1e-9, 1.0 - doubt) ** rule.scale
+            else:
+                out[cid] = score - rule.steepness * doubt
+    if rule.slot > 0 and own is not None:
+        doubtful = {lang for lang, p in elsewhere.items() if p >= rule.slot_floor}
+        guarantee_slot(out, present, question_language, rule.slot, doubtful)
     return out
+
+
+def guarantee_slot(
+    scores: dict[str, float],
+    pools: Mapping[str, CandidatePool],
+    question_language: str,
+    slot: int,
+    languages: set[str],
+) -> None:
+    """Raise the best candidate of each of ``languages`` to rank ``slot`` among the
+    question language's candidates when the merge put it lower (in place)."""
+    mine = sorted((scores[c] for c in pools[question_language].ids if c in scores), reverse=True)
+    if len(mine) < slot:
+        return
+    floor = mine[slot - 1] + 1e-9
+    for lang, pool in pools.items():
+        if lang == question_language or lang not in languages:
+            continue
+        theirs = [c for c in pool.ids if c in scores]
+        if theirs:
+            best = max(theirs, key=lambda c: (scores[c], c))
+            scores[best] = max(scores[best], floor)
 
 
 def without_bm25(pool: CandidatePool) -> CandidatePool:
