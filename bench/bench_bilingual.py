@@ -262,10 +262,10 @@ def fit_gate(x: np.ndarray, y: np.ndarray) -> tuple[float, list[float]]:
 
 STEEPNESS = (0.35, 0.5)  # the shift form: each candidate loses steepness x doubt
 SCALE = (0.15, 0.25)  # the scale form: each candidate's score times (1 - doubt) ** scale
-CUTOFF = (0.0, 0.01)  # a language given less than this follows all of the question's
+CUTOFF = (0.01,)  # a language given less than this follows all of the question's
 SLOT = (0, 2)  # the other language's best kept at this rank when given >= SLOT_FLOOR
 SLOT_FLOOR = 0.05
-BIAS = (-0.5, -1.0, -1.5, -2.0)  # added to the intercept: same-language prior
+BIAS = (-1.0, -1.5, -2.0, -2.5, -3.0, -3.5)  # added to the intercept: same-language prior
 TOLERANCE = 0.005  # a same-language set may lose this much before it counts as a loss
 
 
@@ -428,7 +428,7 @@ def stage_answerability(args: argparse.Namespace) -> None:
     pools = pickle.loads((args.out / "pools-xquad.pkl").read_bytes())
     _with_norms("xquad", pools, args)
     data, _ = load_xquad(args.data_dir)
-    kb = KnowledgeBase(KBConfig(home=args.home, collection="bi-xquad"))
+    kb = KnowledgeBase(KBConfig(home=args.homes.get("xquad", args.home), collection="bi-xquad"))
     same_model = load_model(kb.model.model_id)
     rows: list[tuple[str, str, int, Any]] = []  # half, kind, label, evidence
     articles = sorted({min(r).split("_")[0] for r in pools["qrels"].values()})
