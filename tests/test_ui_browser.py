@@ -350,6 +350,7 @@ def test_the_page_on_the_production_server(browser: Any, production_team: TeamSe
 
 
 OTHER_CLIENT_QUESTION = "What is the rated payload of the Porter robot?"
+ZH_TRAVEL = "出差住宿费在一线城市的报销标准是多少？"
 
 
 def asked_by_another_client(
@@ -372,14 +373,19 @@ def asked_by_another_client(
 
 def test_a_thread_of_another_client_is_titled_by_its_first_question(alice: Page) -> None:
     asked_by_another_client(alice.team, "alice", OTHER_CLIENT_QUESTION)
-    # A title given before the question wins over it. (A rename after a run is tested on
-    # the production server: langgraph dev's in-memory threads cannot PATCH a thread once
-    # a run stored its values; see the report of issue 35.)
-    asked_by_another_client(alice.team, "alice", EN_FOLLOW_UP, {"title": "Purchases"})
+    titled = asked_by_another_client(alice.team, "alice", ZH_TRAVEL, {"title": "Trips"})
+    # A rename after a run (langgraph dev deep-copied the run's settings and failed: 500).
+    renamed = asked_by_another_client(alice.team, "alice", EN_FOLLOW_UP)
+    token = {"Authorization": f"Bearer {alice.team.tokens['alice']}"}
+    for thread_id, title in ((renamed, "Purchases"), (titled, "Travel")):
+        patched = httpx.patch(f"{alice.team.url}/threads/{thread_id}", headers=token,
+                              json={"metadata": {"title": title}})  # fmt: skip
+        assert patched.status_code == 200, patched.text
     alice.page.reload()
     alice.page.wait_for_selector(f"#thread-list li .open:text-is('{OTHER_CLIENT_QUESTION}')")
     titles = alice.page.locator("#thread-list li .open").all_text_contents()
-    assert "Purchases" in titles and EN_FOLLOW_UP not in titles  # a rename wins
+    assert {"Purchases", "Travel"} <= set(titles), titles  # a title or rename wins
+    assert EN_FOLLOW_UP not in titles and ZH_TRAVEL not in titles
     assert not any(re.fullmatch(r"[0-9a-f]{8}", title) for title in titles), titles
 
 
