@@ -104,6 +104,7 @@ def test_english_question_streams_progress_and_answers_with_pills(alice: Page) -
     pill = turn.locator("button.pill.internal").first
     assert pill.inner_text().strip().startswith("internal-")
     assert "Route: knowledge base" in turn.locator(".facts").inner_text()
+    assert "vector" not in turn.locator(".facts").inner_text()  # no developers' words
     # The pill opens the source card: the passage with the cited words marked, the path.
     pill.click()
     card = alice.page.locator("#source-card")
@@ -111,6 +112,9 @@ def test_english_question_streams_progress_and_answers_with_pills(alice: Page) -
     assert "annual-leave.md" in card.locator(".where").inner_text()
     assert card.locator("blockquote.passage mark").count() > 0
     assert "18" in card.locator("blockquote.passage").inner_text()
+    # The passage's Markdown table reads as a table, not as pipes and dashes.
+    assert card.locator("blockquote.passage table td", has_text="18").count() > 0
+    assert "|" not in card.locator("blockquote.passage").inner_text()
     alice.shot("ui-desktop-en.png")
     # The link opens the original through the document API, with the token.
     with alice.page.expect_popup() as popup:
@@ -314,6 +318,7 @@ def production_team(
         yield srv
 
 
+@pytest.mark.slow  # ~40 s: its own PostgreSQL and Aegra, the sample KB ingested
 def test_the_page_on_the_production_server(browser: Any, production_team: TeamServer) -> None:
     tab = Page(browser, production_team, None)  # the real document API
     try:

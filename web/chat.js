@@ -9,6 +9,7 @@ const STREAM_MODE = ["values", "updates", "custom", "messages-tuple"];
 const ANSWER_NODES = new Set(["generate", "call_model"]);
 const GRAPH_KEY = "hybrid-rag-graph";
 const TITLE_CHARS = 80;
+const STRATEGY_OF_ROUTE = { knowledge: "vector", search: "search", both: "both" };
 const STATE_FETCHES = 6; // untitled threads whose first question is read at once
 
 const chat = {
@@ -172,7 +173,12 @@ function renderFacts(turn, values) {
   turn.facts.replaceChildren();
   const bits = [];
   if (values.route) bits.push(el("span", { class: `route ${values.route}` }, `${t("route")}: ${t(`routes.${values.route}`)}`));
-  if (values.strategy) bits.push(el("span", {}, `${t("strategy")}: ${values.strategy}`));
+  // The strategy only where it says more than the route (a web fallback, the agent's own
+  // choice); "vector" and the like are the developers' words.
+  if (values.strategy && STRATEGY_OF_ROUTE[values.route] !== values.strategy) {
+    const said = t(`strategies.${values.strategy}`);
+    bits.push(el("span", {}, `${t("strategy")}: ${said.startsWith("strategies.") ? values.strategy : said}`));
+  }
   if (typeof values.confidence === "number") bits.push(el("span", {}, `${t("confidence")}: ${Math.round(values.confidence * 100)}%`));
   if (bits.length) turn.facts.append(el("p", { class: "meta" }, ...bits));
   const warnings = values.warnings || [];
