@@ -13,7 +13,6 @@ reads get the same compiled graph unchecked.
 
 from __future__ import annotations
 
-import copyreg
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,26 +22,8 @@ from langgraph_sdk.runtime import ServerRuntime
 from graph.agent_graph import graph as agent_graph
 from graph.context import Context, api_context
 from graph.rag_graph import graph as rag_graph
-from nodes.settings import RunSettings
 
 Compiled = CompiledStateGraph[Any, Any, Any, Any]
-
-
-def _released() -> None:
-    return None
-
-
-def _run_settings_copied_as_nothing(_settings: RunSettings) -> tuple[Any, tuple[()]]:
-    return _released, ()
-
-
-# A run's settings (an untracked state channel: they hold keys) outlive the run in the
-# in-memory server's thread record: langgraph dev keeps the last checkpoint's values, deep
-# copies them on PATCH /threads/{id} (a rename) and pickles them to its .langgraph_api
-# folder. Both failed on the settings' lock (500 on every rename after a run). Copied or
-# pickled, the settings become None: nothing needs them after the run, and no key reaches
-# a disk.
-copyreg.pickle(RunSettings, _run_settings_copied_as_nothing)
 
 
 def check_run_context(runtime: ServerRuntime[Context]) -> None:
