@@ -206,6 +206,10 @@ def test_web_search_approval_approved_and_skipped(alice: Page) -> None:
             break
     turn = page.locator("article.turn.assistant").last
     assert turn.locator("button.pill.web").count() > 0, turn.inner_text()
+    # The parts that paused for the approval say so, folded; none still reads "Working…".
+    summaries = page.locator("article.turn.assistant details.steps summary").all_inner_texts()
+    assert not any("Working" in s for s in summaries), summaries
+    assert any(s.startswith("Paused for your approval") for s in summaries), summaries
     assert len(alice.team.searched()) > before
     # Skipped: the answer says the web was not searched, plainly.
     page.fill("#question", WEB_QUESTION + " Please.")

@@ -162,10 +162,11 @@ function answerTurn() {
   return { root, progress, steps, summary, status, body, facts };
 }
 
-/** Once answered, the steps fold into one line (still there to open). */
-function foldSteps(turn) {
+/** Once answered (or paused for an approval), the steps fold into one line (still there
+ * to open), so a finished part never reads "Working…". */
+function foldSteps(turn, key = "stepsDone") {
   const n = turn.progress.childElementCount;
-  turn.summary.textContent = t("stepsDone", { n });
+  turn.summary.textContent = t(key, { n });
   turn.steps.open = false;
 }
 
@@ -274,6 +275,7 @@ async function run(body, question, retry) {
   const state = await guarded(() => api(`/threads/${chat.thread}/state`));
   const interrupt = (state?.interrupts || [])[0];
   if (interrupt) {
+    foldSteps(turn, "stepsPaused");
     if (!turn.body.childElementCount) turn.body.remove();
     box.append(approvalCard(interrupt.value));
   }
