@@ -1,9 +1,11 @@
 """Time from pressing Enter in the page to the first visible progress, in the browser.
 
-Starts the team's server as the browser tests do (``tests/team_server.py``: langgraph dev
-offline on the sample KB, a users file), opens ``/ui`` in Debian's headless chromium,
-signs in, and for each question (English and Chinese, a new conversation each) presses
-Enter in the question box. In the page, a capture-phase keydown listener stamps
+Starts the team's server as the browser tests do (``tests/team_server.py``: offline on the
+sample KB, a users file), either ``langgraph dev`` (``dev``) or the production server
+(``production``: Aegra from ``aegra.json`` with a throw-away PostgreSQL, as
+tests/test_production.py starts it; ``tests/production_server.py``), opens ``/ui`` in
+Debian's headless chromium, signs in, and for each question (English and Chinese, a new
+conversation each) presses Enter in the question box. In the page, a capture-phase keydown listener stamps
 ``performance.now()`` at Enter, and a MutationObserver stamps:
 
 * ``status``: the answer bubble's own "Sending your question…" line (the page's
@@ -14,27 +16,33 @@ Enter in the question box. In the page, a capture-phase keydown listener stamps
   "Reading the question", "Choosing where to look"…), i.e. the server really working;
 * ``answer``: the answer with its pills.
 
-    .venv/bin/python -m bench.bench_ui [--rounds 10] [--url URL --token TOKEN]
+    .venv/bin/python -m bench.bench_ui [--rounds 10] [--server dev|production]
+    .venv/bin/python -m bench.bench_ui --url URL --token TOKEN
 
-``--url``/``--token`` measure a server already running (e.g. ``hybrid-rag serve``).
-Target (issue 35): first visible progress ≤ 300 ms offline. Under ``langgraph dev`` the
-server's first event cannot come sooner than its in-memory run queue starts the run: the
-queue polls every 0.5 s for runs created before the poll (``langgraph_runtime_inmem``
-``Runs.next``), so ``accepted``/``graph`` include 0.5–1 s of queue wait (the server log's
-``run_queue_ms``); the page's own line bridges that wait.
+Without ``--server`` it measures both. ``--url``/``--token`` measure a server already
+running (e.g. ``hybrid-rag serve``). Target (issue 35): first visible progress ≤ 300 ms
+offline. Under ``langgraph dev`` the server's first event cannot come sooner than its
+in-memory run queue starts the run: the queue polls every 0.5 s for runs created before
+the poll (``langgraph_runtime_inmem`` ``Runs.next``), so ``accepted``/``graph`` include
+0.5–1 s of queue wait (the server log's ``run_queue_ms``); the page's own line bridges that
+wait. Aegra starts a run as a task when it is created (no poll).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from tests.browser import DESKTOP, chromium, unavailable
-from tests.team_server import team_server
+from tests.servers import postgres_bin_dir, running_postgres
+from tests.team_server import TeamServer, team_server
 
 QUESTIONS = (
     "How many days of annual leave after 6 years of service?",
@@ -46,6 +54,7 @@ QUESTIONS = (
 WAIT_MS = 120_000
 KEYS = ("status", "accepted", "graph", "answer")
 TARGET_MS = 300.0
+SERVERS = ("dev", "production")
 
 PROBE = """
 () => {
@@ -109,9 +118,27 @@ def report(results: list[dict[str, float]]) -> dict[str, Any]:
     return out
 
 
+@contextmanager
+def started(kind: str, base: Path) -> Iterator[TeamServer]:
+    """The team's server of ``kind`` (``dev`` or ``production``), stopped on exit."""
+    if kind == "dev":
+        with team_server(base) as team:
+            yield team
+        return
+    bin_dir = postgres_bin_dir()
+    if bin_dir is None:
+        raise SystemExit("bench_ui: the production server needs PostgreSQL (initdb, postgres)")
+    with (
+        running_postgres(bin_dir) as postgres,
+        team_server(base, database=postgres.create_database("aegra")) as team,
+    ):
+        yield team
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--server", choices=SERVERS, help="which server to start (default: both)")
     parser.add_argument("--url", help="a running server (default: start one)")
     parser.add_argument("--token", default="", help="a user's token for --url")
     args = parser.parse_args()
@@ -119,12 +146,14 @@ def main() -> int:
     if why:
         print(f"bench_ui: cannot run: {why}")
         return 2
+    out: dict[str, Any] = {"load_average_1_5_15": [round(x, 2) for x in os.getloadavg()]}
     if args.url:
-        results = measure(args.url.rstrip("/"), args.token, args.rounds)
-    else:
-        with tempfile.TemporaryDirectory() as tmp, team_server(Path(tmp)) as team:
-            results = measure(team.url, team.tokens["alice"], args.rounds)
-    print(json.dumps(report(results), indent=2, ensure_ascii=False))
+        out["url"] = report(measure(args.url.rstrip("/"), args.token, args.rounds))
+    for kind in [args.server] if args.server else [] if args.url else SERVERS:
+        with tempfile.TemporaryDirectory() as tmp, started(kind, Path(tmp)) as team:
+            out[kind] = report(measure(team.url, team.tokens["alice"], args.rounds))
+    out["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    print(json.dumps(out, indent=2, ensure_ascii=False))
     return 0
 
 

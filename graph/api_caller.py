@@ -16,7 +16,7 @@ from pathlib import Path
 
 from starlette.requests import Request
 
-from tools.access.acl import ACL, Reader
+from tools.access.acl import ACL, Reader, may_change
 from tools.access.users import USERS_FILE_ENV, UserDirectory
 from tools.errors import ConfigError
 
@@ -54,7 +54,8 @@ class Caller:
         return ""
 
     def may_change(self, owner: str) -> bool:
-        return self.admin or (bool(owner) and owner == self.identity)
+        """The document rule of ``tools.access.acl.may_change``, for this caller."""
+        return may_change(self.identity, self.admin, owner)
 
 
 @cache

@@ -204,8 +204,14 @@ async def list_documents(request: Request, who: Caller) -> Response:
         and (not source or d["source"] == source)
         and (not text or text.lower() in f"{d['path']} {d['title']}".lower())
     ]
-    page = docs[offset : offset + limit]
+    page = [_with_rights(d, who) for d in docs[offset : offset + limit]]
     return JSONResponse({"documents": page, "total": len(docs), "limit": limit, "offset": offset})
+
+
+def _with_rights(doc: dict[str, Any], who: Caller) -> dict[str, Any]:
+    """The document as the caller sees it, with whether they may delete it (the rule the
+    DELETE route applies, so the page shows the button only where it would work)."""
+    return {**doc, "can_delete": who.may_change(doc["owner"])}
 
 
 async def _readable(request: Request, who: Caller) -> tuple[Library, str, dict[str, Any]]:
@@ -218,7 +224,7 @@ async def _readable(request: Request, who: Caller) -> tuple[Library, str, dict[s
 
 
 async def get_document(request: Request, who: Caller) -> Response:
-    return JSONResponse((await _readable(request, who))[2])
+    return JSONResponse(_with_rights((await _readable(request, who))[2], who))
 
 
 async def document_chunks(request: Request, who: Caller) -> Response:

@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tests.team_server import TeamServer
+from tools.access.acl import may_change
 
 STAGES = ("queued", "parsing", "embedding", "done")
 
@@ -38,12 +39,13 @@ class FakeDoc:
     owner: str
     updated_at: str
 
-    def record(self) -> dict[str, Any]:
+    def record(self, viewer: str) -> dict[str, Any]:
         suffix = Path(self.path).suffix.lstrip(".")
         return {"doc_id": self.doc_id, "path": self.path, "title": Path(self.path).stem,
                 "format": suffix, "source": "upload" if self.owner else "folder",
                 "acl": self.acl or "public", "owner": self.owner, "chunks": 1,
-                "updated_at": self.updated_at, "bytes": len(self.data)}  # fmt: skip
+                "updated_at": self.updated_at, "bytes": len(self.data),
+                "can_delete": may_change(viewer, False, self.owner)}  # fmt: skip
 
 
 @dataclass
@@ -124,11 +126,11 @@ class FakeDocumentApi:
                 ctype = mimetypes.guess_type(doc.path)[0] or "application/octet-stream"
                 return 200, doc.data, ctype
             if method == "DELETE":
-                if doc.owner != who[0]:
+                if not may_change(who[0], False, doc.owner):
                     return 403, {"error": "only the document's owner or an admin may delete it"}, ""
                 del self.docs[doc.doc_id]
                 return 200, {"deleted": doc.doc_id}, ""
-            return 200, doc.record(), ""
+            return 200, doc.record(who[0]), ""
         return 404, {"error": f"no route {method} {path}"}, ""
 
     def listing(self, q: dict[str, list[str]], who: tuple[str, tuple[str, ...]]) -> dict[str, Any]:
@@ -136,7 +138,7 @@ class FakeDocumentApi:
         prefix = (q.get("prefix") or [""])[0]
         fmt = (q.get("format") or [""])[0]
         limit, offset = int((q.get("limit") or ["50"])[0]), int((q.get("offset") or ["0"])[0])
-        found = [d.record() for d in sorted(self.docs.values(), key=lambda d: d.path)
+        found = [d.record(who[0]) for d in sorted(self.docs.values(), key=lambda d: d.path)
                  if self.may_read(d, who) and d.path.startswith(prefix)
                  and (not fmt or d.path.endswith(f".{fmt}"))
                  and (not text or text in d.path.lower() or text.encode() in d.data.lower())]  # fmt: skip

@@ -299,6 +299,14 @@ def postgres_server() -> Iterator[PostgresServer]:
             "distribution's postgresql package (.ci/run does) or set PG_BIN"
         )
     pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+    with running_postgres(bin_dir) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def running_postgres(bin_dir: Path) -> Iterator[PostgresServer]:
+    """A fresh cluster, started; stopped and removed on exit (the fixture's, and the
+    benches' that run outside pytest)."""
     server = PostgresServer(bin_dir)
     try:
         server.init()

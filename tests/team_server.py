@@ -1,4 +1,5 @@
-"""A team's server on 127.0.0.1 for the page and chat-client tests: ``langgraph dev`` over
+"""A team's server on 127.0.0.1 for the page and chat-client tests: ``langgraph dev`` (or,
+given a PostgreSQL database, the production server Aegra: tests/production_server.py) over
 the sample KB with a users file (alice in group hr, bob) and web search configured
 against a local Serper-shaped provider (``tests.local_provider``), so an approval
 request has a provider and a price, and what was searched is in the provider's log.
@@ -13,15 +14,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.langgraph_server import (
-    SAMPLE_KB,
-    LocalServer,
-    start_server,
-    stop_server,
-    wait_until_ready,
-)
+from tests.langgraph_server import SAMPLE_KB, start_server, stop_server, wait_until_ready
 from tests.local_provider import LocalServer as Provider
 from tests.local_provider import Reply
+from tests.ports import free_port
+from tests.production_server import Production, production_env
 from tools.access.users import add_user
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.kb.registry import DocRecord
@@ -49,23 +46,22 @@ WEB_QUESTION = "What is the latest stable Python release today?"
 
 @dataclass
 class TeamServer:
-    server: LocalServer
+    url: str
     provider: Provider
     tokens: dict[str, str]  # identity -> bearer token
     documents: dict[str, DocRecord]  # the sample KB's registry: doc_id -> record
-
-    @property
-    def url(self) -> str:
-        return self.server.url
 
     def searched(self) -> list[str]:
         return [str(r.body["q"]) for r in self.provider.hits("/search")]
 
 
 @contextmanager
-def team_server(base: Path, env: dict[str, str] | None = None) -> Iterator[TeamServer]:
+def team_server(
+    base: Path, env: dict[str, str] | None = None, database: str | None = None
+) -> Iterator[TeamServer]:
     """Start it (ingesting the sample KB while the server boots); stop it on exit.
-    ``env`` adds server variables (e.g. ``OPENAI_BASE_URL`` of a scripted model)."""
+    ``env`` adds server variables (e.g. ``OPENAI_BASE_URL`` of a scripted model);
+    ``database`` (a PostgreSQL URL) makes it the production server instead of langgraph dev."""
     users = base / "users.json"
     tokens = {"alice": add_user(users, "alice", ["hr"]), "bob": add_user(users, "bob", [])}
     home = base / "home"
@@ -78,13 +74,22 @@ def team_server(base: Path, env: dict[str, str] | None = None) -> Iterator[TeamS
             "SERPER_BASE_URL": provider.url,
             **(env or {}),
         }
-        srv = start_server(home, base / "langgraph-dev.log", env=variables)
+        if database is None:
+            srv = start_server(home, base / "langgraph-dev.log", env=variables)
+            url, ready, stop = srv.url, lambda: wait_until_ready(srv), lambda: stop_server(srv)
+        else:
+            prod = Production(
+                f"http://127.0.0.1:{free_port()}",
+                production_env(home, database, users, variables),
+                base / "aegra.log",
+            ).spawn()
+            url, ready, stop = prod.url, prod.wait_ready, prod.stop
         try:
             # Ingested while the server boots (it opens the KB on its first run).
             with KnowledgeBase(KBConfig(home=home)) as kb:
                 kb.ingest([SAMPLE_KB])
                 documents = {k: v for k, v in kb.registry.records().items() if v.get("version")}
-            wait_until_ready(srv)
-            yield TeamServer(srv, provider, tokens, documents)
+            ready()
+            yield TeamServer(url, provider, tokens, documents)
         finally:
-            stop_server(srv)
+            stop()

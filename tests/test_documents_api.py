@@ -51,7 +51,7 @@ def served(
     base = tmp_path_factory.mktemp("docapi")
     users = base / "users.json"
     tokens = {name: add_user(users, name, groups) for name, groups in
-              (("alice", ["hr"]), ("bob", []), ("carol", ["ops"]))}  # fmt: skip
+              (("alice", ["hr"]), ("bob", []), ("carol", ["ops"]), ("dave", ["hr"]))}  # fmt: skip
     make_admin(users, "carol")
     home = base / "home"
     home.mkdir()
@@ -156,6 +156,32 @@ def test_alice_reads_her_documents(
         assert original.headers["content-type"] == "application/pdf"
         assert original.headers["content-disposition"].startswith("inline")
         assert c.get("/kb/stats").json()["documents"] == 2
+
+
+def test_the_listing_says_who_may_delete_and_delete_agrees(
+    served: tuple[LocalServer, dict[str, str]], uploaded: dict[str, Any]
+) -> None:
+    # dave reads hr's documents (group hr) but did not upload them; carol is an admin.
+    for user, allowed in (("alice", True), ("carol", True), ("dave", False)):
+        with http(served, user) as c:
+            listed = c.get("/kb/documents", params={"prefix": "hr/"}).json()["documents"]
+            assert {d["doc_id"]: d["can_delete"] for d in listed} == {
+                PDF_ID: allowed,
+                DOCX_ID: allowed,
+            }, user
+            assert c.get(doc_url(PDF_ID)).json()["can_delete"] is allowed, user
+    with http(served, "dave") as c:
+        refused = c.delete(doc_url(PDF_ID))
+        assert refused.status_code == 403 and "owner or an admin" in refused.json()["error"]
+        assert c.get(doc_url(PDF_ID)).status_code == 200  # still there
+
+
+def test_one_rule_decides_who_may_change_a_document() -> None:
+    from tools.access.acl import may_change
+
+    assert may_change("alice", False, "alice") and may_change("carol", True, "alice")
+    assert not may_change("dave", False, "alice")
+    assert not may_change("dave", False, "") and may_change("carol", True, "")  # the CLI's
 
 
 def test_bob_finds_nothing_of_hr(

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,69 +18,14 @@ import httpx
 import pytest
 
 from graph.aegra_config import render
-from tests.langgraph_server import REPO, agent_graph_available, server_env
+from tests.langgraph_server import REPO, agent_graph_available
 from tests.ports import free_port
+from tests.production_server import Production, production_command, production_env
 from tests.servers import PostgresServer
 from tests.team_kb import ASK_ALICE_FACT, ASK_BOB_FACT, team_kb
 from tools.access.users import add_user
 
 pytest.importorskip("aegra_api", reason="the production server (aegra-api) is in the dev extra")
-
-UVICORN = Path(sys.executable).parent / "uvicorn"
-START_DEADLINE_S = 90.0
-
-
-def production_command(port: int) -> list[str]:
-    """The server command of deploy/compose.yaml, on loopback."""
-    return [str(UVICORN), "aegra_api.main:app", "--host", "127.0.0.1", "--port", str(port)]
-
-
-@dataclass
-class Production:
-    url: str
-    env: dict[str, str]
-    log: Path
-    process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> Production:
-        port = int(self.url.rsplit(":", 1)[1])
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                production_command(port), cwd=REPO, env=self.env, stdout=out,
-                stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        started = time.monotonic()
-        while time.monotonic() - started < START_DEADLINE_S:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the server exited:\n{self.log_tail()}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.25)
-        raise RuntimeError(f"the server did not start:\n{self.log_tail()}")
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=20)
-
-    def log_tail(self) -> str:
-        return self.log.read_text(errors="replace")[-4000:]
-
-
-def production_env(home: Path, database_url: str, users: Path | None) -> dict[str, str]:
-    env = server_env(home, {"DATABASE_URL": database_url, "AEGRA_CONFIG": str(REPO / "aegra.json")})
-    env.pop("HYBRID_RAG_USERS_FILE", None)
-    env.pop("HYBRID_RAG_OPEN", None)
-    if users is not None:
-        env["HYBRID_RAG_USERS_FILE"] = str(users)
-    return env
 
 
 @pytest.fixture(scope="module")
@@ -229,6 +171,26 @@ async def test_mcp_on_the_production_server(served: tuple[Production, dict[str, 
     assert "hybrid_rag" in names and len(names) == len(set(names))
     assert "knowledge base" in described and '{"question"' in described  # langgraph.json's
     assert "QUOKKA-42" in result.content[0].text and "Sources:" in result.content[0].text
+
+
+def test_the_page_is_served_without_a_token_while_the_api_needs_one(
+    served: tuple[Production, dict[str, str]],
+) -> None:
+    server, tokens = served
+    page = httpx.get(f"{server.url}/ui", follow_redirects=True, timeout=30)
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    modules = sorted((REPO / "web").glob("*.js"))
+    assert modules
+    for module in modules:  # every ES module the page imports, and its stylesheet
+        got = httpx.get(f"{server.url}/ui/{module.name}", timeout=30)
+        assert got.status_code == 200, module.name
+        assert "javascript" in got.headers["content-type"], module.name
+    assert httpx.get(f"{server.url}/ui/style.css", timeout=30).status_code == 200
+    for method, path in (("POST", "/threads/search"), ("GET", "/kb/documents")):
+        assert httpx.request(method, server.url + path, json={}, timeout=30).status_code == 401
+        signed = {"Authorization": f"Bearer {tokens['alice']}"}
+        answered = httpx.request(method, server.url + path, json={}, headers=signed, timeout=30)
+        assert answered.status_code == 200, (path, answered.text)
 
 
 def test_the_server_will_not_start_without_a_users_file(

@@ -1,4 +1,5 @@
-"""The page at /ui in a real headless Chromium against a real ``langgraph dev`` (issue 35).
+"""The page at /ui in a real headless Chromium against a real ``langgraph dev`` (issue 35),
+and once against the production server (Aegra with PostgreSQL, tests/production_server.py).
 
 The team's server (tests/team_server.py: the sample KB, users alice and bob, web search
 on a loopback Serper-shaped provider) runs offline. The document API (/kb) is the
@@ -22,6 +23,7 @@ from tests.agent_fakes import LocalLLMServer
 from tests.browser import DESKTOP, PHONE, chromium, unavailable
 from tests.fake_kb_api import FakeDocumentApi
 from tests.langgraph_server import REPO, SAMPLE_KB
+from tests.servers import PostgresServer
 from tests.team_server import WEB_QUESTION, TeamServer, team_server
 
 pytestmark = pytest.mark.skipif(bool(unavailable()), reason=unavailable() or "")
@@ -102,6 +104,7 @@ def test_english_question_streams_progress_and_answers_with_pills(alice: Page) -
     pill = turn.locator("button.pill.internal").first
     assert pill.inner_text().strip().startswith("internal-")
     assert "Route: knowledge base" in turn.locator(".facts").inner_text()
+    assert "vector" not in turn.locator(".facts").inner_text()  # no developers' words
     # The pill opens the source card: the passage with the cited words marked, the path.
     pill.click()
     card = alice.page.locator("#source-card")
@@ -109,6 +112,9 @@ def test_english_question_streams_progress_and_answers_with_pills(alice: Page) -
     assert "annual-leave.md" in card.locator(".where").inner_text()
     assert card.locator("blockquote.passage mark").count() > 0
     assert "18" in card.locator("blockquote.passage").inner_text()
+    # The passage's Markdown table reads as a table, not as pipes and dashes.
+    assert card.locator("blockquote.passage table td", has_text="18").count() > 0
+    assert "|" not in card.locator("blockquote.passage").inner_text()
     alice.shot("ui-desktop-en.png")
     # The link opens the original through the document API, with the token.
     with alice.page.expect_popup() as popup:
@@ -200,6 +206,10 @@ def test_web_search_approval_approved_and_skipped(alice: Page) -> None:
             break
     turn = page.locator("article.turn.assistant").last
     assert turn.locator("button.pill.web").count() > 0, turn.inner_text()
+    # The parts that paused for the approval say so, folded; none still reads "Working…".
+    summaries = page.locator("article.turn.assistant details.steps summary").all_inner_texts()
+    assert not any("Working" in s for s in summaries), summaries
+    assert any(s.startswith("Paused for your approval") for s in summaries), summaries
     assert len(alice.team.searched()) > before
     # Skipped: the answer says the web was not searched, plainly.
     page.fill("#question", WEB_QUESTION + " Please.")
@@ -231,6 +241,12 @@ def test_upload_reaches_done_and_stays_with_its_owner(
     )
     if fake_kb is not None:  # the fake has one synced source; a fresh real server none
         assert "Last sync" in page.locator("#sources-section").inner_text()
+    # Delete only where the server allows it: her upload, not the KB's own documents
+    # (ingested by the command line: an admin's).
+    note_row = page.locator("#doc-rows tr", has_text="alice-private-note")
+    assert note_row.get_by_role("button", name=re.compile("^Delete")).count() == 1
+    leave_row = page.locator("#doc-rows tr", has_text="annual-leave").first
+    assert leave_row.get_by_role("button", name=re.compile("^Delete")).count() == 0
     # bob: neither alice's thread nor her document.
     bob = Page(browser, team, fake_kb)
     try:
@@ -241,6 +257,7 @@ def test_upload_reaches_done_and_stays_with_its_owner(
         bob.page.wait_for_selector("#doc-rows tr")
         assert "annual-leave" in bob.page.locator("#doc-rows").inner_text()
         assert "alice-private-note" not in bob.page.locator("#doc-rows").inner_text()
+        assert bob.page.locator("#doc-rows button.danger").count() == 0  # none of his own
     finally:
         bob.close()
     # alice's threads are hers, through the API too.
@@ -292,6 +309,93 @@ def test_rename_and_delete_a_conversation(alice: Page) -> None:
     page.wait_for_function(
         "() => ![...document.querySelectorAll('#thread-list .open')].some(b => b.textContent === 'Leave questions')"
     )
+
+
+@pytest.fixture(scope="module")
+def production_team(
+    postgres_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TeamServer]:
+    """The same team on the production server: Aegra from aegra.json, threads in PostgreSQL."""
+    pytest.importorskip("aegra_api", reason="the production server (aegra-api) is in the dev extra")
+    database = postgres_server.create_database("aegra_ui")
+    with team_server(tmp_path_factory.mktemp("team-aegra"), database=database) as srv:
+        yield srv
+
+
+@pytest.mark.slow  # ~40 s: its own PostgreSQL and Aegra, the sample KB ingested
+def test_the_page_on_the_production_server(browser: Any, production_team: TeamServer) -> None:
+    tab = Page(browser, production_team, None)  # the real document API
+    try:
+        tab.sign_in("alice")
+        turn = tab.ask(EN_QUESTION)
+        assert turn.locator(".progress li").count() > 0  # the graph's progress reached the page
+        assert "18" in turn.locator(".answer").inner_text()
+        assert "Route: knowledge base" in turn.locator(".facts").inner_text()
+        pill = turn.locator("button.pill.internal").first
+        pill.click()
+        card = tab.page.locator("#source-card")
+        assert card.is_visible()
+        assert "annual-leave.md" in card.locator(".where").inner_text()
+        assert "18" in card.locator("blockquote.passage").inner_text()
+        tab.page.keyboard.press("Escape")
+        # the new thread is listed, titled with the question, and reopens with its answer
+        tab.page.click("#new-thread")
+        tab.page.locator("#thread-list li .open", has_text=EN_QUESTION[:20]).first.click()
+        tab.page.wait_for_selector("article.turn.assistant button.pill.internal")
+        # Aegra's thread search returns no values: another client's thread is titled from
+        # its state
+        asked_by_another_client(production_team, "alice", OTHER_CLIENT_QUESTION)
+        renamed = asked_by_another_client(production_team, "alice", EN_FOLLOW_UP)
+        token = {"Authorization": f"Bearer {production_team.tokens['alice']}"}
+        patched = httpx.patch(f"{production_team.url}/threads/{renamed}", headers=token,
+                              json={"metadata": {"title": "Purchases"}})  # fmt: skip
+        assert patched.status_code == 200, patched.text
+        tab.page.reload()
+        tab.page.wait_for_selector(f"#thread-list li .open:text-is('{OTHER_CLIENT_QUESTION}')")
+        titles = tab.page.locator("#thread-list li .open").all_text_contents()
+        assert "Purchases" in titles and EN_FOLLOW_UP not in titles, titles  # a rename wins
+    finally:
+        tab.close()
+
+
+OTHER_CLIENT_QUESTION = "What is the rated payload of the Porter robot?"
+ZH_TRAVEL = "出差住宿费在一线城市的报销标准是多少？"
+
+
+def asked_by_another_client(
+    team: TeamServer, user: str, question: str, metadata: dict[str, str] | None = None
+) -> str:
+    """A thread made as agent-chat-ui or the SDK make them: no title (unless ``metadata``
+    gives one), the question a chat message whose content is a list of content blocks.
+    Returns its id."""
+    auth = {"Authorization": f"Bearer {team.tokens[user]}"}
+    with httpx.Client(base_url=team.url, headers=auth, timeout=WAIT_MS / 1000) as c:
+        made = c.post("/threads", json={"metadata": metadata or {}})
+        assert made.status_code == 200, made.text
+        thread_id = str(made.json()["thread_id"])
+        message = {"type": "human", "content": [{"type": "text", "text": question}]}
+        ran = c.post(f"/threads/{thread_id}/runs/wait",
+                     json={"assistant_id": "hybrid_rag", "input": {"messages": [message]}})  # fmt: skip
+        assert ran.status_code == 200, ran.text
+    return thread_id
+
+
+def test_a_thread_of_another_client_is_titled_by_its_first_question(alice: Page) -> None:
+    asked_by_another_client(alice.team, "alice", OTHER_CLIENT_QUESTION)
+    titled = asked_by_another_client(alice.team, "alice", ZH_TRAVEL, {"title": "Trips"})
+    # A rename after a run (langgraph dev deep-copied the run's settings and failed: 500).
+    renamed = asked_by_another_client(alice.team, "alice", EN_FOLLOW_UP)
+    token = {"Authorization": f"Bearer {alice.team.tokens['alice']}"}
+    for thread_id, title in ((renamed, "Purchases"), (titled, "Travel")):
+        patched = httpx.patch(f"{alice.team.url}/threads/{thread_id}", headers=token,
+                              json={"metadata": {"title": title}})  # fmt: skip
+        assert patched.status_code == 200, patched.text
+    alice.page.reload()
+    alice.page.wait_for_selector(f"#thread-list li .open:text-is('{OTHER_CLIENT_QUESTION}')")
+    titles = alice.page.locator("#thread-list li .open").all_text_contents()
+    assert {"Purchases", "Travel"} <= set(titles), titles  # a title or rename wins
+    assert EN_FOLLOW_UP not in titles and ZH_TRAVEL not in titles
+    assert not any(re.fullmatch(r"[0-9a-f]{8}", title) for title in titles), titles
 
 
 STREAMED_ANSWER = "Employees get 18 days [internal-1]."

@@ -130,6 +130,38 @@ export function highlighted(passage, sentence) {
   return frag;
 }
 
+const TABLE_LINE = /^\s*\|.*\|\s*$/;
+const RULE_LINE = /^\s*\|[\s:|-]+\|\s*$/;
+
+/** A Markdown table (``| a | b |`` lines) as a table, each cell marked as a passage. */
+function tableOf(lines, sentence) {
+  const cells = (line) => line.trim().slice(1, -1).split("|").map((c) => c.trim());
+  const headed = lines.length > 2 && RULE_LINE.test(lines[1]);
+  const rows = lines.filter((l) => !RULE_LINE.test(l)).map(cells);
+  const head = headed ? rows.shift() : null;
+  // A row the sentence quotes (every cell in it: an extractive answer reads a table out
+  // as "a / b; c / d") is marked whole; otherwise its cells' words are.
+  const flat = (text) => text.replace(/\s+/g, " ").trim().toLowerCase();
+  const said = flat(sentence);
+  const quotes = (row) => row.some(Boolean) && row.every((c) => !c || said.includes(flat(c)));
+  const cell = (tag, text, whole, attrs = {}) => el(tag, attrs, whole && text ? el("mark", {}, text) : highlighted(text, sentence));
+  return el("table", {},
+    head ? el("thead", {}, el("tr", {}, head.map((c) => cell("th", c, quotes(head), { scope: "col" })))) : null,
+    el("tbody", {}, rows.map((r) => el("tr", {}, r.map((c) => cell("td", c, quotes(r)))))));
+}
+
+/** A passage as people read it: paragraphs, and Markdown tables as tables (not pipes). */
+export function passageView(passage, sentence) {
+  const frag = document.createDocumentFragment();
+  for (const block of passage.split(/\n\s*\n/)) {
+    const lines = block.trim().split("\n");
+    if (!lines[0]) continue;
+    if (lines.length > 1 && lines.every((l) => TABLE_LINE.test(l))) frag.append(tableOf(lines, sentence));
+    else frag.append(el("p", {}, highlighted(block.trim(), sentence)));
+  }
+  return frag;
+}
+
 function dateOf(value) {
   if (!value) return "";
   const d = new Date(value);
@@ -175,7 +207,7 @@ export function showSource(cite, sentence, from) {
     el("h2", { id: "source-title" }, cite.title || cite.path || cite.url || ""),
     cite.heading && cite.heading !== cite.title ? el("p", { class: "heading" }, cite.heading) : null,
     el("h3", { class: "visually-hidden" }, t("passage")),
-    el("blockquote", { class: "passage" }, highlighted(passage, sentence || "")),
+    el("blockquote", { class: "passage" }, passageView(passage, sentence || "")),
     ...details,
   );
   card.className = `source-card ${web ? "web" : "internal"}`;

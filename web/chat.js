@@ -2,12 +2,15 @@
 
 import { ApiError, api, stream } from "./api.js";
 import { contentText, el, renderAnswer, withoutSources } from "./answer.js";
-import { t } from "./i18n.js";
+import { lang, t } from "./i18n.js";
 import { showError } from "./notify.js";
 
 const STREAM_MODE = ["values", "updates", "custom", "messages-tuple"];
 const ANSWER_NODES = new Set(["generate", "call_model"]);
 const GRAPH_KEY = "hybrid-rag-graph";
+const TITLE_CHARS = 80;
+const STRATEGY_OF_ROUTE = { knowledge: "vector", search: "search", both: "both" };
+const STATE_FETCHES = 6; // untitled threads whose first question is read at once
 
 const chat = {
   thread: null, // the open thread's id
@@ -19,15 +22,60 @@ const $ = (id) => document.getElementById(id);
 
 // --- threads ---------------------------------------------------------------------------
 
+// A thread's first question, once known (it never changes): thread_id -> text.
+const firstQuestions = new Map();
+
+/** The first human question in a thread's values (messages of any client, whose content
+ * is a string or content blocks; else the state graph's own ``question``), or "". */
+function firstQuestion(values) {
+  const human = (values?.messages || []).find((m) => m?.type === "human" || m?.role === "user");
+  const text = human ? contentText(human.content) : typeof values?.question === "string" ? values.question : "";
+  const line = text.replace(/\s+/g, " ").trim();
+  return line.length > TITLE_CHARS ? `${line.slice(0, TITLE_CHARS - 1)}…` : line;
+}
+
+/** Threads made by other clients (agent-chat-ui, Studio, the SDK) have no title: learn
+ * their first question from the search's values, or (servers whose search returns no
+ * values, such as Aegra) from each thread's state, a few at a time. */
+async function learnFirstQuestions(threads) {
+  const unknown = [];
+  for (const th of threads) {
+    if (th.metadata?.title || firstQuestions.has(th.thread_id)) continue;
+    const found = firstQuestion(th.values);
+    if (found) firstQuestions.set(th.thread_id, found);
+    else if (!th.values) unknown.push(th.thread_id); // no question yet: asked again next time
+  }
+  for (let i = 0; i < unknown.length; i += STATE_FETCHES) {
+    await Promise.all(unknown.slice(i, i + STATE_FETCHES).map(async (id) => {
+      try {
+        const found = firstQuestion((await api(`/threads/${id}/state`)).values);
+        if (found) firstQuestions.set(id, found);
+      } catch {
+        /* unreadable now: titled by its date, tried again next time */
+      }
+    }));
+  }
+}
+
+/** A user's title (a rename) first, then the first question, then the date. */
+function threadTitle(th) {
+  const named = th.metadata?.title || firstQuestions.get(th.thread_id);
+  if (named) return named;
+  const when = new Date(th.created_at);
+  const date = Number.isNaN(when.getTime()) ? "" : when.toLocaleString(lang === "zh" ? "zh-CN" : "en", { dateStyle: "medium", timeStyle: "short" });
+  return t("untitled", { date });
+}
+
 export async function loadThreads() {
   const list = $("thread-list");
   const threads = await api("/threads/search", {
     method: "POST", json: { limit: 50, sort_by: "updated_at", sort_order: "desc" },
   });
+  await learnFirstQuestions(threads);
   list.replaceChildren();
   if (!threads.length) list.append(el("li", { class: "empty" }, t("noThreads")));
   for (const th of threads) {
-    const title = th.metadata?.title || th.thread_id.slice(0, 8);
+    const title = threadTitle(th);
     const current = th.thread_id === chat.thread;
     list.append(el("li", { class: current ? "current" : "" },
       el("button", { type: "button", class: "open", "aria-current": current ? "true" : null,
@@ -114,10 +162,11 @@ function answerTurn() {
   return { root, progress, steps, summary, status, body, facts };
 }
 
-/** Once answered, the steps fold into one line (still there to open). */
-function foldSteps(turn) {
+/** Once answered (or paused for an approval), the steps fold into one line (still there
+ * to open), so a finished part never reads "Working…". */
+function foldSteps(turn, key = "stepsDone") {
   const n = turn.progress.childElementCount;
-  turn.summary.textContent = t("stepsDone", { n });
+  turn.summary.textContent = t(key, { n });
   turn.steps.open = false;
 }
 
@@ -125,7 +174,12 @@ function renderFacts(turn, values) {
   turn.facts.replaceChildren();
   const bits = [];
   if (values.route) bits.push(el("span", { class: `route ${values.route}` }, `${t("route")}: ${t(`routes.${values.route}`)}`));
-  if (values.strategy) bits.push(el("span", {}, `${t("strategy")}: ${values.strategy}`));
+  // The strategy only where it says more than the route (a web fallback, the agent's own
+  // choice); "vector" and the like are the developers' words.
+  if (values.strategy && STRATEGY_OF_ROUTE[values.route] !== values.strategy) {
+    const said = t(`strategies.${values.strategy}`);
+    bits.push(el("span", {}, `${t("strategy")}: ${said.startsWith("strategies.") ? values.strategy : said}`));
+  }
   if (typeof values.confidence === "number") bits.push(el("span", {}, `${t("confidence")}: ${Math.round(values.confidence * 100)}%`));
   if (bits.length) turn.facts.append(el("p", { class: "meta" }, ...bits));
   const warnings = values.warnings || [];
@@ -221,6 +275,7 @@ async function run(body, question, retry) {
   const state = await guarded(() => api(`/threads/${chat.thread}/state`));
   const interrupt = (state?.interrupts || [])[0];
   if (interrupt) {
+    foldSteps(turn, "stepsPaused");
     if (!turn.body.childElementCount) turn.body.remove();
     box.append(approvalCard(interrupt.value));
   }

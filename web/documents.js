@@ -55,8 +55,9 @@ export async function loadDocuments() {
     el("td", {}, when(d.updated_at)),
     el("td", {}, size(d.bytes)),
     el("td", {}, acl(d.acl)),
-    el("td", {}, el("button", { type: "button", class: "danger", "aria-label": `${t("remove")}: ${d.path}`,
-      onclick: () => deleteDocument(d) }, t("remove")))));
+    // Only where the server would allow it: the document's owner or an admin.
+    el("td", {}, d.can_delete ? el("button", { type: "button", class: "danger", "aria-label": `${t("remove")}: ${d.path}`,
+      onclick: () => deleteDocument(d) }, t("remove")) : "")));
   $("doc-rows").replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: "6" }, t("noDocs")))]));
   const from = docs.total ? docs.offset + 1 : 0;
   $("doc-count").textContent = t("showing", { from, to: docs.offset + rows.length, total: docs.total });

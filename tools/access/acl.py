@@ -157,3 +157,11 @@ class Reader:
         if self.principals is None or not acl:
             return True
         return any(p in self.principals for p in str(acl).split(","))
+
+
+def may_change(identity: str, admin: bool, owner: str) -> bool:
+    """Whether ``identity`` may replace or delete a document (or see an upload job) owned
+    by ``owner``: its owner or an admin. A document with no owner (ingested by the
+    command line) is an admin's only. The document API's routes and the ``can_delete``
+    field of its listings both ask this."""
+    return admin or (bool(owner) and owner == identity)
