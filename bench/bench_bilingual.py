@@ -13,6 +13,11 @@ Stages (each caches its output under ``--out``; later stages re-run in seconds):
            others by the largest worst-case gain over today's ranking (ties: the larger mean
            gain), report the set left out; finally the choice on all sets.
 
+``answerability`` the cross-language evidence model (``--write-params`` stores it);
+``examples`` the sample KB's questions through the offline state graph; ``latency`` the
+product's search per query, per-language pools against one pool; ``flat`` fusion variants
+that ignore a flat side (issue 36 item 5).
+
     .venv/bin/python -m bench.bench_bilingual --home /tmp/bi-home --out /tmp/bi pools sweep
 
 Sets: xquad_bilingual dev (same- and cross-language questions over one mixed KB), CMRC2018
@@ -536,6 +541,47 @@ def stage_examples(args: argparse.Namespace) -> None:
     resources.close_all()
 
 
+def flat_side(tau: float | None, slope: float = 1.5) -> Order:
+    """Adaptive fusion over the single pool, ignoring a side whose best stands less than
+    ``tau`` standard deviations above its pool while the other side's stands higher
+    (``tau`` None: only the slope of the adaptive weight changes)."""
+    from tools.kb.fusion import clamp01, minmax, peak
+
+    def order(q: dict[str, Any]) -> list[int]:
+        p: Pool = q["all"]
+        keys = [str(i) for i in p.idx]
+        vec = dict(zip(keys, p.cos.tolist(), strict=True))
+        lex = dict(zip(keys, p.bm25.tolist(), strict=True))
+        zv, zb = peak(vec.values()), peak(lex.values())
+        w = 0.5 if zv + zb <= 0 else clamp01(0.5 + slope * (zv / (zv + zb) - 0.5))
+        if tau is not None and zb < tau <= zv:
+            w = 1.0
+        elif tau is not None and zv < tau <= zb:
+            w = 0.0
+        vn, bn = minmax(vec), minmax(lex)
+        fused = {c: w * vn[c] + (1 - w) * bn[c] for c in keys}
+        return sorted(p.idx.tolist(), key=lambda i: (-fused[str(i)], i))
+
+    return order
+
+
+def stage_flat(args: argparse.Namespace) -> None:
+    """Issue 36 item 5: adaptive fusion against variants that fall back to one side
+    when the other is flat, on each set's single pool (same-language questions)."""
+    variants: list[tuple[str, Order]] = [
+        ("adaptive", today),
+        ("vector", single("vector")),
+        ("bm25", single("bm25")),
+        *((f"flat<{t:g}", flat_side(t)) for t in (1.5, 2.0, 2.5, 3.0)),
+        *((f"slope{s:g}", flat_side(None, s)) for s in (2.0, 3.0)),
+    ]
+    for name in args.sets:
+        pools = pickle.loads((args.out / f"pools-{name}.pkl").read_bytes())
+        qids = sorted(q for q in pools["qrels"] if pools["queries"][q]["kind"] == "same")
+        row = " ".join(f"{label} {ndcg(pools, order, qids):.4f}" for label, order in variants)
+        print(f"{name} ({len(qids)}): {row}", flush=True)
+
+
 def stage_latency(args: argparse.Namespace) -> None:
     """The product's search (``KnowledgeBase.retrieve``, hybrid, k=5) per query on the
     xquad KB: per-language pools (the default for a KB in two languages) against the
@@ -576,7 +622,9 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument(
-        "stages", nargs="+", choices=["pools", "sweep", "answerability", "examples", "latency"]
+        "stages",
+        nargs="+",
+        choices=["pools", "sweep", "answerability", "examples", "latency", "flat"],
     )
     ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
     ap.add_argument("--home", type=Path, required=True)
@@ -608,6 +656,7 @@ def main(argv: list[str] | None = None) -> int:
             "answerability": stage_answerability,
             "examples": stage_examples,
             "latency": stage_latency,
+            "flat": stage_flat,
         }
         stages[stage](args)
     return 0
