@@ -237,27 +237,34 @@ def rank(
             return (fused[cid] - low) / span if span > 0 else 0.0
         return fused[cid] / best if best > 0 else 0.0
 
-    out: list[RetrievedChunk] = []
-    for cid in order[:top]:
-        i = snap.position[cid]
-        m = snap.metadatas[i]
-        bm25 = pool.bm25.get(cid, BM25Score(0.0, 0.0))
-        out.append(
-            RetrievedChunk(
-                chunk_id=cid,
-                doc_id=str(m.get("doc_id", "")),
-                source=str(m.get("source", "")),
-                heading=str(m.get("heading", "")),
-                text=snap.texts[i],
-                chunk_index=int(m.get("chunk_index", 0)),
-                total_chunks=int(m.get("total_chunks", 1)),
-                relevance=clamp01(relevance(cid)),
-                fused_score=float(fused[cid]),
-                vector_score=pool.cosine.get(cid),
-                bm25_score=bm25.raw,
-                vector_relevance=vrel.get(cid, 0.0),
-                bm25_relevance=bm25.share,
-                metadata=m,
-            )
-        )
-    return out
+    return [result(cid, snap, pool, fused[cid], relevance(cid), vrel) for cid in order[:top]]
+
+
+def result(
+    cid: str,
+    snap: Snapshot,
+    pool: CandidatePool,
+    fused: float,
+    relevance: float,
+    vrel: Mapping[str, float],
+) -> RetrievedChunk:
+    """One ranked candidate as a search result."""
+    i = snap.position[cid]
+    m = snap.metadatas[i]
+    bm25 = pool.bm25.get(cid, BM25Score(0.0, 0.0))
+    return RetrievedChunk(
+        chunk_id=cid,
+        doc_id=str(m.get("doc_id", "")),
+        source=str(m.get("source", "")),
+        heading=str(m.get("heading", "")),
+        text=snap.texts[i],
+        chunk_index=int(m.get("chunk_index", 0)),
+        total_chunks=int(m.get("total_chunks", 1)),
+        relevance=clamp01(relevance),
+        fused_score=float(fused),
+        vector_score=pool.cosine.get(cid),
+        bm25_score=bm25.raw,
+        vector_relevance=vrel.get(cid, 0.0),
+        bm25_relevance=bm25.share,
+        metadata=m,
+    )

@@ -302,34 +302,8 @@ def extractive_answer(
     asked = detect_language(question)
     scored: list[tuple[float, int, str, str, str]] = []
     for order, src in enumerate(sources):
-        units = [
-            _Unit(clean, u.matched, u.table, u.whole)
-            for u in _units(str(src.get("text") or ""))
-            if (clean := _quotable(u.quoted))
-        ]
-        relevance = float(src.get("relevance") or 0)
         lang = str(src.get("lang") or asked)
-        foreign = (
-            _foreign_scores(
-                question, [u.matched for u in units if not u.whole], relevance, similarity
-            )
-            if lang != asked
-            else []
-        )
-        semantic = iter(foreign)
-        candidates: list[tuple[float, _Unit]] = []
-        for u in units:
-            near = next(semantic, 0.0) if foreign and not u.whole else 0.0
-            if foreign and any(c in u.quoted.casefold() for c in codes):
-                # A code of the question ("F-37") named in the other language's text: above
-                # the closest unit in meaning, so its table row stands out.
-                near = max(near, relevance + 0.01)
-            hits = sum(1 for w in words if w in u.matched.casefold())
-            if hits == 0 and near <= 0:
-                continue
-            # Prefer coverage, then the source's rank, then shorter sentences.
-            candidates.append((max(hits / max(1, len(words)), near) + relevance * 0.2, u))
-        for score, u in _tables(candidates, words):
+        for score, u in _source_units(question, words, codes, src, lang != asked, similarity):
             scored.append((score, order, u.quoted, str(src["label"]), lang))
     if not scored:
         return no_information(language)
@@ -351,6 +325,43 @@ def extractive_answer(
     glue = "" if language == "zh" else " "
     note = source_language_note(quoted_languages - {language}, language)
     return f"{note}{glue}{glue.join(chosen)}" if note else glue.join(chosen)
+
+
+def _source_units(
+    question: str,
+    words: list[str],
+    codes: list[str],
+    src: dict[str, Any],
+    foreign: bool,
+    similarity: Similarity | None,
+) -> list[tuple[float, _Unit]]:
+    """One source's quotable units with their scores (``foreign``: the source is in
+    another language than the question, so ``similarity`` picks its closest unit)."""
+    units = [
+        _Unit(clean, u.matched, u.table, u.whole)
+        for u in _units(str(src.get("text") or ""))
+        if (clean := _quotable(u.quoted))
+    ]
+    relevance = float(src.get("relevance") or 0)
+    near_scores = (
+        _foreign_scores(question, [u.matched for u in units if not u.whole], relevance, similarity)
+        if foreign
+        else []
+    )
+    semantic = iter(near_scores)
+    candidates: list[tuple[float, _Unit]] = []
+    for u in units:
+        near = next(semantic, 0.0) if near_scores and not u.whole else 0.0
+        if near_scores and any(c in u.quoted.casefold() for c in codes):
+            # A code of the question ("F-37") named in the other language's text: above
+            # the closest unit in meaning, so its table row stands out.
+            near = max(near, relevance + 0.01)
+        hits = sum(1 for w in words if w in u.matched.casefold())
+        if hits == 0 and near <= 0:
+            continue
+        # Prefer coverage, then the source's rank, then shorter sentences.
+        candidates.append((max(hits / max(1, len(words)), near) + relevance * 0.2, u))
+    return _tables(candidates, words)
 
 
 def source_language_note(languages: set[str], language: str) -> str:
