@@ -79,15 +79,12 @@ def offline_plan(route: str, question: str, web_args: dict[str, Any]) -> list[To
 
 
 async def crosslingual_report(
-    ctx: Context, state: Mapping[str, Any], question: str, warnings: list[str]
+    ctx: Context, state: Mapping[str, Any], question: str
 ) -> dict[str, Any]:
-    """The state graph's rewrite-step report (offline, nothing is translated); its note
-    goes to ``warnings``."""
+    """The state graph's rewrite-step report (offline, nothing is translated)."""
     if not ctx.crosslingual:
         return {}
     _, report = await translated_queries(ctx, settings_of(state, ctx), question, OFFLINE)
-    if report.get("note"):
-        warnings.append(f"cross-lingual: {report['note']}")
     return report
 
 
@@ -137,7 +134,7 @@ async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[st
         update["internal_docs"] = kept
     if len(plan) > ctx.max_tool_calls:
         warnings.append(f"max_tool_calls ({ctx.max_tool_calls}) left planned searches out")
-    report = await crosslingual_report(ctx, state, question, warnings)
+    report = await crosslingual_report(ctx, state, question)
     return {
         **update,
         "messages": messages,

@@ -12,6 +12,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from nodes.models import NOSTREAM, OFFLINE, load_chat_model
@@ -19,6 +20,7 @@ from nodes.resources import get_kb
 from nodes.settings import RunSettings
 from prompts.internal import TRANSLATE_SYSTEM
 from tools.errors import HybridRagError
+from tools.policy.offline import Similarity
 from tools.text import detect_language
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
@@ -71,9 +73,11 @@ async def translated_queries(
     if not report or not others:
         return [], report
     if spec == OFFLINE:
+        # Not a warning: offline, each of the KB's languages is searched on its own
+        # (tools.kb.languages), and an answer quoting another language says so itself.
         report["note"] = (
             f"the knowledge base also holds {', '.join(others)} text; no translation was done "
-            "(offline mode), so only the multilingual embedding matches across languages"
+            "(offline mode): each language of the knowledge base is searched on its own"
         )
         return [], report
     queries: list[str] = []
@@ -96,3 +100,23 @@ async def translated_queries(
             queries.append(text)
             report["translated"].append({"language": lang, "query": text})
     return queries, report
+
+
+def source_similarity(ctx: Context, settings: RunSettings) -> Similarity:
+    """Cosine of the question to each text with the KB's embedding model, for the offline
+    answer's sources in another language (blocking: call it off the event loop). A KB
+    that cannot be opened gives no similarity (zeros), never an error."""
+
+    def similarity(question: str, texts: list[str]) -> list[float]:
+        try:
+            model = get_kb(ctx, settings).model
+            q = np.asarray(model.embed_query(question), dtype=np.float32)
+            docs = np.asarray(model.embed_documents(texts), dtype=np.float32)
+        except HybridRagError:
+            log.warning("no similarity for the offline answer", exc_info=True)
+            return [0.0] * len(texts)
+        norms = np.linalg.norm(docs, axis=1) * (np.linalg.norm(q) or 1.0)
+        norms[norms == 0] = 1.0
+        return [float(v) for v in (docs @ q) / norms]
+
+    return similarity

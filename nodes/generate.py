@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -11,8 +12,10 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from nodes.common import emit, timed
+from nodes.crosslingual import source_similarity
 from nodes.models import OFFLINE, load_chat_model, model_env
 from nodes.notices import localize
+from nodes.settings import settings_of
 from prompts import answer as P
 from tools.answer.citations import assign_labels, validate_citations
 from tools.answer.context_builder import BuiltContext, build_context
@@ -114,7 +117,13 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             if refuses(state):
                 answer = no_information(language)
             else:
-                answer = extractive_answer(state["question"], built.included, language)
+                answer = await asyncio.to_thread(
+                    extractive_answer,
+                    state["question"],
+                    built.included,
+                    language,
+                    similarity=source_similarity(ctx, settings_of(state, ctx)),
+                )
             answer = f"{answer} {P.OFFLINE_NOTE_ZH if language == 'zh' else P.OFFLINE_NOTE_EN}"
         answer += web_note(state, language)
     return {

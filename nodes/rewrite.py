@@ -71,8 +71,6 @@ async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             kb_queries = _clean(
                 [*extra, *kb_queries[1:]], question, ctx.num_rewrites + 1 + len(extra)
             )
-            if report.get("note"):
-                warnings.append(f"cross-lingual: {report['note']}")
     emit(runtime, "rewritten", kb_queries=kb_queries, web_queries=web_queries)
     return {
         "kb_queries": kb_queries,

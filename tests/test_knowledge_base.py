@@ -283,9 +283,9 @@ def test_a_search_repeated_at_the_same_generation_is_not_recomputed(
     # The router's probe and the retrieval step search the same question: once.
     kb.ingest([kb_dir])
     pools: list[str] = []
-    real = kb.retriever.candidate_pool
+    real = kb.retriever.ranked_pool
     monkeypatch.setattr(
-        kb.retriever, "candidate_pool", lambda q, **kw: pools.append(q) or real(q, **kw)
+        kb.retriever, "ranked_pool", lambda q, **kw: pools.append(q) or real(q, **kw)
     )
     first = kb.retrieve("annual leave days", 3)
     again = kb.retrieve("annual leave days", 2)

@@ -91,7 +91,9 @@ def test_offline_mode_says_no_translation_was_done(
     assert out["crosslingual"]["question_language"] == "en"
     assert out["crosslingual"]["translated"] == []
     assert "no translation was done" in out["crosslingual"]["note"]
-    assert any("no translation was done" in w for w in out["warnings"])
+    # The note stays in the report: shown under every answer, same-language ones too, it
+    # claimed the KB was matched across languages only weakly (per-language pools now).
+    assert not any("translation" in w for w in out["warnings"])
 
 
 def test_translated_query_is_fused_with_a_scripted_model(
@@ -191,4 +193,6 @@ def test_offline_agent_also_says_no_translation_was_done(
         )
     )
     assert "no translation was done" in out["crosslingual"]["note"]
-    assert any("no translation was done" in w for w in out["warnings"])
+    # The note stays in the report: shown under every answer, same-language ones too, it
+    # claimed the KB was matched across languages only weakly (per-language pools now).
+    assert not any("translation" in w for w in out["warnings"])

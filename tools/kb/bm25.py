@@ -117,9 +117,15 @@ class BM25Index:
         return out
 
     def search(
-        self, query: str, k: int, *, allowed: Callable[[int], bool] | None = None
+        self,
+        query: str,
+        k: int,
+        *,
+        allowed: Callable[[int], bool] | None = None,
+        mask: np.ndarray | None = None,
     ) -> list[BM25Hit]:
-        """Top ``k`` documents with a positive score, best first."""
+        """Top ``k`` documents with a positive score, best first; ``mask`` (one bool per
+        document) keeps only those set, vectorised (one language of the corpus)."""
         terms = self._query_terms(query)
         if not terms or self.size == 0 or k <= 0:
             return []
@@ -134,7 +140,7 @@ class BM25Index:
             return []
         # One bincount over all postings: each document appears once per matching term.
         acc = np.bincount(np.concatenate(ids), weights=np.concatenate(weights), minlength=self.size)
-        candidates = np.flatnonzero(acc)
+        candidates = np.flatnonzero(acc if mask is None else acc * mask)
         cand_scores = acc[candidates]
         if allowed is None and len(candidates) > k:
             # Only the top k need sorting: partition first (O(n)), then sort k.

@@ -26,10 +26,12 @@ from tools.kb.answerability import (
     NO_EVIDENCE,
     AnswerabilityModel,
     EvidenceFeatures,
+    load_crosslingual,
     measure_evidence,
 )
 from tools.kb.answerability import load_model as load_answerability
 from tools.kb.embeddings import EmbeddingModel
+from tools.kb.languages import Fusion, evidence_model, language_search
 from tools.kb.search import (
     SEARCH_MODES,
     CandidatePool,
@@ -173,25 +175,30 @@ class Retriever:
         # Served when it ranked at least as deep, or found fewer than it asked (all there is).
         if done is not None and (done.asked >= top or len(done.hits) < done.asked):
             return Retrieval(done.hits[:k], done.evidence, done.answerability)
-        pool = self.candidate_pool(
+        pool, scores = self.ranked_pool(
             query,
             mode=mode,
             vector_text=vector_text,
-            doc_ids=doc_ids,
-            sources=sources,
-            exclude_doc_ids=exclude_doc_ids,
-            reader=reader,
+            filters=Filters.of(
+                doc_ids, sources, exclude_doc_ids, reader, self.readable_ids(snap, reader)
+            ),
             n=max(self.ranking.candidates, k),
             snap=snap,
         )
-        searched = self._rank(query, pool, snap, mode, top)
+        searched = self._rank(query, pool, scores, snap, mode, top)
         if key:
             with self._lock:
                 self._retrievals[key] = searched
         return Retrieval(searched.hits[:k], searched.evidence, searched.answerability)
 
     def _rank(
-        self, query: str, pool: CandidatePool, snap: Snapshot, mode: SearchMode, top: int
+        self,
+        query: str,
+        pool: CandidatePool,
+        scores: dict[str, float] | None,
+        snap: Snapshot,
+        mode: SearchMode,
+        top: int,
     ) -> _Searched:
         """The pool's top ``top`` and the calibrated evidence of the best of them."""
         hits = rank(
@@ -202,6 +209,7 @@ class Retriever:
             vector_weight=self.ranking.vector_weight,
             similarity_floor=self.model.similarity_floor,
             top=top,
+            scores=scores,
         )
         evidence = measure_evidence(
             [(h.chunk_id, h.text) for h in hits[:EVIDENCE_HITS]],
@@ -211,7 +219,12 @@ class Retriever:
             tokenizer=self.tokenizer,
             similarity_floor=self.model.similarity_floor,
         )
-        return _Searched(hits, evidence, self.answerability_model.probability(evidence), top)
+        # A KB in one language keeps its one model (its evidence is as it always was).
+        best_language = str(hits[0].metadata.get("lang") or "") if hits and scores else None
+        answerability = evidence_model(
+            query, best_language, self.answerability_model, self.crosslingual_model
+        ).probability(evidence)
+        return _Searched(hits, evidence, answerability, top)
 
     def retrieve_many(
         self,
@@ -280,6 +293,31 @@ class Retriever:
             n=n or self.ranking.candidates,
         )
 
+    def ranked_pool(
+        self,
+        query: str,
+        *,
+        mode: SearchMode,
+        vector_text: str,
+        filters: Filters,
+        n: int,
+        snap: Snapshot,
+    ) -> tuple[CandidatePool, dict[str, float] | None]:
+        """The candidates to rank and, for a KB in several languages, their merged
+        scores (per-language pools, ``tools.kb.languages``); None: fuse the one pool."""
+        vector = self.query_vector(vector_text) if mode in ("hybrid", "vector") else None
+        fusion = Fusion(
+            mode, self.ranking.fusion, self.ranking.vector_weight, self.model.similarity_floor
+        )
+        merged = language_search(
+            query, vector, snap, self.chunks, filters=filters, n=n, fusion=fusion
+        )
+        if merged is not None:
+            return merged
+        return candidate_pool(
+            query, vector, snap, self.chunks, mode=mode, filters=filters, n=n
+        ), None
+
     def readable_ids(self, snap: Snapshot, reader: Reader | None) -> list[str] | None:
         """The snapshot's chunks ``reader`` may read (None: all), listed once per reader
         and generation: the vector side's query is restricted to them."""
@@ -301,6 +339,11 @@ class Retriever:
     def answerability_model(self) -> AnswerabilityModel:
         """Calibration parameters of this KB's embedding model (or the lexical fallback)."""
         return load_answerability(self.model.model_id)
+
+    @functools.cached_property
+    def crosslingual_model(self) -> AnswerabilityModel | None:
+        """Calibration for evidence in another language than the question (or None)."""
+        return load_crosslingual(self.model.model_id)
 
     def query_vector(self, query: str) -> np.ndarray:
         """The query's embedding, computed once per text."""

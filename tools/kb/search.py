@@ -8,7 +8,7 @@ both raw scores (cosine from the stored vector, BM25 from the snapshot), so fusi
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, cast
 
@@ -70,6 +70,8 @@ class Filters:
     reader: Reader = field(default_factory=Reader.everyone)  # whose documents (ACL)
     # The chunks the reader may read (``Retriever.readable_ids``); None: every chunk.
     readable_ids: Sequence[str] | None = None
+    # One document language (``lang`` of a chunk, ``tools.kb.languages``); None: all.
+    language: str | None = None
 
     @classmethod
     def of(
@@ -94,6 +96,7 @@ class Filters:
             and (self.sources is None or meta.get("source") in self.sources)
             and meta.get("doc_id") not in self.excluded
             and self.reader.may_read(meta)
+            and (self.language is None or meta.get("lang") == self.language)
         )
 
     def where(self) -> dict[str, Any] | None:
@@ -104,6 +107,8 @@ class Filters:
             clauses.append({"doc_id": {"$in": sorted(self.doc_ids)}})
         if self.sources:
             clauses.append({"source": {"$in": sorted(self.sources)}})
+        if self.language is not None:
+            clauses.append({"lang": self.language})
         if not clauses:
             return None
         return clauses[0] if len(clauses) == 1 else {"$and": clauses}
@@ -125,7 +130,9 @@ def candidate_pool(
         cosine = _vector_candidates(query_vector, n, snap, chunks, filters)
     bm25: dict[str, BM25Score] = {}
     if mode in ("hybrid", "bm25"):
-        for hit in snap.bm25.search(query, n, allowed=lambda i: filters.allows(snap.metadatas[i])):
+        mask = None if filters.language is None else snap.languages == filters.language
+        allowed = lambda i: filters.allows(snap.metadatas[i])  # noqa: E731
+        for hit in snap.bm25.search(query, n, allowed=allowed, mask=mask):
             bm25[snap.ids[hit.index]] = BM25Score(hit.score, hit.relevance)
     vector_found = dict(cosine)
     bm25_found = {c: s.raw for c, s in bm25.items()}
@@ -168,6 +175,27 @@ def _vector_candidates(
     return dict(itertools.islice(active, n))
 
 
+def fused_scores(
+    pool: CandidatePool,
+    *,
+    mode: SearchMode,
+    fusion: str,
+    vector_weight: float,
+    similarity_floor: float,
+) -> dict[str, float]:
+    """The ordering score of every candidate of ``pool`` (``tools.kb.fusion``)."""
+    if mode == "vector":
+        return dict(pool.cosine)
+    if mode == "bm25":
+        return dict(pool.bm25_found)  # raw score: the clamped share saturates at 1.0
+    if fusion == "weighted":
+        vrel = {c: cosine_to_relevance(v, similarity_floor) for c, v in pool.cosine.items()}
+        brel = {c: s.share for c, s in pool.bm25.items()}
+        return fuse(vrel, brel, method="weighted", vector_weight=vector_weight)
+    raw = {c: s.raw for c, s in pool.bm25.items()}
+    return fuse(pool.cosine, raw, method=cast(FusionMethod, fusion), vector_weight=vector_weight)
+
+
 def rank(
     pool: CandidatePool,
     snap: Snapshot,
@@ -177,23 +205,26 @@ def rank(
     vector_weight: float,
     similarity_floor: float,
     top: int,
+    scores: Mapping[str, float] | None = None,
 ) -> list[RetrievedChunk]:
-    """The ``top`` candidates by fused score, as results."""
+    """The ``top`` candidates by fused score (or by ``scores``: the merge of per-language
+    pools, ``tools.kb.languages``), as results."""
     vrel = {c: cosine_to_relevance(v, similarity_floor) for c, v in pool.cosine.items()}
-    if mode == "vector":
-        fused = dict(pool.cosine)
-    elif mode == "bm25":
-        fused = dict(pool.bm25_found)  # raw score: the clamped share saturates at 1.0
-    elif fusion == "weighted":
-        brel = {c: s.share for c, s in pool.bm25.items()}
-        fused = fuse(vrel, brel, method="weighted", vector_weight=vector_weight)
-    else:
-        raw = {c: s.raw for c, s in pool.bm25.items()}
-        fused = fuse(
-            pool.cosine, raw, method=cast(FusionMethod, fusion), vector_weight=vector_weight
+    fused = (
+        dict(scores)
+        if scores is not None
+        else fused_scores(
+            pool,
+            mode=mode,
+            fusion=fusion,
+            vector_weight=vector_weight,
+            similarity_floor=similarity_floor,
         )
+    )
     order = sorted(pool.ids, key=lambda c: (-fused.get(c, 0.0), c))
     best = max(fused.values(), default=0.0)
+    top_score = fused[order[0]] if order else 0.0
+    low = min(fused.values(), default=0.0)
 
     def relevance(cid: str) -> float:
         """Shown to users and used by rerankers: relative to this query's best hit."""
@@ -201,29 +232,39 @@ def rank(
             return vrel.get(cid, 0.0)
         if mode == "bm25":
             return pool.bm25[cid].share
+        if scores is not None:  # merged scores may be negative: min-max over the pool
+            span = top_score - low
+            return (fused[cid] - low) / span if span > 0 else 0.0
         return fused[cid] / best if best > 0 else 0.0
 
-    out: list[RetrievedChunk] = []
-    for cid in order[:top]:
-        i = snap.position[cid]
-        m = snap.metadatas[i]
-        bm25 = pool.bm25.get(cid, BM25Score(0.0, 0.0))
-        out.append(
-            RetrievedChunk(
-                chunk_id=cid,
-                doc_id=str(m.get("doc_id", "")),
-                source=str(m.get("source", "")),
-                heading=str(m.get("heading", "")),
-                text=snap.texts[i],
-                chunk_index=int(m.get("chunk_index", 0)),
-                total_chunks=int(m.get("total_chunks", 1)),
-                relevance=clamp01(relevance(cid)),
-                fused_score=float(fused[cid]),
-                vector_score=pool.cosine.get(cid),
-                bm25_score=bm25.raw,
-                vector_relevance=vrel.get(cid, 0.0),
-                bm25_relevance=bm25.share,
-                metadata=m,
-            )
-        )
-    return out
+    return [result(cid, snap, pool, fused[cid], relevance(cid), vrel) for cid in order[:top]]
+
+
+def result(
+    cid: str,
+    snap: Snapshot,
+    pool: CandidatePool,
+    fused: float,
+    relevance: float,
+    vrel: Mapping[str, float],
+) -> RetrievedChunk:
+    """One ranked candidate as a search result."""
+    i = snap.position[cid]
+    m = snap.metadatas[i]
+    bm25 = pool.bm25.get(cid, BM25Score(0.0, 0.0))
+    return RetrievedChunk(
+        chunk_id=cid,
+        doc_id=str(m.get("doc_id", "")),
+        source=str(m.get("source", "")),
+        heading=str(m.get("heading", "")),
+        text=snap.texts[i],
+        chunk_index=int(m.get("chunk_index", 0)),
+        total_chunks=int(m.get("total_chunks", 1)),
+        relevance=clamp01(relevance),
+        fused_score=float(fused),
+        vector_score=pool.cosine.get(cid),
+        bm25_score=bm25.raw,
+        vector_relevance=vrel.get(cid, 0.0),
+        bm25_relevance=bm25.share,
+        metadata=m,
+    )

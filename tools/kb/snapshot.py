@@ -9,6 +9,7 @@ makes it stale by changing the generation.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import pickle
@@ -17,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from tools.kb.bm25 import BM25Index
 from tools.kb.registry import Registry, active_versions
@@ -38,6 +41,16 @@ class Snapshot:
     metadatas: list[dict[str, Any]]
     position: dict[str, int]  # chunk id -> index into ids/texts/metadatas
     bm25: BM25Index
+
+    @functools.cached_property
+    def languages(self) -> np.ndarray:
+        """Each chunk's language (``lang``, stored at ingest; ``?`` where absent)."""
+        return np.array([str(m.get("lang", "?")) for m in self.metadatas], dtype=object)
+
+    @functools.cached_property
+    def language_names(self) -> tuple[str, ...]:
+        """The distinct chunk languages, sorted (once per snapshot: every search asks)."""
+        return tuple(sorted({str(m.get("lang", "?")) for m in self.metadatas}))
 
 
 class SnapshotCache:

@@ -359,8 +359,8 @@ class ChunkStore:
             for cid, dist in zip(res["ids"][0], (res["distances"] or [[]])[0], strict=True)
         ]
 
-    def cosines(self, ids: Sequence[str], vector: np.ndarray) -> dict[str, float]:
-        """Cosine similarity of ``vector`` to the stored vectors of ``ids``.
+    def vectors(self, ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
+        """The stored vectors of ``ids`` as stored, with the ids found, in that order.
 
         Chunks deleted meanwhile are simply absent from the result.
         """
@@ -370,12 +370,18 @@ class ChunkStore:
         )
         embs = got["embeddings"]
         if embs is None or len(got["ids"]) == 0:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        return list(got["ids"]), np.asarray(embs, dtype=np.float32)
+
+    def cosines(self, ids: Sequence[str], vector: np.ndarray) -> dict[str, float]:
+        """Cosine similarity of ``vector`` to the stored vectors of ``ids``."""
+        found, mat = self.vectors(ids)
+        if not found:
             return {}
-        mat = np.asarray(embs, dtype=np.float32)
         q = vector / (np.linalg.norm(vector) or 1.0)
         norms = np.linalg.norm(mat, axis=1)
         norms[norms == 0] = 1.0
-        return {cid: float(cos) for cid, cos in zip(got["ids"], (mat @ q) / norms, strict=True)}
+        return {cid: float(cos) for cid, cos in zip(found, (mat @ q) / norms, strict=True)}
 
     def count(self) -> int:
         return int(self._guard("counting chunks", self.collection.count))

@@ -9,6 +9,7 @@ best-matching sentences of the sources with their labels.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -107,6 +108,8 @@ INTERNAL_CUES_EN = (
 )
 _YEAR_RE = re.compile(r"(?<!\d)(20\d\d)(?!\d)")
 _SAME_SENTENCE = re.compile(r"[\W_]+")
+# A product, fault or version code: letters then digits ("F-37", "NR-200", "P1", "v1").
+_CODE_RE = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{1,4}-?\d+[A-Za-z0-9-]*")
 
 # The KB probe is the calibrated answerability (a probability). At or above STRONG the KB
 # "knows" the topic (no cue needed). Chosen on three real KBs together (bench/README.md,
@@ -199,53 +202,116 @@ def no_information(language: str) -> str:
     return "没找到相关信息。" if language == "zh" else "No relevant information found."
 
 
-def _units(text: str) -> list[str]:
-    """Sentences of prose; a table is one unit ("a / b; c / d"), kept whole so rows keep their header."""
-    units: list[str] = []
+LANGUAGE_NAMES = {"zh": ("Chinese", "中文"), "en": ("English", "英文")}
+# Semantic similarity of the question to each text (the KB's embedding model); used only
+# for sources in another language than the question, where no word can match.
+Similarity = Callable[[str, list[str]], list[float]]
+
+
+@dataclass(frozen=True)
+class _Unit:
+    quoted: str  # what the answer quotes
+    matched: str  # what the question's words are looked for in
+    table: int = -1  # the table a row belongs to (-1: prose)
+    whole: bool = False  # the whole table, rows joined
+
+
+def _units(text: str) -> list[_Unit]:
+    """Sentences of prose, each table row ("cell / cell", matched together with its
+    table's header row) and each whole table ("row; row"): the answer quotes the one row
+    that matches ("爬坡能力 / 3%"), or the table when no row stands out (see ``_tables``)."""
+    units: list[_Unit] = []
     prose: list[str] = []
+    header: str | None = None
     rows: list[str] = []
     for line in [*text.split("\n"), ""]:
         stripped = line.strip()
-        if stripped.startswith("|"):
-            cells = [c.strip() for c in stripped.strip("|").split("|")]
-            if not all(set(c) <= set("-: ") for c in cells):  # skip the |---| separator
-                rows.append(" / ".join(c for c in cells if c))
+        if not stripped.startswith("|"):
+            if rows:
+                table = len({u.table for u in units if u.table >= 0})
+                joined = "; ".join(rows)
+                units.append(_Unit(joined, joined, table, whole=True))
+                units.extend(_Unit(r, f"{header} {r}", table) for r in rows[1:])
+            header, rows = None, []
+            prose.append(stripped)
             continue
-        if rows:
-            units.append("; ".join(rows))
-            rows = []
-        prose.append(stripped)
-    units.extend(split_sentences(" ".join(p for p in prose if p)))
-    return units
+        cells = [c.strip() for c in stripped.strip("|").split("|")]
+        if not all(set(c) <= set("-: ") for c in cells):  # skip the |---| separator
+            rows.append(" / ".join(c for c in cells if c))
+            header = header or rows[0]
+    sentences = split_sentences(" ".join(p for p in prose if p))
+    return [*units, *(_Unit(t, t) for t in sentences)]
+
+
+def _tables(scored: list[tuple[float, _Unit]], words: list[str]) -> list[tuple[float, _Unit]]:
+    """Per table, its one best row when that row stands strictly above the table's other
+    rows (with any other row naming a question word itself, such as a code "F-37"), else
+    the whole table (the rows tie on the header's words: "6 years" against "5 to less
+    than 10 years / 18 days" is no word match)."""
+    keep: list[tuple[float, _Unit]] = [(sc, u) for sc, u in scored if u.table < 0]
+    for table in sorted({u.table for _, u in scored if u.table >= 0}):
+        rows = sorted(
+            (x for x in scored if x[1].table == table and not x[1].whole), key=lambda x: -x[0]
+        )
+        whole = [x for x in scored if x[1].table == table and x[1].whole]
+        if rows and (len(rows) == 1 or rows[0][0] > rows[1][0]):
+            keep.append(rows[0])
+            codes = [c.casefold() for c in _CODE_RE.findall(" ".join(words))] or [
+                w for w in words if len(w) >= 2 and any(ch.isdigit() for ch in w)
+            ]
+            keep.extend(x for x in rows[1:] if any(c in x[1].quoted.casefold() for c in codes))
+        elif whole:
+            keep.append(whole[0])
+    return keep
+
+
+def _quotable(sentence: str) -> str | None:
+    # Label-shaped text inside a source is data: quoting it would turn it into a
+    # citation of some other source. Instructions and markup in it are data too
+    # (tools/policy/untrusted.py).
+    clean = quotable_text(LABEL_RE.sub("", sentence).strip(" #-*"))
+    return clean if clean is not None and len(clean) >= 4 else None
+
+
+def _foreign_scores(
+    question: str, units: list[str], relevance: float, similarity: Similarity | None
+) -> list[float]:
+    """Scores of a source's units when the source is in another language: only its one
+    unit closest in meaning to the question counts, weighted by the source's rank."""
+    if similarity is None or not units:
+        return [0.0] * len(units)
+    sims = similarity(question, units)
+    best = max(range(len(units)), key=lambda i: sims[i])
+    return [relevance if i == best else 0.0 for i in range(len(units))]
 
 
 def extractive_answer(
-    question: str, sources: list[dict[str, Any]], language: str, *, max_sentences: int = 3
+    question: str,
+    sources: list[dict[str, Any]],
+    language: str,
+    *,
+    max_sentences: int = 3,
+    similarity: Similarity | None = None,
 ) -> str:
-    """Quote the source sentences that best match the question, each with its label."""
+    """Quote the source sentences (or table rows) that best match the question, each with
+    its label. A source in another language than the question's shares no words with it:
+    with ``similarity`` its closest unit is quoted as written, and the answer says, in
+    the question's language, that the source is in the other language."""
     words = [w.casefold() for w in keywords(question)]
-    scored: list[tuple[float, int, str, str]] = []
+    codes = [c.casefold() for c in _CODE_RE.findall(question)]
+    asked = detect_language(question)
+    scored: list[tuple[float, int, str, str, str]] = []
     for order, src in enumerate(sources):
-        for sentence in _units(str(src.get("text") or "")):
-            # Label-shaped text inside a source is data: quoting it would turn it into a
-            # citation of some other source.
-            # Instructions and markup in it are data too (tools/policy/untrusted.py).
-            clean = quotable_text(LABEL_RE.sub("", sentence).strip(" #-*"))
-            if clean is None or len(clean) < 4:
-                continue
-            low = clean.casefold()
-            hits = sum(1 for w in words if w in low)
-            if hits == 0:
-                continue
-            # Prefer coverage, then the source's rank, then shorter sentences.
-            score = hits / max(1, len(words)) + float(src.get("relevance") or 0) * 0.2
-            scored.append((score, order, clean, str(src["label"])))
+        lang = str(src.get("lang") or asked)
+        for score, u in _source_units(question, words, codes, src, lang != asked, similarity):
+            scored.append((score, order, u.quoted, str(src["label"]), lang))
     if not scored:
         return no_information(language)
     scored.sort(key=lambda s: (-s[0], s[1], len(s[2])))
     chosen: list[str] = []
     seen: set[str] = set()
-    for _, _, sentence, lab in scored:
+    quoted_languages: set[str] = set()
+    for _, _, sentence, lab, lang in scored:
         # The same sentence in two sources (a reposted news item) differs only in spaces
         # and punctuation: quoting it twice would take the place of another sentence.
         key = _SAME_SENTENCE.sub("", sentence.casefold())
@@ -253,10 +319,62 @@ def extractive_answer(
             continue
         seen.add(key)
         chosen.append(f"{sentence.rstrip()} {lab}")
+        quoted_languages.add(lang)
         if len(chosen) >= max_sentences:
             break
     glue = "" if language == "zh" else " "
-    return glue.join(chosen)
+    note = source_language_note(quoted_languages - {language}, language)
+    return f"{note}{glue}{glue.join(chosen)}" if note else glue.join(chosen)
+
+
+def _source_units(
+    question: str,
+    words: list[str],
+    codes: list[str],
+    src: dict[str, Any],
+    foreign: bool,
+    similarity: Similarity | None,
+) -> list[tuple[float, _Unit]]:
+    """One source's quotable units with their scores (``foreign``: the source is in
+    another language than the question, so ``similarity`` picks its closest unit)."""
+    units = [
+        _Unit(clean, u.matched, u.table, u.whole)
+        for u in _units(str(src.get("text") or ""))
+        if (clean := _quotable(u.quoted))
+    ]
+    relevance = float(src.get("relevance") or 0)
+    near_scores = (
+        _foreign_scores(question, [u.matched for u in units if not u.whole], relevance, similarity)
+        if foreign
+        else []
+    )
+    semantic = iter(near_scores)
+    candidates: list[tuple[float, _Unit]] = []
+    for u in units:
+        near = next(semantic, 0.0) if near_scores and not u.whole else 0.0
+        if near_scores and any(c in u.quoted.casefold() for c in codes):
+            # A code of the question ("F-37") named in the other language's text: above
+            # the closest unit in meaning, so its table row stands out.
+            near = max(near, relevance + 0.01)
+        hits = sum(1 for w in words if w in u.matched.casefold())
+        if hits == 0 and near <= 0:
+            continue
+        # Prefer coverage, then the source's rank, then shorter sentences.
+        candidates.append((max(hits / max(1, len(words)), near) + relevance * 0.2, u))
+    return _tables(candidates, words)
+
+
+def source_language_note(languages: set[str], language: str) -> str:
+    """Said in the answer's language when quoted sources are in another language (offline
+    answers quote them as written: nothing is translated)."""
+    known = sorted(lang for lang in languages if lang in LANGUAGE_NAMES)
+    if not known:
+        return ""
+    if language == "zh":
+        names = "、".join(LANGUAGE_NAMES[lang][1] for lang in known)
+        return f"（以下来源为{names}原文，离线模式未翻译。）"
+    names = " and ".join(LANGUAGE_NAMES[lang][0] for lang in known)
+    return f"(The source below is in {names}, quoted as written: no translation offline.)"
 
 
 def answer_language(question: str, setting: str = "auto") -> str:
