@@ -13,7 +13,7 @@ Stages (each caches its output under ``--out``; later stages re-run in seconds):
            others by the largest worst-case gain over today's ranking (ties: the larger mean
            gain), report the set left out; finally the choice on all sets.
 
-``answerability`` the cross-language evidence model (``--write-params`` stores it);
+``answerability`` a dense-only evidence model for cross-language hits (measured, not shipped);
 ``examples`` the sample KB's questions through the offline state graph; ``latency`` the
 product's search per query, per-language pools against one pool; ``flat`` fusion variants
 that ignore a flat side (issue 36 item 5).
@@ -387,15 +387,16 @@ def stage_sweep(args: argparse.Namespace) -> None:
 def _evidence(
     q: dict[str, Any], pools: dict[str, Any], kb: KnowledgeBase, text: str, hidden: str | None
 ) -> tuple[list[int], str, Any]:
-    """The merged top five (without the chunks of ``hidden``) and its evidence features,
-    measured as the knowledge base measures them (tools.kb.retrieval)."""
+    """The merged top five (without the chunks of ``hidden``: a document id, or
+    "article:N" for the whole article N) and its evidence features, measured as the
+    knowledge base measures them (tools.kb.retrieval)."""
     from tools.kb.answerability import measure_evidence
 
     snap = kb.snapshot()
     docs = pools["docs"]
     by_lang: dict[str, CandidatePool] = {}
     for lang, p in q["by_lang"].items():
-        keep = np.array([hidden is None or docs[i] != hidden for i in p.idx], dtype=bool)
+        keep = np.array([not _hides(hidden, docs[i]) for i in p.idx], dtype=bool)
         kept = Pool(p.idx[keep], p.cos[keep], p.bm25[keep], p.in_vec[keep], p.in_bm25[keep])
         if len(kept.idx):
             by_lang[lang] = candidate_pool(kept, q.get("norm", 0.0))
@@ -414,20 +415,33 @@ def _evidence(
     return top, winner, evidence
 
 
+def article_of(doc: str) -> int:
+    """The XQuAD article of a paragraph id (XQ000..XQ239): 48 articles of 5 paragraphs,
+    in file order (../shared/data/xquad_bilingual/SOURCE.md)."""
+    return int(doc[2:]) // 5
+
+
+def _hides(hidden: str | None, doc: str) -> bool:
+    if hidden is None:
+        return False
+    if hidden.startswith("article:"):
+        return article_of(doc) == int(hidden.split(":", 1)[1])
+    return doc == hidden
+
+
+# No word is shared across scripts: a model for cross-language evidence can read only the
+# dense side (best cosine above the floor, its gap to the pool's median).
+DENSE_FEATURES: tuple[str, ...] = ("dense", "dense_gap")
+
+
 def stage_answerability(args: argparse.Namespace) -> None:
     """Cross-language evidence (best hit in another language than the question) from the
-    xquad dev questions, as found and with the judged paragraph hidden; the usual model's
+    xquad dev questions, as found, with the judged paragraph hidden (in-topic negatives)
+    and with its whole article hidden (off-topic negatives); the usual model's
     probability on it, a dense-only logistic fit (leave one half of the articles out),
     and the router's KB-only share of the answerable ones."""
     from tools.evaluation.calibration import auroc, expected_calibration_error
-    from tools.kb.answerability import (
-        CROSSLINGUAL_FEATURES,
-        PARAMS_DIR,
-        AnswerabilityModel,
-        crosslingual_name,
-        fit_logistic,
-        load_model,
-    )
+    from tools.kb.answerability import AnswerabilityModel, fit_logistic, load_model
     from tools.policy.offline import KB_PROBE_STRONG
 
     pools = pickle.loads((args.out / "pools-xquad.pkl").read_bytes())
@@ -442,14 +456,14 @@ def stage_answerability(args: argparse.Namespace) -> None:
         q = pools["queries"][qid]
         judged = min(pools["qrels"][qid])
         half = "A" if judged.split("_")[0] in first_half else "B"
-        for hidden in (None, judged):
+        for hidden in (None, judged, f"article:{article_of(judged)}"):
             top, winner, ev = _evidence(q, pools, kb, data.queries[qid], hidden)
             if winner == q["lang"]:
                 continue  # same-language evidence: the usual model's job
             label = int(any(pools["docs"][i] in pools["qrels"][qid] for i in top))
             rows.append((half, q["kind"], label, ev))
     y = np.array([r[2] for r in rows])
-    x = np.array([r[3].vector(CROSSLINGUAL_FEATURES) for r in rows])
+    x = np.array([r[3].vector(DENSE_FEATURES) for r in rows])
     old = np.array([same_model.probability(r[3]) for r in rows])
     print(f"\n## cross-language evidence: {len(rows)} samples, {int(y.sum())} answerable")
     yl, ol = y.tolist(), old.tolist()
@@ -459,7 +473,7 @@ def stage_answerability(args: argparse.Namespace) -> None:
         mean, scale, coef, intercept = fit_logistic(x[mask], y[mask])
         return AnswerabilityModel(
             name=name,
-            features=CROSSLINGUAL_FEATURES,
+            features=DENSE_FEATURES,
             mean=tuple(map(float, mean)),
             scale=tuple(map(float, scale)),
             coef=tuple(map(float, coef)),
@@ -481,7 +495,7 @@ def stage_answerability(args: argparse.Namespace) -> None:
             f"{expected_calibration_error(y[test].tolist(), p):.3f}  (usual model AUROC "
             f"{auroc(y[test].tolist(), old[test].tolist()):.3f})"
         )
-    final = model_of(np.ones(len(rows), dtype=bool), crosslingual_name(kb.model.model_id))
+    final = model_of(np.ones(len(rows), dtype=bool), "dense-only")
     new = np.array([final.probability(r[3]) for r in rows])
     answerable = y == 1
     print(
@@ -491,10 +505,6 @@ def stage_answerability(args: argparse.Namespace) -> None:
         f"on unanswerable: usual {np.mean(old[~answerable] >= KB_PROBE_STRONG):.3f}, "
         f"cross {np.mean(new[~answerable] >= KB_PROBE_STRONG):.3f}"
     )
-    if args.write_params:
-        path = PARAMS_DIR / f"{final.name}.json"
-        path.write_text(json.dumps(final.to_json(), indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {path}")
     kb.close()
 
 
@@ -640,9 +650,6 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         help="NAME=DIR: the data home of one set's index when not --home",
-    )
-    ap.add_argument(
-        "--write-params", action="store_true", help="store the cross-language answerability fit"
     )
     args = ap.parse_args(argv)
     args.homes = {k: Path(v) for k, v in (h.split("=", 1) for h in args.set_home)}

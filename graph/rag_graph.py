@@ -10,7 +10,6 @@ Every node is ``(state, runtime) -> partial update``; see ``nodes/``.
 
 from __future__ import annotations
 
-import copyreg
 from typing import Any
 
 from langgraph.graph import END, START, StateGraph
@@ -29,28 +28,10 @@ from nodes.rerank import rerank
 from nodes.retrieve import late_search_web, retrieve_internal, search_web
 from nodes.rewrite import after_rewrite, rewrite
 from nodes.route import route
-from nodes.settings import RunSettings
 
 # Steps a run may take. The loops are bounded by ``max_iterations`` in the nodes;
 # this is a second, explicit backstop far below LangGraph's default (~10,000).
 RECURSION_LIMIT = 60
-
-
-def _released() -> None:
-    return None
-
-
-def _run_settings_copied_as_nothing(_settings: RunSettings) -> tuple[Any, tuple[()]]:
-    return _released, ()
-
-
-# A run's settings (an untracked state channel: they hold keys) outlive the run in
-# langgraph dev's in-memory thread record: it keeps the last checkpoint's values, deep
-# copies them on PATCH /threads/{id} (a rename) and pickles them to its .langgraph_api
-# folder. Both failed on the settings' lock (500 on every rename after a run). Copied or
-# pickled, the settings become None: nothing needs them after the run, and no key reaches
-# a disk.
-copyreg.pickle(RunSettings, _run_settings_copied_as_nothing)
 
 
 def build_graph(*, checkpointer: Checkpointer = None) -> CompiledStateGraph[Any, Any, Any, Any]:

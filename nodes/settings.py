@@ -48,6 +48,10 @@ class ModelEnv:
             return cls(base_url, key, problem=exc)
 
 
+def _released() -> None:
+    return None
+
+
 class RunSettings:
     """What the environment adds to the ``Context`` for one run.
 
@@ -77,6 +81,14 @@ class RunSettings:
         self.home = home  # the data home (the context's, else $HYBRID_RAG_HOME, else XDG)
         self.pages = pages  # reading the pages behind web results (host allowance)
         self.cache = cache  # the process's web-search cache
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        # A run's settings (an untracked state channel: they hold keys) outlive the run in
+        # langgraph dev's in-memory thread record, which deep-copies them on a rename
+        # (PATCH /threads/{id}) and pickles them to its .langgraph_api folder; both failed
+        # on the cache's lock. Copied or pickled they become None: nothing needs them after
+        # the run, and no key reaches a disk.
+        return _released, ()
 
     def __repr__(self) -> str:
         return "RunSettings(...)"

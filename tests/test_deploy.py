@@ -29,7 +29,7 @@ DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 SCHEMA = ROOT / "tests" / "compose_spec" / "compose-spec.json"
 # program (and sub-command) -> the helper that starts it in the tests
 HELPERS = {
-    ("uvicorn", "aegra_api.main:app"): ROOT / "tests" / "test_production.py",
+    ("uvicorn", "aegra_api.main:app"): ROOT / "tests" / "production_server.py",
     ("chroma", "run"): ROOT / "tests" / "servers.py",
     ("postgres",): ROOT / "tests" / "servers.py",
     ("redis-server",): ROOT / "tests" / "redis_server.py",

@@ -310,3 +310,21 @@ def test_searxng_url_password_is_not_logged(
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "HTTP Request: GET" in logged
     assert URL_PASSWORD not in logged, logged
+
+
+def test_run_settings_copied_or_pickled_become_nothing() -> None:
+    # langgraph dev keeps a thread's last values (the untracked run settings among them),
+    # deep-copies them on a rename and pickles them to disk: both failed on the settings'
+    # lock (a 500 on every rename after a run), and a pickle would have held the keys.
+    import copy
+    import pickle
+
+    from nodes.settings import resolve_run_settings
+
+    settings = resolve_run_settings(Context(), {"OPENAI_API_KEY": "sk-not-on-disk"})
+    values = {"question": "q", "run_settings": settings}
+    assert copy.deepcopy(values) == {"question": "q", "run_settings": None}
+    assert copy.copy(settings) is None
+    blob = pickle.dumps(values)
+    assert b"sk-not-on-disk" not in blob
+    assert pickle.loads(blob) == {"question": "q", "run_settings": None}

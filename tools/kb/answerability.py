@@ -200,26 +200,6 @@ def load_model(model_id: str | None) -> AnswerabilityModel:
     raise ConfigError(f"no answerability parameters in {PARAMS_DIR} (expected {FALLBACK}.json)")
 
 
-CROSSLINGUAL = "crosslingual"
-CROSSLINGUAL_FEATURES: tuple[str, ...] = ("dense", "dense_gap")
-
-
-def crosslingual_name(model_id: str) -> str:
-    """File stem of the parameters for evidence in another language than the question."""
-    return f"{params_name(model_id)}_{CROSSLINGUAL}"
-
-
-@functools.lru_cache(maxsize=16)
-def load_crosslingual(model_id: str | None) -> AnswerabilityModel | None:
-    """Parameters for evidence whose best passage is in another language than the
-    question (no word can be shared: dense features only, fitted on cross-language pairs
-    by ``bench/bench_bilingual.py``); None when this embedding model has none."""
-    path = PARAMS_DIR / f"{crosslingual_name(model_id)}.json" if model_id else None
-    if path is None or not path.is_file():
-        return None
-    return AnswerabilityModel.from_json(json.loads(path.read_text(encoding="utf-8")))
-
-
 def fit_logistic(
     x: np.ndarray, y: np.ndarray, *, l2: float = 1.0, iterations: int = 50
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:

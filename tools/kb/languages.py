@@ -26,7 +26,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tools.kb.answerability import AnswerabilityModel
 from tools.kb.fusion import peak
 from tools.kb.search import (
     BM25Score,
@@ -279,17 +278,3 @@ def union(
     return CandidatePool(
         list(dict.fromkeys(ids)), cosine, bm25, dict(own.vector_found), dict(own.bm25_found)
     )
-
-
-def evidence_model(
-    query: str,
-    best_language: str | None,
-    same: AnswerabilityModel,
-    cross: AnswerabilityModel | None,
-) -> AnswerabilityModel:
-    """The answerability model for one search: the cross-language one when the best hit
-    is in another language than the query (its words cannot be in the passage, so the
-    lexical features say nothing), else the usual one."""
-    if cross is None or not best_language or best_language == detect_language(query):
-        return same
-    return cross
