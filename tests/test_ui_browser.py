@@ -114,6 +114,12 @@ def test_english_question_streams_progress_and_answers_with_pills(alice: Page) -
     assert "18" in card.locator("blockquote.passage").inner_text()
     # The passage's Markdown table reads as a table, not as pipes and dashes.
     assert card.locator("blockquote.passage table td", has_text="18").count() > 0
+    # The answer read the whole table out ("a / b; c / d"): the pill vouches for every row
+    # it read, the 18-day row too (a semicolon once ended the sentence: only the last row,
+    # "22 days", was marked, for a question about 6 years).
+    assert card.locator("blockquote.passage td mark", has_text="18").count() > 0
+    # ... and that table is what it cites: the paragraphs around it keep no word marks.
+    assert card.locator("blockquote.passage p mark").count() == 0
     assert "|" not in card.locator("blockquote.passage").inner_text()
     alice.shot("ui-desktop-en.png")
     # The link opens the original through the document API, with the token.

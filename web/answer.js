@@ -41,11 +41,13 @@ export function el(tag, attrs = {}, ...children) {
 }
 
 /** The sentence a pill at position ``at`` of ``text`` vouches for: the one ending before it
- * (labels follow their sentence: "… 18 days. [internal-1]"). */
+ * (labels follow their sentence: "… 18 days. [internal-1]"). A semicolon ends no sentence:
+ * an extractive answer reads a table out as "a / b; c / d", and the pill vouches for every
+ * row it read, not the last one. */
 function sentenceAt(text, at) {
   const before = text.slice(0, at).replace(LABEL_RE, " ").trimEnd();
-  const body = before.replace(/[.!?。！？;；]$/, "");
-  const start = Math.max(body.search(/[^.!?。！？;；\n]*$/), 0);
+  const body = before.replace(/[.!?。！？]$/, "");
+  const start = Math.max(body.search(/[^.!?。！？\n]*$/), 0);
   return before.slice(start).trim();
 }
 
@@ -133,31 +135,43 @@ export function highlighted(passage, sentence) {
 const TABLE_LINE = /^\s*\|.*\|\s*$/;
 const RULE_LINE = /^\s*\|[\s:|-]+\|\s*$/;
 
-/** A Markdown table (``| a | b |`` lines) as a table, each cell marked as a passage. */
-function tableOf(lines, sentence) {
-  const cells = (line) => line.trim().slice(1, -1).split("|").map((c) => c.trim());
-  const headed = lines.length > 2 && RULE_LINE.test(lines[1]);
-  const rows = lines.filter((l) => !RULE_LINE.test(l)).map(cells);
-  const head = headed ? rows.shift() : null;
-  // A row the sentence quotes (every cell in it: an extractive answer reads a table out
-  // as "a / b; c / d") is marked whole; otherwise its cells' words are.
-  const flat = (text) => text.replace(/\s+/g, " ").trim().toLowerCase();
+const flat = (text) => text.replace(/\s+/g, " ").trim().toLowerCase();
+const cellsOf = (line) => line.trim().slice(1, -1).split("|").map((c) => c.trim());
+const isTable = (lines) => lines.length > 1 && lines.every((l) => TABLE_LINE.test(l));
+
+/** Whether ``sentence`` reads ``row`` out (every cell in it: an extractive answer reads a
+ * table out as "a / b; c / d"). */
+function readsRow(row, sentence) {
   const said = flat(sentence);
-  const quotes = (row) => row.some(Boolean) && row.every((c) => !c || said.includes(flat(c)));
-  const cell = (tag, text, whole, attrs = {}) => el(tag, attrs, whole && text ? el("mark", {}, text) : highlighted(text, sentence));
-  return el("table", {},
-    head ? el("thead", {}, el("tr", {}, head.map((c) => cell("th", c, quotes(head), { scope: "col" })))) : null,
-    el("tbody", {}, rows.map((r) => el("tr", {}, r.map((c) => cell("td", c, quotes(r)))))));
+  return row.some(Boolean) && row.every((c) => !c || said.includes(flat(c)));
 }
 
-/** A passage as people read it: paragraphs, and Markdown tables as tables (not pipes). */
+/** A Markdown table (``| a | b |`` lines) as a table: a row the sentence reads out is
+ * marked whole, otherwise its cells' words are. */
+function tableOf(lines, sentence) {
+  const headed = lines.length > 2 && RULE_LINE.test(lines[1]);
+  const rows = lines.filter((l) => !RULE_LINE.test(l)).map(cellsOf);
+  const head = headed ? rows.shift() : null;
+  const cell = (tag, text, whole, attrs = {}) => el(tag, attrs, whole && text ? el("mark", {}, text) : highlighted(text, sentence));
+  return el("table", {},
+    head ? el("thead", {}, el("tr", {}, head.map((c) => cell("th", c, readsRow(head, sentence), { scope: "col" })))) : null,
+    el("tbody", {}, rows.map((r) => el("tr", {}, r.map((c) => cell("td", c, readsRow(r, sentence)))))));
+}
+
+/** A passage as people read it: paragraphs, and Markdown tables as tables (not pipes).
+ * When the sentence reads out rows of a table, that table is what it cites: the other
+ * paragraphs keep no scattered word marks. */
 export function passageView(passage, sentence) {
   const frag = document.createDocumentFragment();
-  for (const block of passage.split(/\n\s*\n/)) {
-    const lines = block.trim().split("\n");
-    if (!lines[0]) continue;
-    if (lines.length > 1 && lines.every((l) => TABLE_LINE.test(l))) frag.append(tableOf(lines, sentence));
-    else frag.append(el("p", {}, highlighted(block.trim(), sentence)));
+  const blocks = passage.split(/\n\s*\n/).map((b) => b.trim()).filter(Boolean);
+  const tableCited = blocks.some((b) => {
+    const lines = b.split("\n");
+    return isTable(lines) && lines.filter((l) => !RULE_LINE.test(l)).some((l) => readsRow(cellsOf(l), sentence));
+  });
+  for (const block of blocks) {
+    const lines = block.split("\n");
+    if (isTable(lines)) frag.append(tableOf(lines, sentence));
+    else frag.append(el("p", {}, tableCited ? block : highlighted(block, sentence)));
   }
   return frag;
 }
