@@ -205,12 +205,19 @@ def _require_named_collection(context: dict[str, Any], home: Path) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from tools.kb.identity import copies_elsewhere
     from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
     kb_path = Path(args.kb)
     home = data_home(args.home)
     print(f"== Ingesting the sample knowledge base {kb_path} into {home}")
     with KnowledgeBase(KBConfig(home=home)) as kb:
+        # The sample from another checkout would answer beside this one's, twice over.
+        copies = copies_elsewhere(kb_path, kb.registry.records()) if kb_path.is_dir() else []
+        for doc_id in copies:
+            kb.delete(doc_id)
+        if copies:
+            print(f"removed {len(copies)} documents of the sample from another checkout")
         report_ = kb.ingest([kb_path], progress=ProgressBar("ingest"))
         print(report_.summary())
         print("\n== Hybrid search: 'annual leave carry-over'")

@@ -296,3 +296,24 @@ def test_an_unchanged_file_first_reached_by_a_link_moves_to_its_folder_without_e
     (other / "link.md").unlink()
     assert kb.ingest([other], follow_links=True).deleted == []
     assert kb.stats()["documents"] == 1
+
+
+def test_the_demo_drops_the_sample_of_another_checkout(kb: KnowledgeBase, tmp_path: Path) -> None:
+    # Two checkouts' samples are two sets of documents ("hr/leave.md" and
+    # "kb/hr/leave.md"): the demo of the second answered from both, citing each twice.
+    from tools.kb.identity import copies_elsewhere
+
+    first, second = tmp_path / "a" / "kb", tmp_path / "b" / "kb"
+    for root in (first, second):
+        (root / "hr").mkdir(parents=True)
+        (root / "hr" / "leave.md").write_text("# Leave\n\n18 days after 6 years.\n")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "leave.md").write_text("# Leave\n\nAnother team's leave rules.\n")
+    kb.ingest([first])
+    kb.ingest([tmp_path / "other"])
+    assert copies_elsewhere(second, kb.registry.records()) == ["hr/leave.md"]
+    assert copies_elsewhere(first, kb.registry.records()) == []  # its own files: kept
+    kb.delete("hr/leave.md")
+    kb.ingest([second])
+    assert "hr/leave.md" in kb.registry.records()  # the plain name again, not kb/hr/...
+    assert copies_elsewhere(second, kb.registry.records()) == []

@@ -238,3 +238,22 @@ def under(record: DocRecord, roots: Sequence[Path]) -> bool:
         return False
     path = Path(route)
     return any(path.is_relative_to(root) for root in roots)
+
+
+def copies_elsewhere(root: Path, records: Mapping[str, DocRecord]) -> list[str]:
+    """Documents that are copies of ``root``'s files from another checkout of the same
+    folder: recorded outside ``root`` under a path ending in ``<root's name>/<the file's
+    path in root>``. (Two checkouts hold two sets of the same files, each a document of
+    its own: what the demo must not show twice.)"""
+    here = root.resolve()
+    wanted = {
+        f"/{here.name}/{p.relative_to(here).as_posix()}" for p in here.rglob("*") if p.is_file()
+    }
+    return sorted(
+        doc_id
+        for doc_id, record in records.items()
+        if record.get("version")
+        and os.path.isabs(source := str(record.get("source") or ""))
+        and not Path(source).is_relative_to(here)
+        and any(Path(source).as_posix().endswith(w) for w in wanted)
+    )
