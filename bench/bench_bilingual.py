@@ -13,7 +13,7 @@ Stages (each caches its output under ``--out``; later stages re-run in seconds):
            others by the largest worst-case gain over today's ranking (ties: the larger mean
            gain), report the set left out; finally the choice on all sets.
 
-``answerability`` a dense-only evidence model for cross-language hits (measured, not shipped);
+``answerability`` the product's evidence and route where the best hit is in another language;
 ``examples`` the sample KB's questions through the offline state graph; ``latency`` the
 product's search per query, per-language pools against one pool; ``flat`` fusion variants
 that ignore a flat side (issue 36 item 5).
@@ -33,7 +33,7 @@ import pickle
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,14 @@ from tools.evaluation.datasets import DEV_SETS, BeirData, load_beir, score_run, 
 from tools.kb.answerability import fit_logistic
 from tools.kb.fusion import fuse
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.kb.languages import Fusion, MergeRule, gate_features, merge_language_pools
+from tools.kb.languages import (
+    Fusion,
+    MergeRule,
+    centre_cosines,
+    gate_features,
+    merge_language_pools,
+    sample_positions,
+)
 from tools.kb.search import BM25Score, CandidatePool
 from tools.text import detect_language
 
@@ -218,7 +225,9 @@ def merged(rule: MergeRule) -> Order:
     """The product's merge (``tools.kb.languages``) over the cached per-language pools."""
 
     def order(q: dict[str, Any]) -> list[int]:
-        scores = merge_language_pools(language_pools(q), q["lang"], Fusion(), rule)
+        scores = merge_language_pools(
+            language_pools(q), q["lang"], Fusion(), rule, q.get("centred")
+        )
         return [int(c) for c in sorted(scores, key=lambda c: (-scores[c], int(c)))]
 
     return order
@@ -242,6 +251,26 @@ def _with_norms(name: str, pools: dict[str, Any], args: argparse.Namespace) -> N
     kb.close()
 
 
+def _with_centres(name: str, pools: dict[str, Any], args: argparse.Namespace) -> None:
+    """Each query's centred cosines to its candidates, as ``tools.kb.languages`` computes
+    them (each language's centre from the same sample of its chunks)."""
+    saved = np.load(args.out / f"vectors-{name}.npz")
+    chunks, qvecs = saved["chunks"], saved["queries"]
+    langs = np.array(pools["langs"])
+    if len(set(langs.tolist())) < 2:
+        return
+    centres = {}
+    for lang in sorted(set(langs.tolist())):
+        members = np.flatnonzero(langs == lang)
+        centres[lang] = chunks[members[sample_positions(len(members))]].mean(axis=0)
+    for qid, qv in zip([str(x) for x in saved["qids"]], qvecs, strict=True):
+        q = pools["queries"][qid]
+        idx = sorted({int(i) for p in q["by_lang"].values() for i in p.idx})
+        q["centred"] = centre_cosines(
+            qv, q["lang"], centres, [str(i) for i in idx], [langs[i] for i in idx], chunks[idx]
+        )
+
+
 def _gate_samples(pools: dict[str, Any], qids: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Gate features of each query (its first other language) and whether it is asked in
     another language than its answer's."""
@@ -252,7 +281,7 @@ def _gate_samples(pools: dict[str, Any], qids: list[str]) -> tuple[np.ndarray, n
         others = [lang for lang in sorted(lp) if lang != q["lang"]]
         if not others:
             continue
-        f = gate_features(lp.get(q["lang"]), lp[others[0]])
+        f = gate_features(lp.get(q["lang"]), lp[others[0]], q.get("centred"))
         x.append(f.vector())
         y.append(int(q["kind"] == "cross"))
     return np.array(x), np.array(y)
@@ -279,6 +308,8 @@ def stage_sweep(args: argparse.Namespace) -> None:
     groups: dict[str, tuple[str, str, list[str]]] = {}  # group -> (set, fold, query ids)
     for name, pools in loaded.items():
         _with_norms(name, pools, args)
+        if args.centred:
+            _with_centres(name, pools, args)
         qids = sorted(pools["qrels"])
         if name != "xquad":
             groups[name] = (name, name, qids)
@@ -311,13 +342,23 @@ def stage_sweep(args: argparse.Namespace) -> None:
         return fit_gate(np.vstack(xs), np.concatenate(ys))
 
     def candidates(gate_fit: tuple[float, list[float]]) -> list[MergeRule]:
-        c, coef = gate_fit
+        c, (best, share, peak_other, peak_own) = gate_fit
+        gate = MergeRule(c, best, share, peak_other, peak_own)
         shift = [
-            MergeRule(c + bias, *coef, steepness=st, cutoff=cut, slot=slot, slot_floor=SLOT_FLOOR)
+            replace(
+                gate,
+                intercept=c + bias,
+                scale=0.0,
+                steepness=st,
+                cutoff=cut,
+                slot=slot,
+                slot_floor=SLOT_FLOOR,
+            )
             for st, cut, slot, bias in itertools.product(STEEPNESS, CUTOFF, SLOT, BIAS)
         ]
         scale = [
-            MergeRule(c + bias, *coef, scale=sc) for sc, bias in itertools.product(SCALE, BIAS)
+            replace(gate, intercept=c + bias, scale=sc)
+            for sc, bias in itertools.product(SCALE, BIAS)
         ]
         return shift + scale
 
@@ -384,37 +425,6 @@ def stage_sweep(args: argparse.Namespace) -> None:
 # -- answerability ------------------------------------------------------------------------
 
 
-def _evidence(
-    q: dict[str, Any], pools: dict[str, Any], kb: KnowledgeBase, text: str, hidden: str | None
-) -> tuple[list[int], str, Any]:
-    """The merged top five (without the chunks of ``hidden``: a document id, or
-    "article:N" for the whole article N) and its evidence features, measured as the
-    knowledge base measures them (tools.kb.retrieval)."""
-    from tools.kb.answerability import measure_evidence
-
-    snap = kb.snapshot()
-    docs = pools["docs"]
-    by_lang: dict[str, CandidatePool] = {}
-    for lang, p in q["by_lang"].items():
-        keep = np.array([not _hides(hidden, docs[i]) for i in p.idx], dtype=bool)
-        kept = Pool(p.idx[keep], p.cos[keep], p.bm25[keep], p.in_vec[keep], p.in_bm25[keep])
-        if len(kept.idx):
-            by_lang[lang] = candidate_pool(kept, q.get("norm", 0.0))
-    scores = merge_language_pools(by_lang, q["lang"], Fusion())
-    top = [int(c) for c in sorted(scores, key=lambda c: (-scores[c], int(c)))[:5]]
-    winner = pools["langs"][top[0]]
-    own = by_lang[winner]
-    evidence = measure_evidence(
-        [(str(i), snap.texts[i]) for i in top],
-        vector_pool=own.vector_found,
-        bm25_pool=own.bm25_found,
-        term_weights=snap.bm25.term_weights(text),
-        tokenizer=kb.tokenizer,
-        similarity_floor=kb.model.similarity_floor,
-    )
-    return top, winner, evidence
-
-
 def article_of(doc: str) -> int:
     """The XQuAD article of a paragraph id (XQ000..XQ239): 48 articles of 5 paragraphs,
     in file order (../shared/data/xquad_bilingual/SOURCE.md)."""
@@ -429,82 +439,77 @@ def _hides(hidden: str | None, doc: str) -> bool:
     return doc == hidden
 
 
-# No word is shared across scripts: a model for cross-language evidence can read only the
-# dense side (best cosine above the floor, its gap to the pool's median).
-DENSE_FEATURES: tuple[str, ...] = ("dense", "dense_gap")
-
-
 def stage_answerability(args: argparse.Namespace) -> None:
-    """Cross-language evidence (best hit in another language than the question) from the
-    xquad dev questions, as found, with the judged paragraph hidden (in-topic negatives)
-    and with its whole article hidden (off-topic negatives); the usual model's
-    probability on it, a dense-only logistic fit (leave one half of the articles out),
-    and the router's KB-only share of the answerable ones."""
+    """The product's evidence on xquad dev (``KnowledgeBase.retrieve``): every question as
+    asked, with its judged paragraph hidden (an in-topic negative) and with its whole
+    article hidden (an off-topic negative). Where the best hit is in another language
+    than the question's, the product reads it with the dense-only model on cosines
+    brought to the question language's scale (``tools.kb.languages.on_question_scale``);
+    this stage reports that model's AUROC and ECE on those searches next to the full
+    model on the raw evidence, and the offline router's route for the answerable ones."""
     from tools.evaluation.calibration import auroc, expected_calibration_error
-    from tools.kb.answerability import AnswerabilityModel, fit_logistic, load_model
-    from tools.policy.offline import KB_PROBE_STRONG
+    from tools.policy.offline import offline_route
 
     pools = pickle.loads((args.out / "pools-xquad.pkl").read_bytes())
-    _with_norms("xquad", pools, args)
-    data, _ = load_xquad(args.data_dir)
+    data, kind = load_xquad(args.data_dir)
     kb = KnowledgeBase(KBConfig(home=args.homes.get("xquad", args.home), collection="bi-xquad"))
-    same_model = load_model(kb.model.model_id)
-    rows: list[tuple[str, str, int, Any]] = []  # half, kind, label, evidence
-    articles = sorted({min(r).split("_")[0] for r in pools["qrels"].values()})
-    first_half = set(articles[: len(articles) // 2])
+    retriever = kb.retriever
+    by_article: dict[int, list[str]] = {}
+    for doc in data.corpus:
+        by_article.setdefault(article_of(doc), []).append(doc)
+    rows: list[dict[str, Any]] = []
+    started = time.perf_counter()
     for qid in sorted(pools["qrels"]):
-        q = pools["queries"][qid]
         judged = min(pools["qrels"][qid])
-        half = "A" if judged.split("_")[0] in first_half else "B"
-        for hidden in (None, judged, f"article:{article_of(judged)}"):
-            top, winner, ev = _evidence(q, pools, kb, data.queries[qid], hidden)
-            if winner == q["lang"]:
-                continue  # same-language evidence: the usual model's job
-            label = int(any(pools["docs"][i] in pools["qrels"][qid] for i in top))
-            rows.append((half, q["kind"], label, ev))
-    y = np.array([r[2] for r in rows])
-    x = np.array([r[3].vector(DENSE_FEATURES) for r in rows])
-    old = np.array([same_model.probability(r[3]) for r in rows])
-    print(f"\n## cross-language evidence: {len(rows)} samples, {int(y.sum())} answerable")
-    yl, ol = y.tolist(), old.tolist()
-    print(f"usual model: AUROC {auroc(yl, ol):.3f}, ECE {expected_calibration_error(yl, ol):.3f}")
-
-    def model_of(mask: np.ndarray, name: str) -> AnswerabilityModel:
-        mean, scale, coef, intercept = fit_logistic(x[mask], y[mask])
-        return AnswerabilityModel(
-            name=name,
-            features=DENSE_FEATURES,
-            mean=tuple(map(float, mean)),
-            scale=tuple(map(float, scale)),
-            coef=tuple(map(float, coef)),
-            intercept=intercept,
-            meta={
-                "fitted_on": "xquad_bilingual dev, best hit in the other language",
-                "samples": int(mask.sum()),
-                "bench": "bench/bench_bilingual.py answerability",
-            },
-        )
-
-    halves = np.array([r[0] for r in rows])
-    for held in ("A", "B"):
-        m = model_of(halves != held, "loo")
-        test = halves == held
-        p = [m.probability(r[3]) for r, t in zip(rows, test, strict=True) if t]
+        text = data.queries[qid]
+        for hidden in ((), (judged,), tuple(by_article[article_of(judged)])):
+            got = kb.retrieve(text, 5, exclude_doc_ids=hidden or ("-",))
+            if not got.hits:
+                continue
+            across = got.hits[0].metadata.get("lang") != detect_language(text)
+            rows.append(
+                {
+                    "kind": kind[qid],
+                    "hidden": len(hidden),
+                    "across": across,
+                    "label": int(any(h.doc_id in pools["qrels"][qid] for h in got.hits)),
+                    "shipped": got.answerability,
+                    "full": retriever.answerability_model.probability(got.evidence),
+                    "route": offline_route(text, got.answerability).route,
+                }
+            )
+    print(f"# {len(rows)} searches in {time.perf_counter() - started:.0f} s")
+    for across in (False, True):
+        part = [r for r in rows if r["across"] == across]
+        if not part:
+            continue
+        y = [r["label"] for r in part]
+        label = "best hit in another language" if across else "best hit in the question's"
+        print(f"\n## {label}: {len(part)} searches, {sum(y)} answerable")
+        for name in ("full", "shipped"):
+            p = [r[name] for r in part]
+            auc = auroc(y, p) if 0 < sum(y) < len(y) else float("nan")
+            print(
+                f"{name:<8} AUROC {auc:.3f}  ECE {expected_calibration_error(y, p):.3f}  "
+                f"mean p answerable {np.mean([v for v, t in zip(p, y, strict=True) if t]):.3f}"
+                f" / not {np.mean([v for v, t in zip(p, y, strict=True) if not t]):.3f}"
+            )
+    print("\n## the offline router on the questions as asked (nothing hidden)")
+    for k in ("same", "cross"):
+        asked = [r for r in rows if r["kind"] == k and r["hidden"] == 0]
+        found = [r for r in asked if r["label"]]
+        kb_only = sum(r["route"] == "knowledge" for r in found)
         print(
-            f"left out {held}: AUROC {auroc(y[test].tolist(), p):.3f} ECE "
-            f"{expected_calibration_error(y[test].tolist(), p):.3f}  (usual model AUROC "
-            f"{auroc(y[test].tolist(), old[test].tolist()):.3f})"
+            f"{k}: {len(asked)} questions, {len(found)} with the answer in the top five; "
+            f"routed to the knowledge base alone {kb_only}/{len(found)} "
+            f"({kb_only / max(1, len(found)):.3f}); the rest to both (web search included)"
         )
-    final = model_of(np.ones(len(rows), dtype=bool), "dense-only")
-    new = np.array([final.probability(r[3]) for r in rows])
-    answerable = y == 1
-    print(
-        f"router KB probe >= {KB_PROBE_STRONG} on answerable cross-language evidence: "
-        f"usual {np.mean(old[answerable] >= KB_PROBE_STRONG):.3f}, "
-        f"cross-language model {np.mean(new[answerable] >= KB_PROBE_STRONG):.3f}; "
-        f"on unanswerable: usual {np.mean(old[~answerable] >= KB_PROBE_STRONG):.3f}, "
-        f"cross {np.mean(new[~answerable] >= KB_PROBE_STRONG):.3f}"
-    )
+    for k in ("same", "cross"):
+        off_topic = [r for r in rows if r["hidden"] > 1 and r["kind"] == k]
+        print(
+            f"{k}, its article hidden (off-topic): routed to the knowledge base alone "
+            f"{sum(r['route'] == 'knowledge' for r in off_topic)}/{len(off_topic)}"
+        )
     kb.close()
 
 
@@ -646,12 +651,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--force", action="store_true", help="recompute cached pools")
     ap.add_argument(
+        "--raw-cosines",
+        action="store_true",
+        help="sweep: compare languages by raw cosines (the first version), not centred ones",
+    )
+    ap.add_argument(
         "--set-home",
         action="append",
         default=[],
         help="NAME=DIR: the data home of one set's index when not --home",
     )
     args = ap.parse_args(argv)
+    args.centred = not args.raw_cosines
     args.homes = {k: Path(v) for k, v in (h.split("=", 1) for h in args.set_home)}
     if not args.data_dir.exists():
         print(f"data directory {args.data_dir} not found (pass --data-dir)", file=sys.stderr)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tools.kb.knowledge_base import KnowledgeBase
 from tools.kb.languages import (
@@ -232,3 +233,84 @@ def test_a_row_naming_the_questions_code_is_quoted_beside_the_closest_row() -> N
     )
     assert "F-37 / 顶升电机过载 [internal-1]" in answer
     assert "F-40" not in answer
+
+
+# --- centred cosines and cross-language evidence -------------------------------------
+
+
+def test_sample_positions_are_bounded_and_spread() -> None:
+    from tools.kb.languages import sample_positions
+
+    assert sample_positions(5, 10).tolist() == [0, 1, 2, 3, 4]
+    got = sample_positions(10_000, 100)
+    assert len(got) == 100 and got[0] == 0 and got[-1] == 9_999
+    assert len(set(got.tolist())) == 100
+
+
+def test_centred_cosine_removes_the_language_offset() -> None:
+    # Two topics in two languages: each vector is topic + the language's own direction.
+    # Raw, an English question is closer to the English passage of the other topic than
+    # to the Chinese passage of its own; centred, its own topic wins in either language.
+    from tools.kb.languages import centre_cosines
+
+    rng = np.random.default_rng(7)
+    dim = 32
+    en_dir, zh_dir = rng.normal(size=dim), rng.normal(size=dim)
+    topics = [rng.normal(size=dim) for _ in range(6)]
+    unit = lambda v: v / np.linalg.norm(v)  # noqa: E731
+    en = np.stack([unit(t + 2.0 * en_dir) for t in topics])
+    zh = np.stack([unit(t + 2.0 * zh_dir) for t in topics])
+    centres = {"en": en.mean(axis=0), "zh": zh.mean(axis=0)}
+    question = unit(topics[0] + 2.0 * en_dir + 0.1 * rng.normal(size=dim))
+    raw_zh_own, raw_en_other = float(zh[0] @ question), float(en[1] @ question)
+    assert raw_en_other > raw_zh_own  # the pooling problem
+    got = centre_cosines(
+        question, "en", centres, ["zh0", "en1"], ["zh", "en"], np.stack([zh[0], en[1]])
+    )
+    assert got["zh0"] > 0.5 > got["en1"]
+
+
+def test_other_languages_cosines_are_mapped_to_the_question_languages_scale() -> None:
+    from tools.kb.languages import on_question_scale
+
+    own_raw = {f"en{i}": 0.5 + 0.4 * (0.1 * i) for i in range(8)}
+    centred = {f"en{i}": 0.1 * i for i in range(8)} | {"zh1": 0.9, "zh2": 0.2}
+    own = _pool(own_raw)
+    mapped = on_question_scale(own, centred, {"zh1": 0.7, "zh2": 0.65})
+    assert mapped is not None
+    assert mapped["zh1"] == pytest.approx(0.5 + 0.4 * 0.9)
+    assert mapped["zh2"] == pytest.approx(0.5 + 0.4 * 0.2)
+    few = _pool({"en1": 0.6, "en2": 0.7})
+    assert on_question_scale(few, centred, {"zh1": 0.7}) is None  # too few for a line
+
+
+def test_cross_language_evidence_is_read_by_the_dense_model(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    files = dict(ENGLISH)
+    files["shitang.md"] = "# 员工食堂\n\n员工食堂每天早上七点开门，晚上八点关门。早餐免费。\n"
+    files["baoxiao.md"] = "# 报销\n\n出租车票超过200元需要经理审批。\n"
+    kb.ingest([_write(tmp_path / "mixed", files)])
+    retriever = kb.retriever
+    assert retriever.across_model.features == ("dense", "dense_gap", "terms")
+    snap = kb.snapshot()
+    assert set(retriever.centres(snap)) == {"en", "zh"}
+    pool, scores, across = retriever.ranked_pool(
+        "When does the staff canteen open?",
+        mode="hybrid",
+        vector_text="When does the staff canteen open?",
+        filters=Filters.of(),
+        n=50,
+        snap=snap,
+    )
+    assert across and scores is not None
+    best = max(scores, key=lambda c: scores[c])
+    assert snap.metadatas[snap.position[best]]["doc_id"].endswith("shitang.md")
+    got = kb.retrieve("When does the staff canteen open?", 5)
+    assert got.hits[0].metadata["lang"] == "zh"
+    assert got.answerability == pytest.approx(retriever.across_model.probability(got.evidence))
+    # A question in the language of its answer keeps the full model.
+    same = kb.retrieve("How many days of annual leave after five years?", 5)
+    assert same.hits[0].metadata["lang"] == "en"
+    full = retriever.answerability_model.probability(same.evidence)
+    assert same.answerability == pytest.approx(full)

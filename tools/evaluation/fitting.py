@@ -3,7 +3,8 @@
 ``hybrid-rag eval calibration --fit DIR`` builds the samples (``tools.evaluation.datasets``:
 each judged query with and without its judged documents, unrelated questions, RGB's
 5-passage KBs) and calls ``fit_params``: one logistic model over every feature, stored under
-the embedding model's name, and one over the lexical features only (``lexical.json``, the
+the embedding model's name, one over its dense features only (``<name>.across.json``, for
+evidence in another language than the question's), and one over the lexical features only (``lexical.json``, the
 fallback for an embedder without its own file). Every data set (``group``) weighs the same
 in a fit, whatever its size. ``held_out`` refits without each group and predicts it: how
 far the probability transfers to a corpus it was not fitted on.
@@ -23,6 +24,8 @@ import numpy as np
 from tools.errors import InputError
 from tools.evaluation.datasets import AnswerabilitySample
 from tools.kb.answerability import (
+    ACROSS,
+    DENSE_FEATURES,
     FALLBACK,
     FEATURES,
     LEXICAL_FEATURES,
@@ -93,13 +96,16 @@ def held_out(
 def fit_params(
     samples: Sequence[AnswerabilitySample], model_id: str, *, l2: float = 1.0
 ) -> list[AnswerabilityModel]:
-    """The two parameter sets the knowledge base loads: every feature for ``model_id``'s
-    embedder, and the lexical fallback (any embedder), both on the balanced samples."""
+    """The parameter sets the knowledge base loads, all on the balanced samples: every
+    feature for ``model_id``'s embedder, its dense features alone (evidence in another
+    language than the question's, ``<embedder>.across``), and the lexical fallback (any
+    embedder)."""
     groups = sorted({s.group for s in samples})
     rows = balanced(samples)
     out = []
     for features, stem, embedding in (
         (FEATURES, params_name(model_id), model_id),
+        (DENSE_FEATURES, f"{params_name(model_id)}.{ACROSS}", model_id),
         (LEXICAL_FEATURES, FALLBACK, "any"),
     ):
         meta = {

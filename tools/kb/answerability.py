@@ -51,6 +51,12 @@ FEATURES: tuple[str, ...] = (
     "terms",
 )
 LEXICAL_FEATURES: tuple[str, ...] = tuple(f for f in FEATURES if not f.startswith("dense"))
+# Evidence in another language than the question's shares no words with it: its lexical
+# features say nothing. Its model reads the dense side alone (cosines brought to the
+# question language's scale, ``tools.kb.languages.on_question_scale``), fitted on the same
+# samples as the full model, so one calibration covers both.
+DENSE_FEATURES: tuple[str, ...] = ("dense", "dense_gap", "terms")
+ACROSS = "across"  # the dense-only model's file: ``<embedder>.across.json``
 
 
 @dataclass(frozen=True)
@@ -191,9 +197,14 @@ def params_name(model_id: str) -> str:
 
 
 @functools.lru_cache(maxsize=16)
-def load_model(model_id: str | None) -> AnswerabilityModel:
-    """The parameters fitted for ``model_id``, or the lexical fallback."""
-    for name in ([params_name(model_id)] if model_id else []) + [FALLBACK]:
+def load_model(model_id: str | None, *, across: bool = False) -> AnswerabilityModel:
+    """The parameters fitted for ``model_id``, or the lexical fallback. ``across``: the
+    dense-only model for evidence in another language than the question's (without one
+    for this embedder, the full model: a lexical model cannot read such evidence)."""
+    own = [params_name(model_id)] if model_id else []
+    if across and model_id:
+        own = [f"{params_name(model_id)}.{ACROSS}", *own]
+    for name in [*own, FALLBACK]:
         path = PARAMS_DIR / f"{name}.json"
         if path.is_file():
             return AnswerabilityModel.from_json(json.loads(path.read_text(encoding="utf-8")))

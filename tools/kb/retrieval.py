@@ -30,7 +30,7 @@ from tools.kb.answerability import (
 )
 from tools.kb.answerability import load_model as load_answerability
 from tools.kb.embeddings import EmbeddingModel
-from tools.kb.languages import Fusion, language_search
+from tools.kb.languages import Fusion, document_languages, language_centres, language_search
 from tools.kb.search import (
     SEARCH_MODES,
     CandidatePool,
@@ -113,6 +113,8 @@ class Retriever:
         )
         # Per (generation, reader): the chunk ids a reader may read (access control).
         self._readable: LRUCache[tuple[str, str], list[str]] = LRUCache(maxsize=64)
+        # Per generation: each document language's centre (``tools.kb.languages``).
+        self._centres: LRUCache[str, dict[str, np.ndarray]] = LRUCache(maxsize=4)
 
     def forget_queries(self) -> None:
         """Drop the query vectors and searches kept for a run's next node (benchmarks
@@ -174,7 +176,7 @@ class Retriever:
         # Served when it ranked at least as deep, or found fewer than it asked (all there is).
         if done is not None and (done.asked >= top or len(done.hits) < done.asked):
             return Retrieval(done.hits[:k], done.evidence, done.answerability)
-        pool, scores = self.ranked_pool(
+        pool, scores, across = self.ranked_pool(
             query,
             mode=mode,
             vector_text=vector_text,
@@ -184,7 +186,7 @@ class Retriever:
             n=max(self.ranking.candidates, k),
             snap=snap,
         )
-        searched = self._rank(query, pool, scores, snap, mode, top)
+        searched = self._rank(query, pool, scores, snap, mode, top, across=across)
         if key:
             with self._lock:
                 self._retrievals[key] = searched
@@ -198,8 +200,12 @@ class Retriever:
         snap: Snapshot,
         mode: SearchMode,
         top: int,
+        *,
+        across: bool = False,
     ) -> _Searched:
-        """The pool's top ``top`` and the calibrated evidence of the best of them."""
+        """The pool's top ``top`` and the calibrated evidence of the best of them
+        (``across``: the best is in another language than the question's, read by the
+        dense-only model)."""
         hits = rank(
             pool,
             snap,
@@ -218,10 +224,8 @@ class Retriever:
             tokenizer=self.tokenizer,
             similarity_floor=self.model.similarity_floor,
         )
-        # One calibration for every language: a dense-only model fitted on cross-language
-        # pairs was not kept (bench/README.md "Retrieval across languages": it read
-        # off-topic Chinese questions over English documents as answerable).
-        return _Searched(hits, evidence, self.answerability_model.probability(evidence), top)
+        model = self.across_model if across else self.answerability_model
+        return _Searched(hits, evidence, model.probability(evidence), top)
 
     def retrieve_many(
         self,
@@ -299,21 +303,42 @@ class Retriever:
         filters: Filters,
         n: int,
         snap: Snapshot,
-    ) -> tuple[CandidatePool, dict[str, float] | None]:
+    ) -> tuple[CandidatePool, dict[str, float] | None, bool]:
         """The candidates to rank and, for a KB in several languages, their merged
-        scores (per-language pools, ``tools.kb.languages``); None: fuse the one pool."""
+        scores (per-language pools, ``tools.kb.languages``; None: fuse the one pool) and
+        whether the best is in another language than the question's."""
         vector = self.query_vector(vector_text) if mode in ("hybrid", "vector") else None
         fusion = Fusion(
             mode, self.ranking.fusion, self.ranking.vector_weight, self.model.similarity_floor
         )
         merged = language_search(
-            query, vector, snap, self.chunks, filters=filters, n=n, fusion=fusion
+            query,
+            vector,
+            snap,
+            self.chunks,
+            filters=filters,
+            n=n,
+            fusion=fusion,
+            centres=self.centres(snap) if vector is not None else None,
         )
         if merged is not None:
-            return merged
-        return candidate_pool(
-            query, vector, snap, self.chunks, mode=mode, filters=filters, n=n
-        ), None
+            return merged.pool, merged.scores, merged.across
+        pool = candidate_pool(query, vector, snap, self.chunks, mode=mode, filters=filters, n=n)
+        return pool, None, False
+
+    def centres(self, snap: Snapshot) -> dict[str, np.ndarray]:
+        """Each document language's centre (empty for a KB in one language), read once
+        per generation."""
+        if len(document_languages(snap)) < 2:
+            return {}
+        with self._lock:
+            known = self._centres.get(snap.generation) if snap.generation else None
+        if known is None:
+            known = language_centres(snap, self.chunks)
+            if snap.generation:
+                with self._lock:
+                    self._centres[snap.generation] = known
+        return known
 
     def readable_ids(self, snap: Snapshot, reader: Reader | None) -> list[str] | None:
         """The snapshot's chunks ``reader`` may read (None: all), listed once per reader
@@ -336,6 +361,11 @@ class Retriever:
     def answerability_model(self) -> AnswerabilityModel:
         """Calibration parameters of this KB's embedding model (or the lexical fallback)."""
         return load_answerability(self.model.model_id)
+
+    @functools.cached_property
+    def across_model(self) -> AnswerabilityModel:
+        """The dense-only model, for evidence in another language than the question's."""
+        return load_answerability(self.model.model_id, across=True)
 
     def query_vector(self, query: str) -> np.ndarray:
         """The query's embedding, computed once per text."""
