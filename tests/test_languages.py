@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tools.kb.knowledge_base import KnowledgeBase
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.kb.languages import (
     DEFAULT_RULE,
     Fusion,
@@ -284,18 +284,22 @@ def test_other_languages_cosines_are_mapped_to_the_question_languages_scale() ->
     assert on_question_scale(few, centred, {"zh1": 0.7}) is None  # too few for a line
 
 
-def test_cross_language_evidence_is_read_by_the_dense_model(
-    kb: KnowledgeBase, tmp_path: Path
-) -> None:
+def test_cross_language_evidence_is_read_by_the_dense_model(tmp_path: Path) -> None:
+    # The bundled multilingual model (a hash embedder aligns no languages).
     files = dict(ENGLISH)
     files["shitang.md"] = "# 员工食堂\n\n员工食堂每天早上七点开门，晚上八点关门。早餐免费。\n"
     files["baoxiao.md"] = "# 报销\n\n出租车票超过200元需要经理审批。\n"
-    kb.ingest([_write(tmp_path / "mixed", files)])
+    with KnowledgeBase(KBConfig(home=tmp_path / "home")) as kb:
+        kb.ingest([_write(tmp_path / "mixed", files)])
+        _check_cross_language_evidence(kb)
+
+
+def _check_cross_language_evidence(kb: KnowledgeBase) -> None:
     retriever = kb.retriever
     assert retriever.across_model.features == ("dense", "dense_gap", "terms")
     snap = kb.snapshot()
     assert set(retriever.centres(snap)) == {"en", "zh"}
-    pool, scores, across = retriever.ranked_pool(
+    _, scores, across = retriever.ranked_pool(
         "When does the staff canteen open?",
         mode="hybrid",
         vector_text="When does the staff canteen open?",
