@@ -41,16 +41,10 @@ import numpy as np
 
 from tools.evaluation.datasets import DEV_SETS, BeirData, load_beir, score_run, to_documents
 from tools.kb.answerability import fit_logistic
+from tools.kb.centring import centre_cosines, sample_positions
 from tools.kb.fusion import fuse
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.kb.languages import (
-    Fusion,
-    MergeRule,
-    centre_cosines,
-    gate_features,
-    merge_language_pools,
-    sample_positions,
-)
+from tools.kb.languages import Fusion, MergeRule, gate_features, merge_language_pools
 from tools.kb.search import BM25Score, CandidatePool
 from tools.text import detect_language
 
@@ -444,7 +438,7 @@ def stage_answerability(args: argparse.Namespace) -> None:
     asked, with its judged paragraph hidden (an in-topic negative) and with its whole
     article hidden (an off-topic negative). Where the best hit is in another language
     than the question's, the product reads it with the dense-only model on cosines
-    brought to the question language's scale (``tools.kb.languages.on_question_scale``);
+    brought to the question language's scale (``tools.kb.centring.on_question_scale``);
     this stage reports that model's AUROC and ECE on those searches next to the full
     model on the raw evidence, and the offline router's route for the answerable ones."""
     from tools.evaluation.calibration import auroc, expected_calibration_error

@@ -239,7 +239,7 @@ def test_a_row_naming_the_questions_code_is_quoted_beside_the_closest_row() -> N
 
 
 def test_sample_positions_are_bounded_and_spread() -> None:
-    from tools.kb.languages import sample_positions
+    from tools.kb.centring import sample_positions
 
     assert sample_positions(5, 10).tolist() == [0, 1, 2, 3, 4]
     got = sample_positions(10_000, 100)
@@ -251,7 +251,7 @@ def test_centred_cosine_removes_the_language_offset() -> None:
     # Two topics in two languages: each vector is topic + the language's own direction.
     # Raw, an English question is closer to the English passage of the other topic than
     # to the Chinese passage of its own; centred, its own topic wins in either language.
-    from tools.kb.languages import centre_cosines
+    from tools.kb.centring import centre_cosines
 
     rng = np.random.default_rng(7)
     dim = 32
@@ -271,7 +271,7 @@ def test_centred_cosine_removes_the_language_offset() -> None:
 
 
 def test_other_languages_cosines_are_mapped_to_the_question_languages_scale() -> None:
-    from tools.kb.languages import on_question_scale
+    from tools.kb.centring import on_question_scale
 
     own_raw = {f"en{i}": 0.5 + 0.4 * (0.1 * i) for i in range(8)}
     centred = {f"en{i}": 0.1 * i for i in range(8)} | {"zh1": 0.9, "zh2": 0.2}

@@ -53,7 +53,7 @@ FEATURES: tuple[str, ...] = (
 LEXICAL_FEATURES: tuple[str, ...] = tuple(f for f in FEATURES if not f.startswith("dense"))
 # Evidence in another language than the question's shares no words with it: its lexical
 # features say nothing. Its model reads the dense side alone (cosines brought to the
-# question language's scale, ``tools.kb.languages.on_question_scale``), fitted on the same
+# question language's scale, ``tools.kb.centring.on_question_scale``), fitted on the same
 # samples as the full model, so one calibration covers both.
 DENSE_FEATURES: tuple[str, ...] = ("dense", "dense_gap", "terms")
 ACROSS = "across"  # the dense-only model's file: ``<embedder>.across.json``

@@ -17,13 +17,9 @@ BM25 hit in its own language covers; each candidate's fused score (within its la
 is then weighed by the chance that its language holds the answer. BM25 stays within the
 question's language: in another script its few matches are noise.
 
-Cosines across languages are compared centred (:func:`centre_cosines`): every language
-sits in its own region of the embedding space, so a raw cosine across languages is low
-for any text. Subtracting each language's mean chunk vector (the question's language's
-mean from the question) removes that offset: the gate compares centred bests, and a pool
-in another language than the question's is ranked by its centred cosines (on
-xquad_bilingual dev, vector search within the other language: nDCG@10 0.848 raw, 0.900
-centred). Within the question's language the raw cosine ranks better and is kept.
+Cosines across languages are compared centred (``tools.kb.centring``): the gate compares
+centred bests, and a pool in another language than the question's is ranked by its
+centred cosines; within the question's language the raw cosine ranks better and is kept.
 """
 
 from __future__ import annotations
@@ -34,6 +30,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from tools.kb.centring import centre_cosines, on_question_scale
 from tools.kb.fusion import peak
 from tools.kb.search import (
     BM25Score,
@@ -249,59 +246,6 @@ def with_cosines(pool: CandidatePool, cosines: Mapping[str, float]) -> Candidate
     return replace(pool, cosine=swap(pool.cosine), vector_found=swap(pool.vector_found))
 
 
-CENTRE_SAMPLE = 2000  # chunks per language read to estimate its centre (bounds the read)
-
-
-def sample_positions(count: int, k: int = CENTRE_SAMPLE) -> np.ndarray:
-    """``min(count, k)`` positions spread evenly over ``range(count)`` (deterministic, so
-    a language's centre does not move between two reads of one snapshot)."""
-    if count <= k:
-        return np.arange(count)
-    return np.unique(np.linspace(0, count - 1, k).round().astype(np.int64))
-
-
-def language_centres(snap: Snapshot, chunks: ChunkStore) -> dict[str, np.ndarray]:
-    """Each document language's mean unit chunk vector, from at most ``CENTRE_SAMPLE``
-    chunks per language spread over the snapshot."""
-    centres: dict[str, np.ndarray] = {}
-    for lang in document_languages(snap):
-        members = np.flatnonzero(snap.languages == lang)
-        ids = [snap.ids[i] for i in members[sample_positions(len(members))]]
-        rows = [
-            _unit(chunks.vectors(ids[start : start + 500])[1]) for start in range(0, len(ids), 500)
-        ]
-        rows = [r for r in rows if r.size]
-        if rows:
-            centres[lang] = np.vstack(rows).mean(axis=0)
-    return centres
-
-
-def centre_cosines(
-    query_vector: np.ndarray,
-    question_language: str,
-    centres: Mapping[str, np.ndarray],
-    ids: list[str],
-    languages: list[str],
-    vectors: np.ndarray,
-) -> dict[str, float]:
-    """The centred cosine of each chunk (``ids``, their ``languages`` and stored
-    ``vectors``) to the question: both unit vectors minus their language's centre
-    (the question's language's centre from the question; a language without a centre is
-    not moved)."""
-    zero = np.zeros(vectors.shape[1] if vectors.ndim == 2 else len(query_vector))
-    q = _unit(query_vector[None, :])[0] - centres.get(question_language, zero)
-    q = q / (np.linalg.norm(q) or 1.0)
-    d = _unit(vectors) - np.stack([centres.get(lang, zero) for lang in languages])
-    d = d / np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-12)
-    return {cid: float(c) for cid, c in zip(ids, d @ q, strict=True)}
-
-
-def _unit(mat: np.ndarray) -> np.ndarray:
-    if mat.size == 0:
-        return mat
-    return mat / np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
-
-
 def document_languages(snap: Snapshot) -> list[str]:
     """The languages of the snapshot's chunks; empty when any chunk has none recorded
     (a collection this project did not write: it is searched as one pool)."""
@@ -374,28 +318,6 @@ def language_search(
         if scaled:
             pool = replace(pool, vector_found=scaled)
     return LanguageMerge(pool, merged, across)
-
-
-def on_question_scale(
-    own: CandidatePool, centred: Mapping[str, float], found: Mapping[str, float]
-) -> dict[str, float] | None:
-    """The centred cosines of ``found`` (another language's candidates) mapped to the raw
-    cosines of the question's language: the linear map that gives the question language's
-    own candidates their raw mean and spread (centred -> raw), so the evidence model,
-    fitted on same-language pairs, reads them on the scale it knows. Matching the spread,
-    not a least-squares line, keeps a best hit's standing (a line fitted through noisy
-    pairs flattens towards the mean exactly the best hits the evidence reads: xquad dev,
-    cross-language evidence, AUROC 0.774 / ECE 0.058 with a line, 0.793 / 0.041 matched;
-    bench/README.md). None: too few candidates to measure a spread."""
-    pairs = [(centred[c], raw) for c, raw in own.vector_found.items() if c in centred]
-    if len(pairs) < 5:
-        return None
-    x, y = np.array(pairs).T
-    if float(np.std(x)) < 1e-6:
-        return None
-    slope = float(np.std(y)) / float(np.std(x))
-    intercept = float(np.mean(y)) - slope * float(np.mean(x))
-    return {c: intercept + slope * centred[c] for c in found if c in centred}
 
 
 def union(

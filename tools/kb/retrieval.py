@@ -29,8 +29,9 @@ from tools.kb.answerability import (
     measure_evidence,
 )
 from tools.kb.answerability import load_model as load_answerability
+from tools.kb.centring import language_centres
 from tools.kb.embeddings import EmbeddingModel
-from tools.kb.languages import Fusion, document_languages, language_centres, language_search
+from tools.kb.languages import Fusion, document_languages, language_search
 from tools.kb.search import (
     SEARCH_MODES,
     CandidatePool,
@@ -329,12 +330,13 @@ class Retriever:
     def centres(self, snap: Snapshot) -> dict[str, np.ndarray]:
         """Each document language's centre (empty for a KB in one language), read once
         per generation."""
-        if len(document_languages(snap)) < 2:
+        languages = document_languages(snap)
+        if len(languages) < 2:
             return {}
         with self._lock:
             known = self._centres.get(snap.generation) if snap.generation else None
         if known is None:
-            known = language_centres(snap, self.chunks)
+            known = language_centres(snap, self.chunks, languages)
             if snap.generation:
                 with self._lock:
                     self._centres[snap.generation] = known
