@@ -441,6 +441,7 @@ def stage_answerability(args: argparse.Namespace) -> None:
     brought to the question language's scale (``tools.kb.centring.on_question_scale``);
     this stage reports that model's AUROC and ECE on those searches next to the full
     model on the raw evidence, and the offline router's route for the answerable ones."""
+    from graph import Context
     from tools.evaluation.calibration import auroc, expected_calibration_error
     from tools.policy.offline import offline_route
 
@@ -448,6 +449,7 @@ def stage_answerability(args: argparse.Namespace) -> None:
     data, kind = load_xquad(args.data_dir)
     kb = KnowledgeBase(KBConfig(home=args.homes.get("xquad", args.home), collection="bi-xquad"))
     retriever = kb.retriever
+    threshold = Context().confidence_threshold
     by_article: dict[int, list[str]] = {}
     for doc in data.corpus:
         by_article.setdefault(article_of(doc), []).append(doc)
@@ -470,6 +472,10 @@ def stage_answerability(args: argparse.Namespace) -> None:
                     "shipped": got.answerability,
                     "full": retriever.answerability_model.probability(got.evidence),
                     "route": offline_route(text, got.answerability).route,
+                    # No web search at all: routed to the KB alone and confident enough
+                    # not to fall back (tools.policy.decisions.needs_web_fallback).
+                    "kb_only": offline_route(text, got.answerability).route == "knowledge"
+                    and got.answerability >= threshold,
                 }
             )
     print(f"# {len(rows)} searches in {time.perf_counter() - started:.0f} s")
@@ -488,21 +494,26 @@ def stage_answerability(args: argparse.Namespace) -> None:
                 f"mean p answerable {np.mean([v for v, t in zip(p, y, strict=True) if t]):.3f}"
                 f" / not {np.mean([v for v, t in zip(p, y, strict=True) if not t]):.3f}"
             )
-    print("\n## the offline router on the questions as asked (nothing hidden)")
+    print(
+        "\n## the offline router (KB alone: probe >= 0.125) and the web fallback "
+        f"(confidence < {threshold}): questions that reach no web search"
+    )
     for k in ("same", "cross"):
         asked = [r for r in rows if r["kind"] == k and r["hidden"] == 0]
         found = [r for r in asked if r["label"]]
-        kb_only = sum(r["route"] == "knowledge" for r in found)
+        routed = sum(r["route"] == "knowledge" for r in found)
+        kept = sum(r["kb_only"] for r in found)
         print(
-            f"{k}: {len(asked)} questions, {len(found)} with the answer in the top five; "
-            f"routed to the knowledge base alone {kb_only}/{len(found)} "
-            f"({kb_only / max(1, len(found)):.3f}); the rest to both (web search included)"
+            f"{k}: {len(found)} of {len(asked)} with the answer in the top five; routed to "
+            f"the KB alone {routed} ({routed / max(1, len(found)):.3f}), of which answered "
+            f"with no web search {kept} ({kept / max(1, len(found)):.3f})"
         )
     for k in ("same", "cross"):
-        off_topic = [r for r in rows if r["hidden"] > 1 and r["kind"] == k]
+        off = [r for r in rows if r["hidden"] > 1 and r["kind"] == k]
         print(
-            f"{k}, its article hidden (off-topic): routed to the knowledge base alone "
-            f"{sum(r['route'] == 'knowledge' for r in off_topic)}/{len(off_topic)}"
+            f"{k}, its article hidden (off-topic, {len(off)}): routed to the KB alone "
+            f"{sum(r['route'] == 'knowledge' for r in off)}, answered with no web search "
+            f"{sum(r['kb_only'] for r in off)}"
         )
     kb.close()
 
