@@ -284,6 +284,24 @@ def test_other_languages_cosines_are_mapped_to_the_question_languages_scale() ->
     assert on_question_scale(few, centred, {"zh1": 0.7}) is None  # too few for a line
 
 
+def test_vector_mode_compares_the_other_language_on_the_questions_scale() -> None:
+    # Raw cosines of the question's language sit near 0.8, centred ones near 0.1-0.3: in
+    # vector mode (no per-pool normalisation) the other language's centred cosines alone
+    # would always lose; mapped to the question language's scale, the best of them leads
+    # when it stands above the question language's best.
+    own_raw = {f"en{i}": 0.80 - 0.01 * i for i in range(8)}
+    centred = {f"en{i}": 0.20 - 0.01 * i for i in range(8)}
+    centred |= {"zh1": 0.45, "zh2": 0.15, "zh3": 0.14}
+    pools = {
+        "en": _pool(own_raw),
+        "zh": _pool({"zh1": 0.76, "zh2": 0.74, "zh3": 0.73}),
+    }
+    rule = MergeRule(**{**DEFAULT_RULE.__dict__, "intercept": 5.0})  # the gate says zh
+    merged = merge_language_pools(pools, "en", Fusion(mode="vector"), rule, centred)
+    assert _order(merged)[0] == "zh1"
+    assert merged["zh1"] > 0.8  # on the raw scale, above the English best
+
+
 def test_cross_language_evidence_is_read_by_the_dense_model(tmp_path: Path) -> None:
     # The bundled multilingual model (a hash embedder aligns no languages).
     files = dict(ENGLISH)
@@ -310,6 +328,11 @@ def _check_cross_language_evidence(kb: KnowledgeBase) -> None:
     assert across and scores is not None
     best = max(scores, key=lambda c: scores[c])
     assert snap.metadatas[snap.position[best]]["doc_id"].endswith("shitang.md")
+    # Vector mode compares raw scores across pools: the other language's centred cosines
+    # come back on the question language's scale, so its best still leads.
+    assert kb.search("When does the staff canteen open?", 3, mode="vector")[0].doc_id.endswith(
+        "shitang.md"
+    )
     got = kb.retrieve("When does the staff canteen open?", 5)
     assert got.hits[0].metadata["lang"] == "zh"
     assert got.answerability == pytest.approx(retriever.across_model.probability(got.evidence))

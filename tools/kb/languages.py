@@ -172,7 +172,10 @@ def merge_language_pools(
         mine = lang == question_language
         scored = pool if mine or rule.bm25_other else without_bm25(pool)
         if not mine and centred is not None:
-            scored = with_cosines(scored, centred)
+            # Ranked on centred cosines, brought to the question language's raw scale:
+            # fusion normalises within the pool, but vector mode compares raw scores.
+            scale = on_question_scale(own, centred, scored.cosine) if own else None
+            scored = with_cosines(scored, scale or centred)
         fused = fused_scores(
             scored,
             mode=fusion.mode,
