@@ -50,6 +50,7 @@ from tools.text import detect_language
 
 REPO = Path(__file__).resolve().parent.parent
 N = 50  # candidates per retriever, as KBConfig.candidates
+HYBRID = Fusion()  # the shipped fusion settings
 XQUAD = "xquad_bilingual"
 
 
@@ -215,13 +216,12 @@ def language_pools(q: dict[str, Any]) -> dict[str, CandidatePool]:
     }
 
 
-def merged(rule: MergeRule) -> Order:
+def merged(rule: MergeRule, fusion: Fusion = HYBRID) -> Order:
     """The product's merge (``tools.kb.languages``) over the cached per-language pools."""
 
     def order(q: dict[str, Any]) -> list[int]:
-        scores = merge_language_pools(
-            language_pools(q), q["lang"], Fusion(), rule, q.get("centred")
-        )
+        pools = language_pools(q)
+        scores = merge_language_pools(pools, q["lang"], fusion, rule, q.get("centred"))
         return [int(c) for c in sorted(scores, key=lambda c: (-scores[c], int(c)))]
 
     return order
@@ -404,6 +404,7 @@ def stage_sweep(args: argparse.Namespace) -> None:
                     "vector": ndcg(pools, single("vector"), qids),
                     "bm25": ndcg(pools, single("bm25"), qids),
                     "merged": ndcg(pools, merged(best), qids),
+                    "merged vector": ndcg(pools, merged(best, Fusion(mode="vector")), qids),
                 }
                 print(
                     f"{name} {kind} ({len(qids)}): "
