@@ -336,6 +336,18 @@ def test_reflection_decisions() -> None:
     assert not worth_asking(NextStep(False, "  "), tried=set())
 
 
+def test_coverage_rule_never_asks_for_a_chinese_modal_verb() -> None:
+    """The demo's reflection asked the KB for "可以" alone: English drops "can" as a stop
+    word, Chinese kept its counterpart."""
+    from tools.policy.decisions import offline_next_step
+
+    question = "太湖厅会议室可以容纳多少人？"
+    table = "| 会议室 | 位置 | 容纳人数 |\n| --- | --- | --- |\n| 太湖厅 | B栋5楼 | 40人 |"
+    assert offline_next_step(question, "knowledge", False, [table]).sufficient
+    step = offline_next_step(question, "knowledge", False, ["会议室 容纳人数 40人"])
+    assert not step.sufficient and "太湖" in step.next_query and "可以" not in step.next_query
+
+
 def test_reflect_node_offline_asks_for_uncovered_terms(tmp_path: Path) -> None:
     from nodes.reflect import after_reflect, reflect
 

@@ -114,10 +114,12 @@ def test_english_question_streams_progress_and_answers_with_pills(alice: Page) -
     assert "18" in card.locator("blockquote.passage").inner_text()
     # The passage's Markdown table reads as a table, not as pipes and dashes.
     assert card.locator("blockquote.passage table td", has_text="18").count() > 0
-    # The answer read the whole table out ("a / b; c / d"): the pill vouches for every row
-    # it read, the 18-day row too (a semicolon once ended the sentence: only the last row,
-    # "22 days", was marked, for a question about 6 years).
+    # The answer reads out the row that 6 years falls in ("5 to less than 10 years / 18
+    # days"), and the pill marks that row, not another: once only the last row, "22 days",
+    # was marked for a question about 6 years.
     assert card.locator("blockquote.passage td mark", has_text="18").count() > 0
+    assert card.locator("blockquote.passage td mark", has_text="22").count() == 0
+    assert card.locator("blockquote.passage tr:has(mark)").count() == 1  # that row alone
     # ... and that table is what it cites: the paragraphs around it keep no word marks.
     assert card.locator("blockquote.passage p mark").count() == 0
     assert "|" not in card.locator("blockquote.passage").inner_text()

@@ -147,12 +147,15 @@ function readsRow(row, sentence) {
 }
 
 /** A Markdown table (``| a | b |`` lines) as a table: a row the sentence reads out is
- * marked whole, otherwise its cells' words are. */
+ * marked whole, and then the other rows keep no word marks (the one row is what it
+ * cites); when it reads out no row, the cells' words are marked. */
 function tableOf(lines, sentence) {
   const headed = lines.length > 2 && RULE_LINE.test(lines[1]);
   const rows = lines.filter((l) => !RULE_LINE.test(l)).map(cellsOf);
   const head = headed ? rows.shift() : null;
-  const cell = (tag, text, whole, attrs = {}) => el(tag, attrs, whole && text ? el("mark", {}, text) : highlighted(text, sentence));
+  const anyRead = [head, ...rows].some((r) => r && readsRow(r, sentence));
+  const plain = (text) => (anyRead ? text : highlighted(text, sentence));
+  const cell = (tag, text, whole, attrs = {}) => el(tag, attrs, whole && text ? el("mark", {}, text) : plain(text));
   return el("table", {},
     head ? el("thead", {}, el("tr", {}, head.map((c) => cell("th", c, readsRow(head, sentence), { scope: "col" })))) : null,
     el("tbody", {}, rows.map((r) => el("tr", {}, r.map((c) => cell("td", c, readsRow(r, sentence)))))));

@@ -174,6 +174,12 @@ CHINESE_STOPWORDS = frozenset(
     ]
 )
 _STOPWORDS = ENGLISH_STOPWORDS | CHINESE_STOPWORDS
+# The Chinese counterparts of English stop words "can", "could", "may", "should", "will",
+# "would" and "if". Only the coverage rule drops them for now: adding them to
+# CHINESE_STOPWORDS would change every BM25 index's tokens.
+CHINESE_MODALS = frozenset(
+    ["可以", "可", "能", "能够", "可能", "应该", "应当", "应", "会", "将", "是否"]
+)
 
 _jieba_lock = threading.Lock()
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from tools.kb.tokenizers import keywords
+from tools.kb.tokenizers import CHINESE_MODALS, keywords
+from tools.policy.ranges import matching_row, quantities
 from tools.policy.untrusted import quotable_text
 from tools.text import LABEL_RE, detect_language, split_sentences
 
@@ -184,9 +185,10 @@ def offline_rewrites(question: str, num_rewrites: int) -> tuple[list[str], list[
 
 
 def uncovered_terms(question: str, texts: list[str]) -> list[str]:
-    """Question keywords that none of ``texts`` contains."""
+    """Question keywords that none of ``texts`` contains; a modal verb ("可以", as "can"
+    in English) is never one: searching for it alone finds nothing the question asks."""
     corpus = " ".join(texts).casefold()
-    return [w for w in keywords(question) if w.casefold() not in corpus]
+    return [w for w in keywords(question) if w.casefold() not in corpus and w not in CHINESE_MODALS]
 
 
 def text_overlap(question: str, text: str) -> float:
@@ -243,11 +245,14 @@ def _units(text: str) -> list[_Unit]:
     return [*units, *(_Unit(t, t) for t in sentences)]
 
 
-def _tables(scored: list[tuple[float, _Unit]], words: list[str]) -> list[tuple[float, _Unit]]:
+def _tables(
+    scored: list[tuple[float, _Unit]], words: list[str], asked: list[tuple[float, str]]
+) -> list[tuple[float, _Unit]]:
     """Per table, its one best row when that row stands strictly above the table's other
-    rows (with any other row naming a question word itself, such as a code "F-37"), else
-    the whole table (the rows tie on the header's words: "6 years" against "5 to less
-    than 10 years / 18 days" is no word match)."""
+    rows (with any other row naming a question word itself, such as a code "F-37"); when
+    the rows tie on the header's words, the one row whose key range holds a quantity of
+    the question ("6 years": "5 to less than 10 years / 18 days", ``tools.policy.ranges``);
+    else the whole table."""
     keep: list[tuple[float, _Unit]] = [(sc, u) for sc, u in scored if u.table < 0]
     for table in sorted({u.table for _, u in scored if u.table >= 0}):
         rows = sorted(
@@ -260,6 +265,8 @@ def _tables(scored: list[tuple[float, _Unit]], words: list[str]) -> list[tuple[f
                 w for w in words if len(w) >= 2 and any(ch.isdigit() for ch in w)
             ]
             keep.extend(x for x in rows[1:] if any(c in x[1].quoted.casefold() for c in codes))
+        elif (i := matching_row([(u.quoted, u.matched) for _, u in rows], asked)) is not None:
+            keep.append(rows[i])
         elif whole:
             keep.append(whole[0])
     return keep
@@ -361,7 +368,7 @@ def _source_units(
             continue
         # Prefer coverage, then the source's rank, then shorter sentences.
         candidates.append((max(hits / max(1, len(words)), near) + relevance * 0.2, u))
-    return _tables(candidates, words)
+    return _tables(candidates, words, quantities(question))
 
 
 def source_language_note(languages: set[str], language: str) -> str:
