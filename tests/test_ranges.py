@@ -62,6 +62,8 @@ def test_quantities_keep_units_and_leave_codes_out() -> None:
     assert quantities("司龄满10年的员工") == [(10.0, "年")]
     assert quantities("What does F-37 mean on an NR-500?") == []
     assert quantities("a purchase of 12,500") == [(12500.0, "")]
+    assert quantities("leave taken in 2025, before 2025-12-31 or 21:00, on v3.2.1?") == []
+    assert quantities("a 15% discount from 2025年") == [(15.0, "%"), (2025.0, "年")]
 
 
 def test_one_row_or_none() -> None:

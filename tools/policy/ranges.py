@@ -17,7 +17,12 @@ from dataclasses import dataclass
 
 _NUMBER = r"(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
 _CODE = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{1,4}-?\d+[A-Za-z0-9-]*")
-_QUANTITY = re.compile(_NUMBER + r"\s*([A-Za-z]+|[\u4e00-\u9fff])?")
+# A number not inside a date, a time or a version ("2025-12-31", "21:00", "v3.2.1"),
+# with the word, Chinese character or percent sign after it.
+_QUANTITY = re.compile(
+    r"(?<![\d.:/-])" + _NUMBER + r"(?!\d|[.:/-]\d)\s*([A-Za-z]+|[\u4e00-\u9fff%])?"
+)
+_YEAR = re.compile(r"^(19|20)\d\d$")
 _GAP = r"[^\d]{0,24}?"  # the unit between two numbers: " years ", "年", "个工作日"
 
 _TWO = r"(?:至|到|~|～|-|–|—|to)"  # "4 to 10", "4至10"
@@ -80,9 +85,12 @@ def key_range(row: str) -> Range | None:
 
 
 def quantities(question: str) -> list[tuple[float, str]]:
-    """The question's numbers with the word after each (its unit, or ""), codes left out."""
+    """The question's numbers with the word after each (its unit, or ""); codes, dates,
+    times and versions left out."""
     text = _CODE.sub(" ", question)
-    return [(_number(m.group(1)), (m.group(2) or "").casefold()) for m in _QUANTITY.finditer(text)]
+    found = [(m.group(1), (m.group(2) or "").casefold()) for m in _QUANTITY.finditer(text)]
+    # "in 2025" is a date, not a quantity (a year with a unit, "2025年", is kept).
+    return [(_number(n), unit) for n, unit in found if unit or not _YEAR.match(n)]
 
 
 def _unit_matches(unit: str, text: str) -> bool:
