@@ -1,6 +1,7 @@
 """The server's MCP endpoint (``/mcp``, streamable HTTP, JSON responses): each graph, and
 each assistant the caller owns, as one tool whose result is the answer with its numbered
-sources as text, plus the same as structured content.
+sources as text, plus the same as structured content; and ``kb_documents``, the documents
+the caller may read (``graph/mcp_documents.py``).
 
 Mounted by ``graph/webapp.py`` ahead of langgraph-api's own ``/mcp`` (custom routes come
 first), whose tool result is the ``repr`` of the whole run state and whose listing breaks
@@ -26,12 +27,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any, get_type_hints
 
+import httpx
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import APIStatusError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from graph import mcp_documents
 from graph.auth import users_file
 from graph.state import InputState
 
@@ -122,7 +125,7 @@ def named_tools(assistants: list[Mapping[str, Any]]) -> dict[str, Mapping[str, A
     tools: dict[str, Mapping[str, Any]] = {}
     for assistant in sorted(assistants, key=order):
         name = tool_name(str(assistant.get("name") or "")) or "assistant"
-        if name in tools:
+        if name in tools or name == mcp_documents.TOOL:
             name = f"{name}_{str(assistant['assistant_id'])[:8]}"
         tools.setdefault(name, assistant)
     return tools
@@ -206,7 +209,7 @@ async def list_tools(request: Request) -> dict[str, Any]:
         }
         for name, a in (await _tools(request)).items()
     ]
-    return {"result": {"tools": tools}}
+    return {"result": {"tools": [*tools, mcp_documents.tool()]}}
 
 
 def bad_arguments(arguments: Any) -> str | None:
@@ -224,9 +227,16 @@ def bad_arguments(arguments: Any) -> str | None:
 
 async def call_tool(request: Request, params: Mapping[str, Any]) -> dict[str, Any]:
     name, arguments = params.get("name"), params.get("arguments")
+    if name == mcp_documents.TOOL:
+        problem = mcp_documents.bad_arguments(arguments)
+        if problem:
+            return _error(problem)
+        scope = request.scope
+        reply = await mcp_documents.call(own_url(scope), caller_credentials(scope), arguments)
+        return {"result": reply}
     tools = await _tools(request)
     if name not in tools:
-        known = ", ".join(sorted(tools)) or "none"
+        known = ", ".join(sorted([*tools, mcp_documents.TOOL]))
         return {"error": {"code": INVALID_PARAMS, "message": f"Unknown tool: {name} ({known})"}}
     problem = bad_arguments(arguments)
     if problem:
@@ -288,7 +298,7 @@ async def endpoint(request: Request) -> Response:
     params = message.get("params") or {}
     try:
         reply = await _answer(request, str(message["method"]), params)
-    except APIStatusError as exc:  # the API refused the caller (401, 503, ...)
+    except (APIStatusError, httpx.HTTPStatusError) as exc:  # the API refused the caller
         return Response(
             exc.response.content,
             status_code=exc.response.status_code,

@@ -164,10 +164,12 @@ async def test_mcp_calls_run_as_the_caller(served: tuple[LocalServer, dict[str, 
         ):
             await session.initialize()
             result = await session.call_tool("hybrid_rag", {"question": ASK_BOB_FACT})
-            return dump([c.model_dump() for c in result.content])
+            listed = await session.call_tool("kb_documents", {})
+            return dump([c.model_dump() for c in [*result.content, *listed.content]])
 
-    assert "QUOKKA" not in await call(tokens["alice"])
-    assert "QUOKKA-42" in await call(tokens["bob"])
+    alices, bobs = await call(tokens["alice"]), await call(tokens["bob"])
+    assert "QUOKKA" not in alices and "budget.md" not in alices and "pay.md" in alices
+    assert "QUOKKA-42" in bobs and "budget.md" in bobs and "pay.md" not in bobs
 
 
 async def test_mcp_lists_the_graphs_and_the_callers_own_assistants(

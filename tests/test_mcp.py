@@ -120,6 +120,63 @@ async def test_duplicate_assistant_names_get_unique_stable_tools(server: LocalSe
     assert tools["hybrid_rag"]["metadata"]["created_by"] == "system"
 
 
+async def test_the_documents_tool_lists_what_the_knowledge_base_holds(
+    server: LocalServer,
+) -> None:
+    async def calls(session: Any) -> tuple[Any, Any, Any, Any, Any]:
+        listed = {t.name: t for t in (await session.list_tools()).tools}
+        everything = await session.call_tool("kb_documents", {})
+        leave = await session.call_tool("kb_documents", {"contains": "annual-leave"})
+        one = await session.call_tool("kb_documents", {"limit": 1})
+        bad = await session.call_tool("kb_documents", {"limit": 0, "question": "x"})
+        return listed, everything, leave, one, bad
+
+    listed, everything, leave, one, bad = await mcp_session(server.url + "/mcp", calls)
+    tool = listed["kb_documents"]
+    assert "documents" in tool.description and tool.input_schema["additionalProperties"] is False
+    assert tool.annotations.read_only_hint
+    paths = {d["path"] for d in everything.structured_content["documents"]}
+    sample = {str(p.relative_to(SAMPLE_KB)) for p in SAMPLE_KB.rglob("*") if p.is_file()}
+    assert not everything.is_error and paths == sample
+    assert everything.structured_content["total"] == len(sample)
+    assert "hr/annual-leave.md — " in everything.content[0].text
+    assert {d["path"] for d in leave.structured_content["documents"]} == {
+        "hr/annual-leave.md",
+        "hr/annual-leave-zh.md",
+    }
+    assert len(one.structured_content["documents"]) == 1
+    assert f"1 of {len(sample)} documents" in one.content[0].text
+    assert bad.is_error and "unknown argument(s) question" in bad.content[0].text
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        (None, None),
+        ({}, None),
+        ({"contains": "leave", "limit": 200}, None),
+        ([], "arguments must be an object"),
+        ({"limit": 0}, "limit must be a whole number in 1..200, got 0"),
+        ({"limit": True}, "limit must be a whole number"),
+        ({"limit": "5"}, "limit must be a whole number"),
+        ({"contains": 3}, "contains must be text"),
+        ({"query": "x"}, "unknown argument(s) query"),
+    ],
+)
+def test_the_documents_tool_names_a_bad_argument(arguments: Any, problem: str | None) -> None:
+    from graph.mcp_documents import bad_arguments
+
+    found = bad_arguments(arguments)
+    assert found == problem if problem is None else problem in (found or "")
+
+
+def test_an_assistant_cannot_take_the_documents_tools_name() -> None:
+    from graph.mcp_tools import named_tools
+
+    mine = {"assistant_id": "abcdef1234", "name": "kb documents", "metadata": {}}
+    assert set(named_tools([mine])) == {"kb_documents_abcdef12"}
+
+
 def mcp_blocks() -> tuple[Any, Any]:
     """The client config (json) and the client snippet (python) of the MCP section."""
     config = [b for b in BLOCKS if b.lang == "json" and "mcpServers" in b.code]

@@ -168,7 +168,11 @@ async def test_mcp_on_the_production_server(served: tuple[Production, dict[str, 
         names = [t.name for t in tools]
         described = next(t.description for t in tools if t.name == "hybrid_rag")
         result = await session.call_tool("hybrid_rag", {"question": ASK_BOB_FACT})
-    assert "hybrid_rag" in names and len(names) == len(set(names))
+        listed = await session.call_tool("kb_documents", {})
+    assert "hybrid_rag" in names and "kb_documents" in names and len(names) == len(set(names))
+    bobs = {d["path"] for d in listed.structured_content["documents"]}
+    assert any(p.endswith("budget.md") for p in bobs)
+    assert not any(p.endswith("pay.md") for p in bobs)  # alice's
     assert "knowledge base" in described and '{"question"' in described  # langgraph.json's
     assert "QUOKKA-42" in result.content[0].text and "Sources:" in result.content[0].text
 
