@@ -149,7 +149,11 @@ def print_answer(result: dict[str, Any]) -> None:
         print(
             f"model_calls={result['model_calls']} tool_calls={len(result.get('tool_calls') or [])}"
         )
+    answer = str(result.get("answer") or "")
     for w in result.get("warnings") or []:
+        said = w.partition(": ")[2]  # "web search failed: <reason>": the answer's note says it
+        if said and said in answer:
+            continue
         print(f"warning: {shown_name(w)}")  # one line each, whatever name it quotes
 
 

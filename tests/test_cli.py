@@ -173,3 +173,21 @@ def test_every_command_loads_without_the_dev_and_server_packages(tmp_path: Path)
         )  # fmt: skip
         assert "Traceback" not in done.stderr, (argv, done.stderr)
         assert done.returncode in (0, 2), (argv, done.stderr)
+
+
+def test_a_warning_the_answer_already_says_is_printed_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The demo printed the web failure twice: in the answer's note and as a warning."""
+    from cli.ask_commands import print_answer
+
+    reason = "web search not configured: set one of SERPER_API_KEY, BRAVE_API_KEY"
+    print_answer(
+        {
+            "answer": f"No relevant information found.\n\nLive web results were unavailable: {reason}.",
+            "warnings": [f"web search failed: {reason}", "reranker failed: timeout"],
+        }
+    )
+    out = capsys.readouterr().out
+    assert out.count(reason) == 1
+    assert "warning: reranker failed: timeout" in out  # one the answer does not say
