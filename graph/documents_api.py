@@ -29,7 +29,7 @@ from tools.access.acl import ACL, parse_acl
 from tools.errors import ConfigError, HybridRagError, InputError, StoreError
 from tools.kb.catalog import TERMINAL_JOB
 from tools.kb.formats import LoadLimits
-from tools.kb.jobs import JobRunner, Upload, plan
+from tools.kb.jobs import JobRunner, Upload, plan, resume_unfinished
 from tools.kb.library import Library
 from tools.kb.originals import content_type
 
@@ -46,15 +46,16 @@ _services: dict[str, tuple[Library, JobRunner]] = {}
 
 def services() -> tuple[Library, JobRunner]:
     """The library and job runner of the server's knowledge base (opened on first use;
-    jobs a stopped server left unfinished are then reported as interrupted)."""
+    jobs a stopped server left unfinished are then finished, or reported interrupted)."""
     ctx = Context()
     kb = get_kb(ctx, resolve_run_settings(ctx), create=True)
     key = f"{kb.home}|{kb.config.collection}"
     with _lock:
         if key not in _services:
             library = Library(kb)
-            library.catalog.interrupt_unfinished()
-            _services[key] = (library, JobRunner(library))
+            runner = JobRunner(library)
+            resume_unfinished(library, runner)
+            _services[key] = (library, runner)
         return _services[key]
 
 

@@ -268,3 +268,42 @@ def test_an_admin_syncs_a_folder_source_over_http(
         gone = admin.delete("/kb/sources/policies").json()
         assert gone == {"deleted": "policies", "documents_removed": 1}
         assert admin.get("/kb/sources/policies").status_code == 404
+
+
+def test_a_job_a_stopped_server_left_is_finished_after_the_restart(tmp_path: Path) -> None:
+    """A server stopped in the middle of an upload (its job running, its process gone):
+    the next server finishes the job from the stored original, with its access list."""
+    import subprocess
+    import sys
+
+    from tools.kb.jobs import Upload, plan
+    from tools.kb.knowledge_base import KBConfig, KnowledgeBase
+    from tools.kb.library import Library
+
+    users = tmp_path / "users.json"
+    tokens = {name: add_user(users, name, groups) for name, groups in
+              (("alice", ["hr"]), ("bob", []))}  # fmt: skip
+    home = tmp_path / "home"
+    home.mkdir()
+    with KnowledgeBase(KBConfig(home=home)) as kb:
+        library = Library(kb)
+        upload = Upload("pay.md", f"# Pay\n\n{PAY_FACT}\n".encode())
+        files, _ = plan(library, [upload], owner="alice", acl=("group:hr",), folder="hr")
+        job = library.catalog.new_job("upload", "alice", files)
+        job.state, job.files[0].status = "running", "embedding"
+        library.catalog.save_job(job)
+        gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True)  # fmt: skip
+        library.catalog._db.execute("UPDATE jobs SET pid = ?", (int(gone.stdout),))
+        library.close()
+    env = {"HYBRID_RAG_USERS_FILE": str(users)}
+    with serving(home, tmp_path / "langgraph-dev.log", env) as srv:
+        served = (srv, tokens)
+        with http(served, "alice") as alice:
+            finished = wait_job(alice, job.job_id)
+            assert finished["state"] == "done", finished
+            assert finished["files"][0]["status"] == "done"
+            chunks = alice.get(doc_url("upload:hr/pay.md", "/chunks")).json()["chunks"]
+            assert PAY_FACT in chunks[0]["text"]
+        with http(served, "bob") as bob:  # the access list it was sent with
+            assert bob.get(doc_url("upload:hr/pay.md")).status_code == 404

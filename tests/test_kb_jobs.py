@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +18,7 @@ from tools.access.users import hash_token, read_users
 from tools.errors import ConfigError, InputError
 from tools.kb.catalog import Catalog, JobFile
 from tools.kb.formats import LoadLimits
-from tools.kb.jobs import Upload, clean_path, plan, run_job
+from tools.kb.jobs import JobRunner, Upload, clean_path, plan, resume_unfinished, run_job
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.kb.library import Library
 from tools.sources.model import interval_s
@@ -92,3 +94,76 @@ def test_the_users_file_admin_flag(tmp_path: Path) -> None:
     path.write_text(json.dumps({"users": [{**entry, "admin": "yes"}]}))
     with pytest.raises(ConfigError, match="admin"):
         read_users(path)
+
+
+def _dead_pid() -> int:
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return int(done.stdout)
+
+
+def _wait_for_end(catalog: Catalog, job_id: str, bound_s: float = 60.0) -> dict[str, Any]:
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        view = catalog.job(job_id).view()
+        if view["state"] in ("done", "failed", "interrupted"):
+            return view
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} did not end within {bound_s} s")
+
+
+def test_a_job_left_by_a_stopped_process_is_finished_from_its_originals(tmp_path: Path) -> None:
+    with KnowledgeBase(KBConfig(home=tmp_path), embedding_model=hash_model()) as kb:
+        library = Library(kb)
+        uploads = [Upload("a.md", b"# A\n\nAlpha says MANGO-3.\n"),
+                   Upload("b.md", b"# B\n\nBeta says PAPAYA-8.\n")]  # fmt: skip
+        files, items = plan(library, uploads, owner="alice", acl=("user:alice",))
+        job = library.catalog.new_job("upload", "alice", files)
+        run_job(library, job, [items[0], None])  # the process stopped after the first file
+        job.files[1].status, job.state = "embedding", "running"
+        library.catalog.save_job(job)
+        sync = library.catalog.new_job("sync", "alice", [JobFile("s.md", "s.md", "s:s.md")])
+        sync.state = "running"
+        library.catalog.save_job(sync)
+        dead = _dead_pid()
+        library.catalog._db.execute("UPDATE jobs SET pid = ?", (dead,))
+
+        runner = JobRunner(library)
+        assert resume_unfinished(library, runner) == [job.job_id]
+        view = _wait_for_end(library.catalog, job.job_id)
+        assert view["state"] == "done" and [f["status"] for f in view["files"]] == ["done"] * 2
+        assert not {"blob", "sha256", "size", "acl"} & set(view["files"][0])  # never shown
+        row = library.catalog.get("upload:b.md")
+        assert row is not None and row.acl == "user:alice"  # its access list, as uploaded
+        assert "PAPAYA-8" in kb.search("PAPAYA-8", 1)[0].text
+        # A sync is not resumed (the next sync does its work): it is reported interrupted.
+        assert library.catalog.job(sync.job_id).view()["state"] == "interrupted"
+        runner.close()
+        library.close()
+
+
+def test_an_unfinished_job_has_one_claimant_while_it_lives(tmp_path: Path) -> None:
+    catalog = Catalog(tmp_path / "c.sqlite")
+    job = catalog.new_job("upload", "alice", [JobFile("a.md", "a.md", "upload:a.md")])
+    catalog._db.execute("UPDATE jobs SET pid = ?", (_dead_pid(),))
+    claimant = subprocess.Popen(
+        [sys.executable, "-c", CLAIM_AND_WAIT, str(tmp_path / "c.sqlite")],
+        stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert claimant.stdout is not None and claimant.stdout.readline().split() == [job.job_id]
+        assert catalog.claim_unfinished() == []  # another replica has it, and is alive
+    finally:
+        claimant.communicate("", timeout=30)  # it ends on end of input
+    assert [j.job_id for j in catalog.claim_unfinished()] == [job.job_id]  # its claimant died
+    catalog.close()
+
+
+CLAIM_AND_WAIT = """
+import sys
+from pathlib import Path
+from tools.kb.catalog import Catalog
+catalog = Catalog(Path(sys.argv[1]))
+print(" ".join(j.job_id for j in catalog.claim_unfinished()), flush=True)
+sys.stdin.read()
+"""

@@ -57,6 +57,9 @@ class DocumentRow:
     updated_at: str
 
 
+HIDDEN = frozenset({"blob", "sha256", "size", "acl"})  # JobFile fields the API never shows
+
+
 @dataclass
 class JobFile:
     """One file of a job, as the API shows it."""
@@ -68,7 +71,12 @@ class JobFile:
     reason: str = ""
     chunks: int = 0
     progress: float = 0.0
-    blob: str = ""  # the stored original (not shown)
+    # Not shown: what resuming the file after a restart needs (its stored original, and
+    # the document's content hash, size and access list).
+    blob: str = ""
+    sha256: str = ""
+    size: int = 0
+    acl: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -82,7 +90,7 @@ class Job:
 
     def view(self) -> dict[str, Any]:
         """The job as the API answers it (``GET /kb/jobs/{id}``)."""
-        files = [{k: v for k, v in asdict(f).items() if k != "blob"} for f in self.files]
+        files = [{k: v for k, v in asdict(f).items() if k not in HIDDEN} for f in self.files]
         done = sum(1.0 if f.status in TERMINAL_FILE else f.progress for f in self.files)
         progress = 1.0 if self.state in TERMINAL_JOB else done / max(len(self.files), 1)
         out: dict[str, Any] = {
@@ -196,22 +204,42 @@ class Catalog(SharedFile):
         files = [JobFile(**f) for f in json.loads(row[4])]
         return Job(row[0], row[1], row[2], row[3], files, row[5])
 
-    def interrupt_unfinished(self) -> list[str]:
-        """Mark the jobs a stopped process left unfinished as interrupted (their finished
-        files stay done: each document was committed whole or not at all)."""
+    def claim_unfinished(self) -> list[Job]:
+        """The jobs that stopped processes left unfinished, now this process's: a job is
+        claimed by compare-and-set on its process id, so when several replicas start at
+        once each job has one claimant."""
         with self._lock:
             rows = self._db.execute(
                 "SELECT job_id, pid FROM jobs WHERE state IN ('queued', 'running')"
             ).fetchall()
-        stopped = [job_id for job_id, pid in rows if not _alive(pid)]
-        for job_id in stopped:
-            job = self.job(job_id)
-            for f in job.files:
-                if f.status not in TERMINAL_FILE:
-                    f.status, f.reason = "failed", "interrupted by a server restart: send it again"
-            job.state = "interrupted"
-            self.save_job(job)
-        return stopped
+        claimed = []
+        for job_id, pid in rows:
+            if _alive(pid):
+                continue
+            with self._tx() as db:
+                took = db.execute(
+                    "UPDATE jobs SET pid = ? WHERE job_id = ? AND pid = ?",
+                    (os.getpid(), job_id, pid),
+                ).rowcount
+            if took == 1:
+                claimed.append(self.job(job_id))
+        return claimed
+
+    def interrupt(self, job: Job) -> None:
+        """Report a claimed job as interrupted (its finished files stay done: each
+        document was committed whole or not at all)."""
+        for f in job.files:
+            if f.status not in TERMINAL_FILE:
+                f.status, f.reason = "failed", "interrupted by a server restart: send it again"
+        job.state = "interrupted"
+        self.save_job(job)
+
+    def interrupt_unfinished(self) -> list[str]:
+        """Report every job a stopped process left unfinished as interrupted."""
+        jobs = self.claim_unfinished()
+        for job in jobs:
+            self.interrupt(job)
+        return [job.job_id for job in jobs]
 
 
 def _alive(pid: int) -> bool:

@@ -5,8 +5,9 @@ A job's state lives in the catalog (``tools.kb.catalog``), so any request (or pr
 can follow it. A bad file (unsupported type, over the size limit, unreadable by its
 loader) fails alone with the reason; the others go on. Each file is committed whole or
 not at all (the registry protocol), so a job stopped by a restart leaves every document
-as it was before or as it is after that file; ``Catalog.interrupt_unfinished`` reports
-such a job as interrupted when the server starts again.
+as it was before or as it is after that file. When the server starts again it claims
+such jobs (``Catalog.claim_unfinished``) and finishes them from the stored originals
+(``resume_items``); one it cannot resume is reported interrupted.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import PurePosixPath
 
 from tools.access.acl import ACL
 from tools.errors import HybridRagError, InputError
-from tools.kb.catalog import Catalog, Job, JobFile
+from tools.kb.catalog import TERMINAL_FILE, Catalog, Job, JobFile
 from tools.kb.formats import LoadLimits
 from tools.kb.formats.common import MB
 from tools.kb.library import Item, Library
@@ -30,6 +31,7 @@ from tools.kb.originals import suffix_of
 UPLOAD_PREFIX = "upload:"  # uploaded documents' doc_ids: "upload:hr/policy.pdf"
 SAVE_EVERY_S = 0.25  # progress inside a file is saved at most this often
 MAX_NAME = 255
+RESUMABLE = ("upload", "replace")  # job kinds whose files are stored originals
 log = logging.getLogger("hybrid_rag.kb")
 
 
@@ -95,9 +97,34 @@ def plan(
             items.append(None)
             continue
         sha, blob = library.originals.put(upload.data, suffix_of(upload.name))
-        files.append(JobFile(upload.name, path, doc_id, blob=blob))
-        items.append(Item(doc_id, path, blob, sha, len(upload.data), acl, "upload", owner))
+        size = len(upload.data)
+        files.append(JobFile(upload.name, path, doc_id, blob=blob, sha256=sha, size=size,
+                             acl=list(acl)))  # fmt: skip
+        items.append(Item(doc_id, path, blob, sha, size, acl, "upload", owner))
     return files, items
+
+
+def resume_items(library: Library, job: Job) -> list[Item | None] | None:
+    """The items that finish ``job``, which a stopped process left unfinished: each file
+    not yet finished from its stored original, again from the start (a document is
+    committed whole or not at all). None when the job cannot be resumed: a source's
+    sync (its next sync does the work) or a file recorded without what resuming needs."""
+    if job.kind not in RESUMABLE:
+        return None
+    items: list[Item | None] = []
+    for f in job.files:
+        if f.status in TERMINAL_FILE:
+            items.append(None)
+        elif not (f.blob and f.sha256):
+            return None
+        elif not library.originals.path(f.blob).is_file():
+            f.status, f.reason = "failed", "its stored original is gone: send it again"
+            items.append(None)
+        else:
+            f.status, f.progress, f.reason = "queued", 0.0, ""
+            acl = tuple(f.acl)
+            items.append(Item(f.doc_id, f.path, f.blob, f.sha256, f.size, acl, "upload", job.owner))
+    return items
 
 
 class JobRunner:
@@ -117,6 +144,23 @@ class JobRunner:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def resume_unfinished(library: Library, runner: JobRunner) -> list[str]:
+    """Claim the jobs that stopped processes left unfinished: queue again those that can
+    be resumed, report the others interrupted. Returns the resumed jobs' ids."""
+    resumed = []
+    for job in library.catalog.claim_unfinished():
+        items = resume_items(library, job)
+        if items is None:
+            library.catalog.interrupt(job)
+            continue
+        job.state = "queued"
+        library.catalog.save_job(job)
+        runner.submit(job, items)
+        resumed.append(job.job_id)
+        log.info("job %s: resumed after a restart", job.job_id)
+    return resumed
 
 
 def _saver(catalog: Catalog, job: Job, file: JobFile) -> Callable[[str, float], None]:
