@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -129,6 +130,9 @@ def _progress_line(event: dict[str, Any]) -> str:
     return shown_name(f"… {step} {detail}".rstrip())
 
 
+_REASON = re.compile(r"[:：]\s*")  # what a warning is about, then its reason
+
+
 def print_answer(result: dict[str, Any]) -> None:
     print(result.get("answer", ""))
     citations = result.get("citations") or []
@@ -151,8 +155,9 @@ def print_answer(result: dict[str, Any]) -> None:
         )
     answer = str(result.get("answer") or "")
     for w in result.get("warnings") or []:
-        said = w.partition(": ")[2]  # "web search failed: <reason>": the answer's note says it
-        if said and said in answer:
+        # "web search failed: <reason>" ("网络搜索失败：<reason>"): the answer's note says it.
+        said = _REASON.split(w, maxsplit=1)[1:]
+        if said and said[0] and said[0] in answer:
             continue
         print(f"warning: {shown_name(w)}")  # one line each, whatever name it quotes
 

@@ -191,3 +191,7 @@ def test_a_warning_the_answer_already_says_is_printed_once(
     out = capsys.readouterr().out
     assert out.count(reason) == 1
     assert "warning: reranker failed: timeout" in out  # one the answer does not say
+    zh = "未配置网络搜索：请设置 SERPER_API_KEY"  # the Chinese answer and warning
+    print_answer({"answer": f"没找到相关信息。\n\n实时网络结果不可用：{zh}。",
+                  "warnings": [f"网络搜索失败：{zh}"]})  # fmt: skip
+    assert capsys.readouterr().out.count(zh) == 1

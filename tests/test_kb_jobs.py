@@ -71,7 +71,10 @@ def test_a_job_left_by_a_stopped_process_is_reported_interrupted(tmp_path: Path)
     job.state = "running"
     catalog.save_job(job)
     catalog._db.execute("UPDATE jobs SET pid = ? WHERE job_id = ?", (int(dead.stdout), job.job_id))
-    assert catalog.interrupt_unfinished() == [job.job_id]
+    claimed = catalog.claim_unfinished()
+    for left in claimed:
+        catalog.interrupt(left)
+    assert [j.job_id for j in claimed] == [job.job_id]
     view = catalog.job(job.job_id).view()
     assert view["state"] == "interrupted"
     assert [f["status"] for f in view["files"]] == ["done", "failed"]

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from tests.langgraph_server import (
     LocalServer,
     agent_graph_available,
     sdk,
+    serving,
     serving_sample_kb,
 )
 from tests.test_docs import BLOCKS
@@ -147,6 +149,21 @@ async def test_the_documents_tool_lists_what_the_knowledge_base_holds(
     assert len(one.structured_content["documents"]) == 1
     assert f"1 of {len(sample)} documents" in one.content[0].text
     assert bad.is_error and "unknown argument(s) question" in bad.content[0].text
+
+
+async def test_the_documents_tool_on_an_empty_data_home(tmp_path: Path) -> None:
+    """A fresh install, nothing ingested: an empty list that says so, not an error."""
+    home = tmp_path / "home"
+    home.mkdir()
+
+    async def call(session: Any) -> Any:
+        return await session.call_tool("kb_documents", {})
+
+    with serving(home, tmp_path / "langgraph-dev.log") as srv:
+        listed = await mcp_session(srv.url + "/mcp", call)
+    assert not listed.is_error
+    assert listed.structured_content == {"documents": [], "total": 0}
+    assert listed.content[0].text == "The knowledge base holds no document you may read."
 
 
 @pytest.mark.parametrize(

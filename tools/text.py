@@ -20,6 +20,8 @@ Language = Literal["zh", "en"]
 
 # A citation label in either language's spelling (tools.answer.citations numbers them;
 # the policy strips them from text it compares).
+# A product, fault or version code: letters then digits ("F-37", "NR-200", "P1", "v1").
+CODE_RE = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{1,4}-?\d+[A-Za-z0-9-]*")
 LABEL_RE = re.compile(r"\[(内部|网络|internal|web)\s*-\s*(\d{1,3})\]", re.IGNORECASE)
 
 # CJK Unified Ideographs (+ extension A and compatibility ideographs).

@@ -234,13 +234,6 @@ class Catalog(SharedFile):
         job.state = "interrupted"
         self.save_job(job)
 
-    def interrupt_unfinished(self) -> list[str]:
-        """Report every job a stopped process left unfinished as interrupted."""
-        jobs = self.claim_unfinished()
-        for job in jobs:
-            self.interrupt(job)
-        return [job.job_id for job in jobs]
-
 
 def _alive(pid: int) -> bool:
     if pid == os.getpid():

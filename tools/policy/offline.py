@@ -17,7 +17,7 @@ from typing import Any, Literal
 from tools.kb.tokenizers import CHINESE_MODALS, keywords
 from tools.policy.ranges import matching_row, quantities
 from tools.policy.untrusted import quotable_text
-from tools.text import LABEL_RE, detect_language, split_sentences
+from tools.text import CODE_RE, LABEL_RE, detect_language, split_sentences
 
 TIME_CUES_ZH = (
     "明天",
@@ -109,8 +109,6 @@ INTERNAL_CUES_EN = (
 )
 _YEAR_RE = re.compile(r"(?<!\d)(20\d\d)(?!\d)")
 _SAME_SENTENCE = re.compile(r"[\W_]+")
-# A product, fault or version code: letters then digits ("F-37", "NR-200", "P1", "v1").
-_CODE_RE = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{1,4}-?\d+[A-Za-z0-9-]*")
 
 # The KB probe is the calibrated answerability (a probability). At or above STRONG the KB
 # "knows" the topic (no cue needed). Chosen on three real KBs together (bench/README.md,
@@ -261,7 +259,7 @@ def _tables(
         whole = [x for x in scored if x[1].table == table and x[1].whole]
         if rows and (len(rows) == 1 or rows[0][0] > rows[1][0]):
             keep.append(rows[0])
-            codes = [c.casefold() for c in _CODE_RE.findall(" ".join(words))] or [
+            codes = [c.casefold() for c in CODE_RE.findall(" ".join(words))] or [
                 w for w in words if len(w) >= 2 and any(ch.isdigit() for ch in w)
             ]
             keep.extend(x for x in rows[1:] if any(c in x[1].quoted.casefold() for c in codes))
@@ -305,7 +303,7 @@ def extractive_answer(
     with ``similarity`` its closest unit is quoted as written, and the answer says, in
     the question's language, that the source is in the other language."""
     words = [w.casefold() for w in keywords(question)]
-    codes = [c.casefold() for c in _CODE_RE.findall(question)]
+    codes = [c.casefold() for c in CODE_RE.findall(question)]
     asked = detect_language(question)
     scored: list[tuple[float, int, str, str, str]] = []
     for order, src in enumerate(sources):

@@ -15,8 +15,9 @@ import math
 import re
 from dataclasses import dataclass
 
+from tools.text import CODE_RE
+
 _NUMBER = r"(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
-_CODE = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{1,4}-?\d+[A-Za-z0-9-]*")
 # A number not inside a date, a time or a version ("2025-12-31", "21:00", "v3.2.1"),
 # with the word, Chinese character or percent sign after it.
 _QUANTITY = re.compile(
@@ -30,20 +31,19 @@ _BELOW = r"(?:less than|under|below|fewer than|不满|不足|未满|少于|低�
 _AT_MOST = r"(?:up to|at most|no more than|not more than)"
 _ABOVE = r"(?:more than|over|above|greater than|超过|多于|高于)"
 _OR_MORE = r"(?:及以上|或以上|以上|or more|or above|or over|and above|and over|or longer|\+)"
-_N = _NUMBER
 # (pattern, low side closed, high side closed); a pattern with one number names its side
 # by the group it fills (``lo`` or ``hi``). Two-number forms come first.
 _FORMS: list[tuple[re.Pattern[str], bool, bool]] = [
     (re.compile(pattern), low_closed, high_closed)
     for pattern, low_closed, high_closed in [
-        (rf"^满?{_N}{_GAP}(?:不满|不足|未满|less than|under)\s*{_N}", True, False),
-        (rf"^(?:from\s+)?{_N}{_GAP}{_TWO}\s*{_N}", True, True),
-        (rf"^{_BELOW}\s*(?P<hi>{_N})", True, False),
-        (rf"^{_AT_MOST}\s*(?P<hi>{_N})", True, True),
-        (rf"^(?P<hi>{_N}){_GAP}(?:以下|以内)", True, True),
-        (rf"^{_ABOVE}\s*(?P<lo>{_N})", False, True),
-        (rf"^at least\s*(?P<lo>{_N})", True, True),
-        (rf"^满?(?P<lo>{_N}){_GAP}{_OR_MORE}", True, True),
+        (rf"^满?{_NUMBER}{_GAP}(?:不满|不足|未满|less than|under)\s*{_NUMBER}", True, False),
+        (rf"^(?:from\s+)?{_NUMBER}{_GAP}{_TWO}\s*{_NUMBER}", True, True),
+        (rf"^{_BELOW}\s*(?P<hi>{_NUMBER})", True, False),
+        (rf"^{_AT_MOST}\s*(?P<hi>{_NUMBER})", True, True),
+        (rf"^(?P<hi>{_NUMBER}){_GAP}(?:以下|以内)", True, True),
+        (rf"^{_ABOVE}\s*(?P<lo>{_NUMBER})", False, True),
+        (rf"^at least\s*(?P<lo>{_NUMBER})", True, True),
+        (rf"^满?(?P<lo>{_NUMBER}){_GAP}{_OR_MORE}", True, True),
     ]
 ]
 
@@ -87,7 +87,7 @@ def key_range(row: str) -> Range | None:
 def quantities(question: str) -> list[tuple[float, str]]:
     """The question's numbers with the word after each (its unit, or ""); codes, dates,
     times and versions left out."""
-    text = _CODE.sub(" ", question)
+    text = CODE_RE.sub(" ", question)
     found = [(m.group(1), (m.group(2) or "").casefold()) for m in _QUANTITY.finditer(text)]
     # "in 2025" is a date, not a quantity (a year with a unit, "2025年", is kept).
     return [(_number(n), unit) for n, unit in found if unit or not _YEAR.match(n)]
