@@ -35,8 +35,8 @@ from langchain_core.runnables import RunnableLambda
 
 from bench.harness import SAMPLE_KB, SAMPLE_QUESTIONS, parser
 from graph import Context, build_agent_graph, build_graph
-from nodes import resources
-from nodes.models import register_chat_model
+from run import resources
+from run.models import register_chat_model
 from tests.agent_fakes import LocalLLMServer, ToolScriptedChatModel, ask, call, serper_rows
 from tests.fakes import ScriptedChatModel, grade_every, hash_model
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase

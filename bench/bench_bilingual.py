@@ -528,7 +528,7 @@ def stage_examples(args: argparse.Namespace) -> None:
     import asyncio
 
     from graph import Context, build_graph
-    from nodes import resources
+    from run import resources
 
     home = args.out / "examples-home"
     kb = KnowledgeBase(KBConfig(home=home))

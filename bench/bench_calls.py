@@ -33,7 +33,7 @@ from typing import Any
 
 from bench.harness import SAMPLE_KB, SAMPLE_QUESTIONS, parser
 from graph import Context, build_agent_graph, build_graph
-from nodes import resources
+from run import resources
 from tests.agent_fakes import LocalLLMServer
 from tests.fakes import hash_model
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase

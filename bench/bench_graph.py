@@ -41,7 +41,7 @@ from typing import Any
 from bench.harness import need, parser
 from cli.eval_answers import evaluate_rgb, evaluate_routing
 from graph import Context, build_graph
-from nodes import resources
+from run import resources
 from tools.evaluation.datasets import BeirData, load_beir, percentile, to_documents
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 

@@ -35,8 +35,8 @@ from typing import Any
 
 from bench.harness import SAMPLE_KB, parser
 from graph import Context, build_graph
-from graph.agent_graph import build_agent_graph
-from nodes import models, resources
+from graph.agent.agent_graph import build_agent_graph
+from run import models, resources
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.websearch import default_cache
 
@@ -111,7 +111,7 @@ def cache_sizes(kb: KnowledgeBase) -> dict[str, Any]:
         "web search cache entries (max 5000, TTL)": search.size,
         "embedding cache rows (SQLite, on disk)": emb_rows,
         "embedding cache hits/misses": f"{kb._cache.hits}/{kb._cache.misses}",
-        "open knowledge bases (nodes.resources)": len(resources._kbs),
+        "open knowledge bases (run.resources)": len(resources._kbs),
         "KB snapshots held in memory": sum(
             k._snapshot is not None for k in resources._kbs.values()
         ),

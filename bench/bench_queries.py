@@ -35,7 +35,7 @@ from typing import Any
 
 from bench.harness import parser
 from graph import Context, build_graph
-from nodes import resources
+from run import resources
 from tools.evaluation.datasets import (
     DEV_SETS,
     BeirData,

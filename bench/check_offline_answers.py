@@ -25,10 +25,11 @@ from typing import Any
 
 from bench.harness import SAMPLE_KB, SAMPLE_QUESTIONS, parser
 from graph import Context, build_agent_graph, build_graph
-from nodes import resources
+from run import resources
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
 SHOWN = ("route", "answer", "citations", "warnings", "confidence", "kb_confidence")
+VOLATILE = ("ingested_at",)  # when this run ingested the sample KB
 WEB_KEYS = ("SERPER_API_KEY", "TAVILY_API_KEY", "BRAVE_API_KEY", "OPENAI_API_KEY")
 
 
@@ -38,6 +39,9 @@ def shown(out: dict[str, Any]) -> dict[str, Any]:
     for key in SHOWN:
         value = out.get(key)
         row[key] = round(value, 6) if isinstance(value, float) else value
+    row["citations"] = [
+        {k: v for k, v in c.items() if k not in VOLATILE} for c in row["citations"] or []
+    ]
     return json.loads(json.dumps(row, default=str, ensure_ascii=False))
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from graph import Context, build_graph
-from nodes import resources
+from run import resources
 from tools.evaluation.datasets import BeirData, percentile, read_jsonl
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.kb.loaders import SourceDocument, content_hash

@@ -23,7 +23,7 @@ from tools.evaluation.datasets import (
     unrelated_samples,
 )
 from tools.kb.knowledge_base import SEARCH_MODES, KBConfig, SearchMode
-from tools.kb.rerank import make_reranker
+from tools.kb.rerankers import make_reranker
 
 METRICS = ("ndcg@10", "recall@5", "recall@10", "mrr@10", "hit@5")
 

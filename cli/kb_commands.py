@@ -12,7 +12,7 @@ from tools.errors import ConfigError
 from tools.kb.formats import LoadLimits
 from tools.kb.knowledge_base import SEARCH_MODES
 from tools.kb.loaders import SUPPORTED_SUFFIXES
-from tools.kb.rerank import make_reranker, rerank_chunks
+from tools.kb.rerankers import make_reranker, rerank_chunks
 from tools.text import shown_name
 
 

@@ -48,13 +48,13 @@ def register(subparsers: Any) -> None:
 
 def server_config(folder: Path) -> Path:
     """``langgraph.json`` in ``folder``, its paths pointing at this installation."""
-    root = Path(graph.__file__).resolve().parent.parent  # where graph/, nodes/, web/ live
-    server = root / "graph" / "server.py"
+    root = Path(graph.__file__).resolve().parent.parent  # where server/, graph/, web/ live
+    server = root / "server" / "graphs.py"
     config = {
         "dependencies": [str(root)],
         "graphs": {"hybrid_rag": f"{server}:hybrid_rag", "tool_agent": f"{server}:tool_agent"},
-        "auth": {"path": f"{root / 'graph' / 'auth.py'}:auth", "disable_studio_auth": True},
-        "http": {"app": f"{root / 'graph' / 'webapp.py'}:app"},
+        "auth": {"path": f"{root / 'server' / 'auth.py'}:auth", "disable_studio_auth": True},
+        "http": {"app": f"{root / 'server' / 'webapp.py'}:app"},
     }
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "langgraph.json"
@@ -106,7 +106,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print(f"hybrid-rag: error: the server did not start on {url} (see its log above)",
                   file=sys.stderr)  # fmt: skip
             return 1
-        from graph.ui import UI_PATH  # starlette: installed with the server, not the CLI
+        from server.ui import UI_PATH  # starlette: installed with the server, not the CLI
 
         print(f"\nThe page: {url}{UI_PATH}/\nThe API:  {url}  (Ctrl-C stops the server)")
         print(f"Answers come from the knowledge base in {home} (fill it with 'hybrid-rag demo' "

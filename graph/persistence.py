@@ -40,7 +40,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
-from graph import agent_graph, rag_graph
+from graph import rag_graph
+from graph.agent import agent_graph
 from graph.thread_guard import OneWriterPerThread, file_lock
 from tools.errors import ConfigError
 from tools.settings import data_home

@@ -16,9 +16,6 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
-from graph.context import Context
-from graph.state import InputState, OutputState, State
-from nodes.deadline import Node, with_default_context
 from nodes.finalize import finalize
 from nodes.generate import cite, generate
 from nodes.grade import after_grade, grade
@@ -28,6 +25,9 @@ from nodes.rerank import rerank
 from nodes.retrieve import late_search_web, retrieve_internal, search_web
 from nodes.rewrite import after_rewrite, rewrite
 from nodes.route import route
+from run.context import Context
+from run.deadline import Node, with_default_context
+from run.state import InputState, OutputState, State
 
 # Steps a run may take. The loops are bounded by ``max_iterations`` in the nodes;
 # this is a second, explicit backstop far below LangGraph's default (~10,000).

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from nodes.notices import localize_all
-from nodes.settings import settings_of
+from run.localize import localize_all
+from run.run_settings import settings_of
 from tools.evaluation.run_stats import record_run
 from tools.settings import data_home, run_stats_path
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from graph.context import Context
-    from graph.state import State
+    from run.context import Context
+    from run.state import State
 
 log = logging.getLogger("hybrid_rag.nodes")
 

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
-from nodes.common import emit, timed
-from nodes.crosslingual import source_similarity
-from nodes.models import OFFLINE, load_chat_model, model_env
-from nodes.notices import localize
-from nodes.settings import settings_of
 from prompts import answer as P
+from run.crosslingual import source_similarity
+from run.localize import localize
+from run.models import OFFLINE, load_chat_model, model_env
+from run.node_helpers import emit, timed
+from run.run_settings import settings_of
 from tools.answer.citations import assign_labels, validate_citations
 from tools.answer.context_builder import BuiltContext, build_context
 from tools.answer.sources_block import with_sources
@@ -26,8 +26,8 @@ from tools.policy.refusal import check_answer
 from tools.text import estimate_tokens
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from graph.context import Context
-    from graph.state import State
+    from run.context import Context
+    from run.state import State
 
 log = logging.getLogger("hybrid_rag.nodes")
 

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from nodes.common import emit, structured_call, timed
-from nodes.models import OFFLINE, fast_model, model_env
-from nodes.settings import ModelEnv
 from prompts.internal import GRADE_SYSTEM
+from run.models import OFFLINE, fast_model, model_env
+from run.node_helpers import emit, structured_call, timed
+from run.run_settings import ModelEnv
 from tools.answer.context_builder import fence
 from tools.answer.sources import Source
 from tools.policy.decisions import (
@@ -36,8 +36,8 @@ from tools.policy.decisions import (
 )
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from graph.context import Context
-    from graph.state import State
+    from run.context import Context
+    from run.state import State
 
 
 class PassageGrades(BaseModel):

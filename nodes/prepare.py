@@ -11,21 +11,21 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 
-from graph.reducers import fresh_turn
-from nodes import deadline
-from nodes.approval import require_checkpointer
-from nodes.common import emit, history_of
-from nodes.models import resolve_model_spec
-from nodes.settings import resolve_run_settings
+from run import deadline
+from run.approval_interrupt import require_checkpointer
+from run.models import resolve_model_spec
+from run.node_helpers import emit, history_of
+from run.reducers import fresh_turn
+from run.run_settings import resolve_run_settings
 from tools.errors import InputError
-from tools.kb.rerank import make_reranker
+from tools.kb.rerankers import make_reranker
 from tools.kb.tokenizers import warm_up, warmed_up
 from tools.policy.offline import answer_language
 from tools.text import content_text, undecodable_bytes
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from graph.context import Context
-    from graph.state import State
+    from run.context import Context
+    from run.state import State
 
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -112,7 +112,7 @@ async def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "fast_mode": resolve_model_spec(ctx.fast_model, fallback=mode, env=settings.model),
         "language": language,
         "deadline": deadline.start(ctx),  # the run's end (run_timeout_s)
-        "run_settings": settings,  # never checkpointed nor shown (graph.state)
+        "run_settings": settings,  # never checkpointed nor shown (run.state)
     }
     if add_message:
         asked = HumanMessage(question, id=str(uuid.uuid4()))

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from nodes.common import emit, structured_call, timed
-from nodes.models import OFFLINE, fast_model, model_env
 from prompts.internal import REFLECT_SYSTEM
+from run.models import OFFLINE, fast_model, model_env
+from run.node_helpers import emit, structured_call, timed
 from tools.answer.context_builder import fence
 from tools.policy.decisions import (
     REFLECT_BELOW,
@@ -29,8 +29,8 @@ from tools.policy.decisions import (
 )
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from graph.context import Context
-    from graph.state import State
+    from run.context import Context
+    from run.state import State
 
 
 class Reflection(BaseModel):

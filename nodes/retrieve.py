@@ -12,16 +12,16 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.runtime import Runtime
 
-from nodes.common import emit, timed
-from nodes.deadline import deadline_reason
-from nodes.search import locale_setting, search_service
-from nodes.tracing import annotate_run
+from run.deadline import deadline_reason
+from run.node_helpers import emit, timed
+from run.search_setup import locale_setting, search_service
+from run.tracing import annotate_run
 from tools.answer.sources import Source
 from tools.answer.turn import fold_web
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from graph.context import Context
-    from graph.state import State
+    from run.context import Context
+    from run.state import State
 
 RESULTS_PER_QUERY = 10  # results asked of the provider per query, before top_k_web
 
@@ -104,7 +104,7 @@ async def search_web(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
 
 async def late_search_web(state: Mapping[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
-    """``search_web`` past the deadline (``nodes.deadline``): no search, the reason recorded
+    """``search_web`` past the deadline (``run.deadline``): no search, the reason recorded
     as the web's."""
     return {"web_searched": True, "web_error": deadline_reason(runtime.context)}
 

@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.runtime import Runtime
 
-from nodes.common import emit, timed
-from nodes.crosslingual import other_languages, planned_translations, translated_queries
-from nodes.models import OFFLINE, fast_model
-from nodes.settings import settings_of
+from run.crosslingual import other_languages, planned_translations, translated_queries
+from run.models import OFFLINE, fast_model
+from run.node_helpers import emit, timed
+from run.run_settings import settings_of
 from tools.kb.tokenizers import keywords
 from tools.policy.offline import offline_rewrites
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from graph.context import Context
-    from graph.state import State
+    from run.context import Context
+    from run.state import State
 
 
 def _clean(queries: list[str], first: str, limit: int) -> list[str]:

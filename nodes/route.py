@@ -13,18 +13,18 @@ from typing import TYPE_CHECKING, Any
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from nodes.common import emit, render_history, structured_call, timed
-from nodes.crosslingual import language_names, other_languages
-from nodes.models import OFFLINE, fast_model, model_env
-from nodes.search import kb_probe
-from nodes.settings import settings_of
 from prompts.internal import PLAN_SYSTEM, PLAN_TRANSLATE
+from run.crosslingual import language_names, other_languages
+from run.models import OFFLINE, fast_model, model_env
+from run.node_helpers import emit, render_history, structured_call, timed
+from run.run_settings import settings_of
+from run.search_setup import kb_probe
 from tools.policy.decisions import Route, route_without_plan
 from tools.policy.offline import offline_route
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from graph.context import Context
-    from graph.state import State
+    from run.context import Context
+    from run.state import State
 
 
 class Plan(BaseModel):

@@ -1,7 +1,7 @@
 """User-facing notices (warnings, reasons appended to answers) in Chinese and English.
 
 English is how the code states them; ``ZH_NOTICES`` rewrites the known ones for an answer
-in Chinese (``nodes.notices.localize``). Each entry: an English pattern (a regular
+in Chinese (``run.localize.localize``). Each entry: an English pattern (a regular
 expression matched at the start of the notice) and its Chinese template; ``{0}``, ``{1}``…
 are the pattern's groups, themselves localized (a reason inside a reason).
 """

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from nodes import resources
-from nodes.models import register_chat_model, unregister_chat_model
+from run import resources
+from run.models import register_chat_model, unregister_chat_model
 from tests.fakes import ScriptedChatModel, hash_model
 from tests.servers import chroma_server, postgres_server  # noqa: F401  (shared fixtures)
 from tests.team_server import TeamServer, team_server

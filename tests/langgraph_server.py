@@ -28,7 +28,7 @@ import httpx
 from langgraph_sdk import get_client
 
 from tests.ports import free_port, owns_listening_port
-from tools.websearch.settings import environment_variables
+from tools.websearch.web_settings import environment_variables
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_KB = REPO / "examples" / "kb"
@@ -73,7 +73,7 @@ def server_config(cwd: Path) -> Path:
     for spec in [*config["graphs"].values(), *([config["auth"]] if "auth" in config else [])]:
         path, _, name = spec["path"].partition(":")
         spec["path"] = f"{(REPO / path).resolve()}:{name}"
-    if "app" in config.get("http", {}):  # the custom routes (graph/webapp.py)
+    if "app" in config.get("http", {}):  # the custom routes (server/webapp.py)
         path, _, name = config["http"]["app"].partition(":")
         config["http"]["app"] = f"{(REPO / path).resolve()}:{name}"
     target = cwd / "langgraph.json"
@@ -179,7 +179,7 @@ def sdk(url: str) -> Any:
 
 def agent_graph_available() -> bool:
     try:
-        import graph.agent_graph  # noqa: F401
+        import graph.agent.agent_graph  # noqa: F401
     except Exception:
         return False
     return True

@@ -194,8 +194,8 @@ def test_cli_users_add_prints_the_token_once(
 async def test_the_auth_handler_without_a_users_file_is_the_local_user(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from graph.auth import authenticate
-    from nodes.access import reader_of, run_reader
+    from run.reader import reader_of, run_reader
+    from server.auth import authenticate
 
     monkeypatch.delenv("HYBRID_RAG_USERS_FILE", raising=False)
     user = await authenticate({})
@@ -209,8 +209,8 @@ async def test_the_auth_handler_maps_a_token_to_the_users_reader(
 ) -> None:
     from langgraph_sdk import Auth
 
-    from graph.auth import authenticate
-    from nodes.access import reader_of
+    from run.reader import reader_of
+    from server.auth import authenticate
 
     users = tmp_path / "users.json"
     token = add_user(users, "alice", ["hr"])
@@ -228,7 +228,7 @@ async def test_the_auth_handler_maps_a_token_to_the_users_reader(
 
 
 def test_a_wrapped_server_user_keeps_its_groups() -> None:
-    from nodes.access import reader_of
+    from run.reader import reader_of
 
     class Wrapped:  # langgraph-api's ProxyUser: attributes, and items
         identity = "bob"
@@ -265,7 +265,7 @@ async def test_owner_stamping_and_store_namespaces() -> None:
     the metadata object it passed in), reads filter on it, store items are per user."""
     from types import SimpleNamespace
 
-    from graph.auth import assistants, owned, store
+    from server.auth import assistants, owned, store
 
     def ctx(action: str) -> object:
         return SimpleNamespace(user=SimpleNamespace(identity="alice"), action=action)

@@ -16,20 +16,20 @@ from langgraph.prebuilt import ToolRuntime
 
 from cli.main import main
 from graph import Context, build_agent_graph, build_graph
-from nodes import resources
-from nodes.agent import after_model, after_prepare
-from nodes.agent_tools import AGENT_TOOLS
-from nodes.models import register_chat_model, unregister_chat_model
+from graph.agent import tool_work as agent_tools
+from graph.agent.model_loop import after_model, after_prepare
+from graph.agent.tool_node import AGENT_TOOLS
+from graph.agent.tool_work import SourceRegistry
+from run import resources
+from run.models import register_chat_model, unregister_chat_model
 from tests.agent_fakes import LocalLLMServer, ToolScriptedChatModel, ask, call, serper_rows
 from tests.fakes import hash_model
-from tools.answer import agent_tools
-from tools.answer.agent_tools import SourceRegistry
 from tools.answer.search_service import SearchService
 from tools.answer.sources_block import with_sources
 from tools.errors import StoreError
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.websearch import SearchCache, WebSearchSettings, set_default_cache
-from tools.websearch.settings import environment_variables
+from tools.websearch.web_settings import environment_variables
 
 SEARCH_ENV = environment_variables()  # every provider's key, URL, price; WEBSEARCH_PROVIDER
 Q = "How many days of annual leave after 6 years of service?"

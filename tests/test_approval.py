@@ -19,8 +19,8 @@ from langgraph.types import Command
 
 from graph import Context, build_agent_graph, build_graph
 from graph.persistence import open_graph, run_config
-from nodes.approval import CheckpointerRequiredError
-from nodes.models import register_chat_model, unregister_chat_model
+from run.approval_interrupt import CheckpointerRequiredError
+from run.models import register_chat_model, unregister_chat_model
 from tests.agent_fakes import ToolScriptedChatModel, ask, call
 from tests.local_provider import LocalServer, Reply
 from tests.test_agent import SEARCH_ENV

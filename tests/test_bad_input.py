@@ -29,8 +29,8 @@ import pytest
 
 from cli.main import main
 from graph import Context, build_graph
-from graph.agent_graph import build_agent_graph
-from nodes import models, resources
+from graph.agent.agent_graph import build_agent_graph
+from run import models, resources
 from tests.fakes import hash_kb_cli, hash_model
 from tests.langgraph_server import (
     SCRUBBED_ENV,

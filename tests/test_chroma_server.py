@@ -129,7 +129,7 @@ def test_cli_ingest_and_ask_both_honour_chroma_host_and_port(
     import json
 
     from cli.main import main
-    from nodes import resources
+    from run import resources
 
     monkeypatch.setattr(
         "tools.kb.knowledge_base.make_embedding_model", lambda *a, **k: hash_model()

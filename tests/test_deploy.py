@@ -170,7 +170,17 @@ def test_the_dockerfile_copies_no_secret_pins_its_install_and_runs_as_non_root()
     sources = [s for arg in copied for s in shlex.split(arg)[:-1]]
     for source in sources:
         assert not re.search(r"(^|/)(\.env|users\.json|.*\.(pem|key))$|^\.$", source), source
-    for package in ("cli", "graph", "nodes", "prompts", "tools", "constraints.txt", "aegra.json"):
+    for package in (
+        "cli",
+        "server",
+        "graph",
+        "nodes",
+        "run",
+        "prompts",
+        "tools",
+        "constraints.txt",
+        "aegra.json",
+    ):
         assert package in sources
     for op, arg in steps:
         if op in ("ENV", "ARG"):
@@ -235,7 +245,7 @@ def test_the_build_context_leaves_out_secrets_state_and_caches(path: str) -> Non
 
 def test_the_build_context_keeps_what_the_image_runs() -> None:
     patterns = dockerignore()
-    for path in ("pyproject.toml", "README.md", "langgraph.json", "aegra.json", "constraints.txt", "graph/server.py",
+    for path in ("pyproject.toml", "README.md", "langgraph.json", "aegra.json", "constraints.txt", "server/graphs.py",
                  "nodes/prepare.py", "tools/kb/answerability_params", "prompts/answer.py",
                  "cli/main.py", "deploy/Dockerfile", ".env.example"):  # fmt: skip
         assert not docker_excluded(path, patterns), path

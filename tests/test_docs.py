@@ -560,7 +560,7 @@ def test_env_example_documents_every_variable_the_code_reads() -> None:
     # langgraph.json reads .env (git-ignored); .env.example is what a user copies.
     import json
 
-    from tools.websearch.settings import environment_variables
+    from tools.websearch.web_settings import environment_variables
 
     assert json.loads((ROOT / "langgraph.json").read_text())["env"] == ".env"
     assert ".env" in (ROOT / ".gitignore").read_text().split()
@@ -569,7 +569,7 @@ def test_env_example_documents_every_variable_the_code_reads() -> None:
     # Names built at run time come from the table that builds them: the web-search
     # providers' keys, base URLs and prices.
     read: set[str] = set(environment_variables())
-    for folder in ("cli", "graph", "nodes", "tools"):
+    for folder in ("cli", "server", "graph", "nodes", "run", "tools"):
         for path in (ROOT / folder).rglob("*.py"):
             read |= variables_read(path.read_text(encoding="utf-8"))
     machine = {"OMP_NUM_THREADS", "XDG_DATA_HOME"}  # the platform's, not the project's

@@ -11,7 +11,7 @@ import pytest
 
 from cli.main import main
 from tests.fakes import hash_kb_cli
-from tools.kb.formats.common import decode_bytes
+from tools.kb.formats.base import decode_bytes
 from tools.kb.knowledge_base import KnowledgeBase
 from tools.kb.loaders import SourceDocument, load_file
 

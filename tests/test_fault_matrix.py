@@ -37,14 +37,14 @@ import httpx
 import pytest
 
 from graph import Context, build_agent_graph, build_graph
-from nodes import resources
-from nodes.models import register_chat_model, unregister_chat_model
+from run import resources
+from run.models import register_chat_model, unregister_chat_model
 from tests.agent_fakes import ToolScriptedChatModel, ask, call
 from tests.fakes import ScriptedChatModel, grade_every, hash_model
 from tests.local_provider import LocalServer, Recorded, Reply, closed_port
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.websearch import SearchCache, WebSearchSettings, set_default_cache
-from tools.websearch.settings import environment_variables
+from tools.websearch.web_settings import environment_variables
 
 KEY_ENV = (*environment_variables(), "OPENAI_API_KEY", "OPENAI_BASE_URL")
 FAST: dict[str, Any] = {

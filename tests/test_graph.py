@@ -12,13 +12,13 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from graph import Context, build_graph
-from nodes import resources
+from run import resources
 from tests.fakes import ScriptedChatModel, grade_every, passages_in
 from tools.answer.sources_block import with_sources
 from tools.errors import ConfigError, InputError
 from tools.kb.knowledge_base import KnowledgeBase
 from tools.policy.offline import offline_rewrites
-from tools.websearch.settings import environment_variables
+from tools.websearch.web_settings import environment_variables
 
 
 def ctx(tmp_path: Path, **kw: Any) -> Context:
@@ -359,7 +359,7 @@ def test_answer_model_failure_falls_back_to_extractive_answer(
 
 
 def test_search_bounds_come_from_the_context() -> None:
-    from nodes.settings import resolve_run_settings
+    from run.run_settings import resolve_run_settings
 
     context = Context(
         search_provider="serper", search_timeout=0.5, search_max_attempts=1, search_time_budget=2
@@ -396,7 +396,7 @@ def test_a_new_turn_starts_with_fresh_warnings_and_timings(
 def test_model_cache_follows_the_base_url(monkeypatch: pytest.MonkeyPatch) -> None:
     # Regression: the cache was keyed on the spec alone, so a changed OPENAI_BASE_URL
     # kept talking to the old server.
-    from nodes.models import load_chat_model
+    from run.models import load_chat_model
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
@@ -515,7 +515,7 @@ def test_the_checked_answer_replaces_the_streamed_draft_under_its_id(
 def test_any_provider_goes_through_init_chat_model(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
 
-    from nodes.models import load_chat_model
+    from run.models import load_chat_model
 
     if importlib.util.find_spec("langchain_mistralai") is None:
         with pytest.raises(ConfigError, match="pip install langchain-mistralai"):
@@ -598,17 +598,17 @@ def test_auto_models_are_resolved_once_per_run_by_prepare(
     # run never mixes two answers to "is a model configured?".
     import sys
 
-    import nodes.models
     import nodes.prepare
+    from run import models
 
-    real = nodes.models.resolve_model_spec
+    real = models.resolve_model_spec
     callers: list[str] = []
 
     def counting(spec: str, *, fallback: str | None = None, env: Any = None) -> str:
         callers.append(sys._getframe(1).f_code.co_name)
         return real(spec, fallback=fallback, env=env)
 
-    for module in (nodes.models, nodes.prepare):
+    for module in (models, nodes.prepare):
         monkeypatch.setattr(module, "resolve_model_spec", counting)
     out = run(build_graph(), {"question": "How many days of annual leave after 6 years?"},
               ctx(tmp_path, model="auto", fast_model="auto", max_iterations=2))  # fmt: skip
@@ -648,7 +648,7 @@ def test_a_model_works_across_event_loops_on_a_keep_alive_server(
     # keep-alive connections of the first, closed loop. Found by bench/bench_calls.py.
     from langchain_core.messages import HumanMessage
 
-    from nodes.models import load_chat_model
+    from run.models import load_chat_model
     from tests.agent_fakes import LocalLLMServer
 
     with LocalLLMServer([{"content": "pong"}]) as server:  # HTTP/1.1, keep-alive

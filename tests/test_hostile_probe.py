@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from cli.main import main
-from nodes import resources
+from run import resources
 from tests.fakes import hash_model
 from tests.local_provider import LocalServer, Reply
 from tests.test_errors_not_tracebacks import hash_cli, one_error, run

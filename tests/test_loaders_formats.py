@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from cli.main import main
-from nodes import resources
+from graph.agent.tool_work import render_internal
+from run import resources
 from tests.docgen import (
     html_page,
     write_docx,
@@ -28,7 +29,6 @@ from tests.docgen import (
     write_xlsx,
 )
 from tests.fakes import hash_model, use_kb_in_cli
-from tools.answer.agent_tools import render_internal
 from tools.answer.citations import assign_labels, citation_record
 from tools.answer.context_builder import render_source
 from tools.answer.sources import chunk_to_source

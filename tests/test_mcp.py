@@ -112,7 +112,7 @@ async def test_duplicate_assistant_names_get_unique_stable_tools(server: LocalSe
     names = await mcp_session(server.url + "/mcp", listing)
     assert "hybrid_rag" in names and len(names) == len(set(names))
     assert not any(n.startswith("hr_helper") for n in names)  # nobody's own: not listed
-    from graph.mcp_tools import named_tools
+    from server.mcp_tools import named_tools
 
     tools = named_tools([second, first, *await client.assistants.search(limit=50)])
     assert tools["hr_helper"]["assistant_id"] == first["assistant_id"]  # the oldest
@@ -181,14 +181,14 @@ async def test_the_documents_tool_on_an_empty_data_home(tmp_path: Path) -> None:
     ],
 )
 def test_the_documents_tool_names_a_bad_argument(arguments: Any, problem: str | None) -> None:
-    from graph.mcp_documents import bad_arguments
+    from server.mcp_documents import bad_arguments
 
     found = bad_arguments(arguments)
     assert found == problem if problem is None else problem in (found or "")
 
 
 def test_an_assistant_cannot_take_the_documents_tools_name() -> None:
-    from graph.mcp_tools import named_tools
+    from server.mcp_tools import named_tools
 
     mine = {"assistant_id": "abcdef1234", "name": "kb documents", "metadata": {}}
     assert set(named_tools([mine])) == {"kb_documents_abcdef12"}

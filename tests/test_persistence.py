@@ -16,7 +16,7 @@ from langgraph.errors import GraphRecursionError
 from graph import Context
 from graph.persistence import checkpoint_path, open_graph, open_sync_graph, run_config
 from graph.rag_graph import RECURSION_LIMIT
-from nodes import resources
+from run import resources
 from tools.answer.sources_block import without_sources
 
 REPO = Path(__file__).resolve().parent.parent

@@ -13,12 +13,12 @@ import pytest
 from langgraph.runtime import Runtime
 
 from graph import Context
-from nodes.agent import decision_of, evidence_of
+from graph.agent.model_loop import decision_of, evidence_of
+from graph.agent.tool_work import GOOGLE_SEARCH, INTERNAL_SEARCH
 from nodes.generate import refuses
 from nodes.grade import after_grade, grade
 from nodes.retrieve import merge_sources
 from tests.agent_fakes import LocalLLMServer, serper_rows
-from tools.answer.agent_tools import GOOGLE_SEARCH, INTERNAL_SEARCH
 from tools.policy.decisions import (
     KEEP_ON_FALLBACK,
     Decision,
@@ -179,7 +179,7 @@ def web_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalLLMServer]:
 def _fresh() -> dict[str, Any]:
     from langgraph.types import Overwrite
 
-    from graph.reducers import fresh_turn
+    from run.reducers import fresh_turn
 
     return {k: v.value if isinstance(v, Overwrite) else v for k, v in fresh_turn().items()}
 
@@ -206,8 +206,8 @@ def _agent_turn(context: Context, calls: list[dict[str, Any]] | None) -> dict[st
     decision, or (no calls) the offline rule's ``offline_tools`` and ``offline_answer``."""
     from langchain_core.messages import AIMessage
 
-    from nodes.agent import _confidence, run_tools
-    from nodes.agent_offline import offline_answer, offline_tools
+    from graph.agent.model_loop import _confidence, run_tools
+    from graph.agent.offline_loop import offline_answer, offline_tools
 
     runtime = Runtime(context=context)
     state: dict[str, Any] = {**_fresh(), "question": Q2, "language": "en"}
@@ -374,7 +374,7 @@ def test_context_validation_loads_nothing_and_sets_no_environment(
     import importlib.util
     import os
 
-    from tools.kb import rerank
+    from tools.kb import rerankers as rerank
 
     real = importlib.util.find_spec
     monkeypatch.setattr(
@@ -422,7 +422,7 @@ def test_run_settings_stay_off_the_context_and_out_of_every_output(
     from langgraph.checkpoint.memory import InMemorySaver
 
     from graph import build_graph
-    from nodes.settings import RunSettings, resolve_run_settings
+    from run.run_settings import RunSettings, resolve_run_settings
 
     monkeypatch.setenv("SERPER_API_KEY", "SENTINEL-run-settings-key")
     context = Context(data_home=str(sample_home), search_provider="serper")
@@ -511,8 +511,8 @@ def test_one_locale_rule_for_every_web_search(
     language, as in the state graph and the offline agent."""
     from langgraph.prebuilt import ToolRuntime
 
-    from nodes.agent_tools import AGENT_TOOLS
-    from tools.websearch.text import search_locale
+    from graph.agent.tool_node import AGENT_TOOLS
+    from tools.websearch.snippets import search_locale
 
     seen: list[tuple[str, str]] = []
 
@@ -520,7 +520,7 @@ def test_one_locale_rule_for_every_web_search(
         seen.append(search_locale(query, hl, gl))
         return "ok", {"ok": True}
 
-    monkeypatch.setattr("nodes.agent_tools.work.google_search", capture)
+    monkeypatch.setattr("graph.agent.tool_node.work.google_search", capture)
 
     def call(context: Context, **args: Any) -> None:
         runtime = ToolRuntime(state={"language": "en"}, context=context, config={},
@@ -539,11 +539,11 @@ def test_one_locale_rule_for_every_web_search(
 def test_models_are_built_from_the_runs_settings_not_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Issue 26 item 3: ``prepare`` reads the model environment once (nodes.settings);
+    """Issue 26 item 3: ``prepare`` reads the model environment once (run.run_settings);
     nodes build and resolve models from it, so a later change of the environment does not
     reach a run, and no node module reads ``os.environ`` itself."""
-    from nodes.models import AUTO_MODEL, OFFLINE, load_chat_model, resolve_model_spec
-    from nodes.settings import ModelEnv
+    from run.models import AUTO_MODEL, OFFLINE, load_chat_model, resolve_model_spec
+    from run.run_settings import ModelEnv
 
     env = ModelEnv(base_url="http://127.0.0.1:9/v1", api_key="k-run", timeout=5.0)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -556,8 +556,9 @@ def test_models_are_built_from_the_runs_settings_not_the_environment(
     assert "k-run" not in repr(env)
     readers = sorted(
         p.name
-        for p in (Path(__file__).resolve().parent.parent / "nodes").glob("*.py")
+        for folder in ("nodes", "run", "graph/agent")
+        for p in (Path(__file__).resolve().parent.parent / folder).glob("*.py")
         if re.search(r"os\.environ|getenv\(", p.read_text(encoding="utf-8"))
     )
-    # settings.py reads the environment for the run; tracing.py only to scrub secret values.
-    assert readers == ["settings.py", "tracing.py"], readers
+    # run_settings.py reads the environment for the run; tracing.py only to scrub secrets.
+    assert readers == ["run_settings.py", "tracing.py"], readers

@@ -24,7 +24,7 @@ import pytest
 
 from graph import Context
 from graph.persistence import checkpoint_location, open_graph, open_sync_graph, run_config
-from nodes import resources
+from run import resources
 from tests.fakes import hash_model
 from tests.servers import HOST, PostgresServer, free_port
 from tools.answer.sources_block import without_sources

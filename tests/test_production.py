@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from graph.aegra_config import render
+from server.aegra_config import render
 from tests.langgraph_server import REPO, agent_graph_available
 from tests.ports import free_port
 from tests.production_server import Production, production_command, production_env
@@ -59,7 +59,7 @@ async def ask(c: Any, graph: str, question: str) -> tuple[str, str]:
 
 def test_aegra_json_is_made_from_langgraph_json() -> None:
     assert (REPO / "aegra.json").read_text(encoding="utf-8") == render(), (
-        "aegra.json is stale: run .venv/bin/python -m graph.aegra_config"
+        "aegra.json is stale: run .venv/bin/python -m server.aegra_config"
     )
 
 
@@ -211,7 +211,7 @@ def test_the_server_will_not_start_without_a_users_file(
 
 
 def test_the_startup_check_names_what_the_server_enforces(tmp_path: Path) -> None:
-    from graph.aegra_app import startup_check
+    from server.aegra_app import startup_check
     from tools.errors import ConfigError
 
     with pytest.raises(ConfigError, match="refusing to start without a users file"):

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from graph import Context, build_graph
-from nodes import resources
 from nodes.generate import checked_refusal
+from run import resources
 from tests.fakes import ScriptedChatModel, grade_every, hash_model
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.kb.loaders import SourceDocument, content_hash

@@ -12,7 +12,7 @@ from graph import Context, build_graph
 from tests.fakes import ScriptedChatModel, grade_every
 from tools.errors import ConfigError
 from tools.kb.knowledge_base import KnowledgeBase
-from tools.kb.rerank import (
+from tools.kb.rerankers import (
     Candidate,
     LexicalReranker,
     NoReranker,
@@ -184,7 +184,7 @@ def test_auto_reranker_is_lexical_offline_and_none_with_a_model() -> None:
 def test_offline_agent_also_says_no_translation_was_done(
     sample_kb: KnowledgeBase, tmp_path: Path
 ) -> None:
-    from graph.agent_graph import build_agent_graph
+    from graph.agent.agent_graph import build_agent_graph
 
     context = Context(data_home=str(tmp_path / "home"), search_provider="none")
     out = asyncio.run(

@@ -27,13 +27,13 @@ from langsmith import utils as ls_utils
 
 from cli.main import main
 from graph import Context, build_agent_graph, build_graph
-from nodes import resources
-from nodes.tracing import secret_env_vars
+from run import resources
+from run.tracing import secret_env_vars
 from tests.fakes import hash_kb_cli, hash_model
 from tests.local_provider import LocalServer, Reply, closed_port, serve, stop
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.websearch import SearchCache, WebSearchSettings, set_default_cache
-from tools.websearch.settings import key_variables
+from tools.websearch.web_settings import key_variables
 
 # One sentinel per secret the project knows (the provider table's keys included), some in
 # their real formats.
@@ -319,7 +319,7 @@ def test_run_settings_copied_or_pickled_become_nothing() -> None:
     import copy
     import pickle
 
-    from nodes.settings import resolve_run_settings
+    from run.run_settings import resolve_run_settings
 
     settings = resolve_run_settings(Context(), {"OPENAI_API_KEY": "sk-not-on-disk"})
     values = {"question": "q", "run_settings": settings}

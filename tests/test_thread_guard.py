@@ -18,7 +18,7 @@ import pytest
 
 from graph import Context
 from graph.persistence import open_graph, run_config
-from nodes.models import register_chat_model, unregister_chat_model
+from run.models import register_chat_model, unregister_chat_model
 from tests.fakes import ScriptedChatModel
 from tests.servers import PostgresServer
 from tools.errors import ConcurrentTurnError

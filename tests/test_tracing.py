@@ -29,7 +29,7 @@ from langsmith import run_trees
 from langsmith import utils as ls_utils
 
 from graph import Context, build_graph
-from nodes.tracing import REDACTED, redact_secrets, redacting_client, run_summary
+from run.tracing import REDACTED, redact_secrets, redacting_client, run_summary
 from tests.local_provider import LocalServer, Reply
 from tools.websearch import SearchCache, set_default_cache
 

@@ -3,7 +3,7 @@ and once against the production server (Aegra with PostgreSQL, tests/production_
 
 The team's server (tests/team_server.py: the sample KB, users alice and bob, web search
 on a loopback Serper-shaped provider) runs offline. The document API (/kb) is the
-server's own when this checkout has it (issue 34, ``graph/documents_api.py``); until then
+server's own when this checkout has it (issue 34, ``server/documents_api.py``); until then
 tests/fake_kb_api.py, a fake of its contract, answers /kb inside the browser. Screenshots (desktop and phone width, English and Chinese)
 go to docs/ for the README.
 """
@@ -42,7 +42,7 @@ def browser() -> Iterator[Any]:
 
 
 def real_document_api() -> bool:
-    return importlib.util.find_spec("graph.documents_api") is not None
+    return importlib.util.find_spec("server.documents_api") is not None
 
 
 @pytest.fixture(scope="module")

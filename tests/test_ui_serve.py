@@ -12,8 +12,8 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from graph.ui import static_dir
-from graph.webapp import app
+from server.ui import static_dir
+from server.webapp import app
 from tests.langgraph_server import server_env
 from tests.ports import free_port
 

@@ -20,8 +20,8 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from graph import Context, build_agent_graph, build_graph
-from nodes import resources
-from nodes.models import register_chat_model, unregister_chat_model
+from run import resources
+from run.models import register_chat_model, unregister_chat_model
 from tests.agent_fakes import ToolScriptedChatModel, ask, call
 from tests.fakes import ScriptedChatModel, grade_every, hash_model
 from tests.local_provider import LocalServer, Reply

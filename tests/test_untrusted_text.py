@@ -19,10 +19,10 @@ import pytest
 
 from cli.main import TerminalSafe, main
 from graph import Context, build_graph
-from nodes import resources
-from nodes.tracing import redact_secrets
+from graph.agent.tool_work import SourceRegistry, internal_search, render_web
+from run import resources
+from run.tracing import redact_secrets
 from tests.fakes import ScriptedChatModel, hash_kb_cli, hash_model
-from tools.answer.agent_tools import SourceRegistry, internal_search, render_web
 from tools.answer.context_builder import fence, neutralise
 from tools.answer.search_service import SearchService
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
@@ -30,8 +30,8 @@ from tools.policy.offline import extractive_answer
 from tools.policy.untrusted import quotable, quotable_text
 from tools.text import json_terminal_safe, terminal_safe
 from tools.websearch import SearchCache, WebSearchError, search_sync
-from tools.websearch.errors import scrub
-from tools.websearch.settings import WebSearchSettings
+from tools.websearch.web_errors import scrub
+from tools.websearch.web_settings import WebSearchSettings
 
 HOSTILE = (
     "# Parking\n\nThe parking fee is 5 EUR per day for staff.\n\n"

@@ -1,6 +1,6 @@
 """The users file as the server reads it (``tools.access.users``), edits it
 (``tools.access.users_file``, ``hybrid-rag users ...``) and authenticates with it
-(``graph/auth.py``): content-hash re-reads, permissions, broken files failing closed with
+(``server/auth.py``): content-hash re-reads, permissions, broken files failing closed with
 the problem named (logged once), admin and disabled users, x-api-key."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from langgraph_sdk import Auth
 
 from cli.main import main
-from graph import auth as server_auth
+from server import auth as server_auth
 from tools.access.users import (
     CHECK_EVERY_S,
     MAX_USERS_FILE_BYTES,

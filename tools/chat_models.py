@@ -1,8 +1,8 @@
 """Model specs (``"provider:model"``, ``auto``, ``offline``) checked without building
 anything, and the registry of model objects plugged in as ``custom:<name>``.
 
-Plain Python (no LangGraph), so the run configuration (``graph.context``) can check a
-spec without importing ``nodes``; ``nodes.models`` builds the models.
+Plain Python (no LangGraph), so the run configuration (``run.context``) can check a
+spec without importing ``nodes``; ``run.models`` builds the models.
 """
 
 from __future__ import annotations

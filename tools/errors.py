@@ -58,7 +58,7 @@ class ConcurrentTurnError(CheckpointError):
 def kb_unavailable(exc: Exception) -> str:
     """The one wording of "the knowledge base failed" in warnings, whichever step (the
     router's probe, a retrieval round, the agent's tool) met it, so a run repeating it
-    gives it once (``graph.reducers.add_warnings``)."""
+    gives it once (``run.reducers.add_warnings``)."""
     text = str(exc)
     prefix = "knowledge base unavailable: "
     return text if text.startswith(prefix) else prefix + text  # a damaged store says it

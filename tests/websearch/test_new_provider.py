@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from nodes.tracing import REDACTED, redact_secrets, secret_env_vars, secret_values
+from run.tracing import REDACTED, redact_secrets, secret_env_vars, secret_values
 from tests.local_provider import LocalServer, Reply
 from tools.websearch import (
     PROVIDERS,
@@ -23,8 +23,8 @@ from tools.websearch import (
     unregister_provider,
 )
 from tools.websearch.providers import ParsedPage, Provider, RequestSpec, items_of, rows_of
-from tools.websearch.settings import environment_variables, key_variables
 from tools.websearch.types import SearchParams
+from tools.websearch.web_settings import environment_variables, key_variables
 
 KEY = "acme-SENTINEL-key-424242"
 INFO = ProviderInfo(
@@ -63,10 +63,10 @@ def test_a_registered_provider_is_configured_from_its_table_row(acme: None) -> N
 
 def test_a_provider_registered_after_import_is_selectable_in_the_context(acme: None) -> None:
     """Issue 32 item 4: the context's provider check was a pattern frozen when
-    graph/context.py was imported, so a provider registered later could not be chosen."""
+    run/context.py was imported, so a provider registered later could not be chosen."""
     from dataclasses import fields
 
-    from graph.context import Context
+    from run.context import Context
     from tools.errors import ConfigError
 
     assert Context(search_provider="acme").search_provider == "acme"

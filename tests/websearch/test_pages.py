@@ -203,7 +203,7 @@ async def test_the_search_service_cites_passages_fenced(server: LocalServer) -> 
         web_settings=lambda: settings,
         cache=SearchCache(),
         read_pages=2,
-        # the run's page settings, a value (nodes.settings reads the host allowance once)
+        # the run's page settings, a value (run.run_settings reads the host allowance once)
         page_settings=PageSettings.from_env({"HYBRID_RAG_PAGES_ALLOW_HOSTS": "127.0.0.1"}),
         page_cache=PageCache(),
     )

@@ -164,7 +164,7 @@ def test_a_crashed_holder_blocks_the_others_only_until_its_lock_expires(
     redis_url: str, provider: LocalServer
 ) -> None:
     from tools.websearch.cache import cache_key
-    from tools.websearch.text import build_params
+    from tools.websearch.snippets import build_params
 
     provider.route("/search", Reply(ORGANIC))
     key = cache_key("serper", build_params("orphaned", hl="en", gl="us", num=10))

@@ -17,8 +17,8 @@ from tools.websearch import (
     parse_date,
     parse_retry_after,
 )
-from tools.websearch.errors import scrub
 from tools.websearch.results import merge_ranked
+from tools.websearch.web_errors import scrub
 
 NOW = datetime(2026, 3, 10, 12, 0, 0, tzinfo=UTC)
 

@@ -5,5 +5,5 @@ given at ingest, by ``--acl`` or a folder's ``.acl`` file) and the ``Reader`` a 
 runs as: the caller's principals, or every document for local use. ``users`` owns the
 server's user directory (bearer tokens, stored hashed, mapped to a user and groups).
 Plain Python: the knowledge base filters with it, the LangGraph auth handler
-(``graph/auth.py``) and the run settings build a ``Reader`` from it.
+(``server/auth.py``) and the run settings build a ``Reader`` from it.
 """

@@ -35,7 +35,7 @@ from tools.errors import ConfigError, InputError
 
 # The server user's ``kb_access`` for a caller who reads every document (no users file).
 ALL_DOCUMENTS = "all"
-USERS_FILE_ENV = "HYBRID_RAG_USERS_FILE"  # read by the server's auth handler (graph/auth.py)
+USERS_FILE_ENV = "HYBRID_RAG_USERS_FILE"  # read by the server's auth handler (server/auth.py)
 MAX_USERS_FILE_BYTES = 8 * 1024 * 1024
 CHECK_EVERY_S = 2.0  # a content change the file's stat does not show is seen within this
 _FLAGS = ("admin", "disabled")

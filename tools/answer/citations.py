@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from tools.answer.sources import describe_location
 from tools.text import LABEL_RE
-from tools.websearch.text import cut
+from tools.websearch.snippets import cut
 
 SourceKind = Literal["internal", "web"]
 _LABEL_WORDS: dict[str, dict[SourceKind, str]] = {

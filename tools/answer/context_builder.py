@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tools.text import estimate_tokens
-from tools.websearch.text import cut
+from tools.websearch.snippets import cut
 
 # Tags that could close a source fence or open a role or instruction block, and chat
 # template tokens (``<|im_start|>``): in retrieved text they are data, so they are defused.

@@ -7,7 +7,7 @@ outcome their own way (state updates; a tool message for the model). Nothing her
 raises for a source that cannot answer: a store error, a disabled or unconfigured web
 search, a skip by the person approving, a provider outage are outcomes with a status
 and an error text. The one exception is the ``approve`` hook, which may pause the run
-(LangGraph's ``interrupt``, see ``nodes.approval``) or reject a malformed decision.
+(LangGraph's ``interrupt``, see ``run.approval_interrupt``) or reject a malformed decision.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tools.access.acl import Reader
 from tools.answer.sources import Source, chunk_to_source, web_to_source
 from tools.errors import HybridRagError, kb_unavailable
 from tools.kb.knowledge_base import KnowledgeBase, Retrieval
-from tools.kb.rerank import Reranker, rerank_chunks
+from tools.kb.rerankers import Reranker, rerank_chunks
 from tools.policy.confidence import KBSearch, evidence_from, is_keyword_selection
 from tools.websearch import (
     SKIPPED_BY_USER,
@@ -44,7 +44,7 @@ RERANK_POOL = 20  # first-stage candidates a reranker orders (at least top_k)
 class WebApproval(Protocol):
     """Asked before a web search spends anything: a person's decision on searching
     ``queries`` with ``settings``, or ``None`` when no approval is needed (it may pause
-    the run until the decision comes; see ``nodes.approval``)."""
+    the run until the decision comes; see ``run.approval_interrupt``)."""
 
     def __call__(
         self,
@@ -100,7 +100,9 @@ class SearchService:
     approve: WebApproval | None = None
     cache: SearchCache | None = None
     read_pages: int = 0  # top web results whose pages are fetched and read (0: snippets)
-    page_settings: PageSettings = field(default_factory=PageSettings)  # the run's (nodes.settings)
+    page_settings: PageSettings = field(
+        default_factory=PageSettings
+    )  # the run's (run.run_settings)
     page_cache: PageCache | None = None
     reader: Reader = field(default_factory=Reader.everyone)  # whose documents the KB shows
 

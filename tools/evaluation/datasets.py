@@ -23,7 +23,7 @@ from tools.errors import InputError
 from tools.kb.answerability import EvidenceFeatures
 from tools.kb.knowledge_base import SEARCH_MODES, KBConfig, KnowledgeBase, Retrieval, SearchMode
 from tools.kb.loaders import SourceDocument, content_hash
-from tools.kb.rerank import Reranker, rerank_chunks
+from tools.kb.rerankers import Reranker, rerank_chunks
 
 
 @dataclass(frozen=True)

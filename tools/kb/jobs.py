@@ -23,7 +23,7 @@ from tools.access.acl import ACL
 from tools.errors import HybridRagError, InputError
 from tools.kb.catalog import TERMINAL_FILE, Catalog, Job, JobFile
 from tools.kb.formats import LoadLimits
-from tools.kb.formats.common import MB
+from tools.kb.formats.base import MB
 from tools.kb.library import Item, Library
 from tools.kb.loaders import SUPPORTED_SUFFIXES
 from tools.kb.originals import suffix_of

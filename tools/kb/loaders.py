@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools.kb.formats import FORMATS, LEGACY, LoadError, LoadLimits, extract, extraction_tag
-from tools.kb.formats.common import MB, decode_bytes, has_bom
+from tools.kb.formats.base import MB, decode_bytes, has_bom
 
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
 TEXT_SUFFIXES = frozenset({".txt"})

@@ -218,7 +218,7 @@ def kept_internal(internal: Sequence[Any], decision: Mapping[str, Any]) -> list[
 def web_unavailable(turn: Mapping[str, Any]) -> str | None:
     """Why the answer must say live web results were unavailable, or None: the run wanted
     the web (its route, or a fallback), a search failed or was skipped, and no web result
-    reached the run (both graphs; the sentence is ``nodes.notices``)."""
+    reached the run (both graphs; the sentence is ``run.localize``)."""
     if turn.get("web_docs"):
         return None
     wanted = turn.get("route") in ("search", "both") or (turn.get("decision") or {}).get(

@@ -27,7 +27,20 @@ from .cache import (
 )
 from .client import WebSearchClient, search_sync
 from .dates import parse_date, parse_datetime
-from .errors import (
+from .providers import (
+    AUTO_ORDER,
+    PROVIDERS,
+    ProviderInfo,
+    register_provider,
+    unregister_provider,
+    valid_providers,
+)
+from .shared_cache import RedisSharedCache, SharedCacheUnavailable
+from .snippets import build_params, clean_snippet, default_locale
+from .transport import parse_retry_after
+from .types import MultiSearchResponse, ResultKind, SearchParams, SearchResponse, WebResult
+from .urls import normalize_url
+from .web_errors import (
     UnknownProviderError,
     WebSearchAuthError,
     WebSearchDependencyError,
@@ -39,20 +52,7 @@ from .errors import (
     WebSearchRateLimitError,
     WebSearchTimeoutError,
 )
-from .providers import (
-    AUTO_ORDER,
-    PROVIDERS,
-    ProviderInfo,
-    register_provider,
-    unregister_provider,
-    valid_providers,
-)
-from .settings import WebSearchSettings
-from .shared_cache import RedisSharedCache, SharedCacheUnavailable
-from .text import build_params, clean_snippet, default_locale
-from .transport import parse_retry_after
-from .types import MultiSearchResponse, ResultKind, SearchParams, SearchResponse, WebResult
-from .urls import normalize_url
+from .web_settings import WebSearchSettings
 
 __all__ = [
     "AUTO_ORDER",

@@ -28,14 +28,6 @@ import importlib
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from .errors import (
-    WebSearchAuthError,
-    WebSearchDependencyError,
-    WebSearchError,
-    WebSearchProviderError,
-    WebSearchRateLimitError,
-    WebSearchTimeoutError,
-)
 from .providers import (
     DDGS_INSTALL_HINT,
     ParsedPage,
@@ -51,6 +43,14 @@ from .providers import (
     text_of,
 )
 from .types import ResultKind, SearchParams
+from .web_errors import (
+    WebSearchAuthError,
+    WebSearchDependencyError,
+    WebSearchError,
+    WebSearchProviderError,
+    WebSearchRateLimitError,
+    WebSearchTimeoutError,
+)
 
 BUILT_IN: dict[str, ProviderInfo] = {
     "serpbase": ProviderInfo(

@@ -5,7 +5,7 @@ made â€” the queries, the provider, its price per query and the estimated cost â
 :class:`WebSearchDecision` validates the person's answer: ``approve`` (run as planned),
 ``edit`` (run these queries instead) or ``skip`` (no web search; the answer then says
 live web results were unavailable because of :data:`SKIPPED_BY_USER`). Both graphs ask
-through ``nodes.approval``, which pauses the run with LangGraph's ``interrupt``.
+through ``run.approval_interrupt``, which pauses the run with LangGraph's ``interrupt``.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from tools.errors import InputError
 
 from .cache import SearchCache, cache_key
 from .providers import PROVIDERS
-from .settings import ENV_PRICE_PREFIX, WebSearchSettings
-from .text import build_params, normalize_query
+from .snippets import build_params, normalize_query
+from .web_settings import ENV_PRICE_PREFIX, WebSearchSettings
 
 # The reason the answer gives ("Live web results were unavailable: <reason>.").
 SKIPPED_BY_USER = "web search was skipped by the user"

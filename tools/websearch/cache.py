@@ -37,7 +37,7 @@ from cachetools import LRUCache, TLRUCache
 from tools.errors import ConfigError
 
 from .shared_cache import RedisSharedCache, SharedCacheSettings
-from .text import normalize_query
+from .snippets import normalize_query
 from .types import SearchParams, SearchResponse
 
 Timer = Callable[[], float]

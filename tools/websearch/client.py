@@ -25,18 +25,18 @@ from tools.errors import InputError
 from .adapters import ddgs_search
 from .cache import SearchCache, cache_key, default_cache
 from .dates import iso_now
-from .errors import (
+from .providers import HTTP_PROVIDERS, ParsedPage, Provider, RequestSpec
+from .results import merge_ranked, normalise_items
+from .snippets import build_params, normalize_query
+from .transport import LOG_FILTER, http_once, install_log_filter
+from .types import MultiSearchResponse, SearchParams, SearchResponse
+from .web_errors import (
     WebSearchError,
     WebSearchFailoverError,
     WebSearchNotConfiguredError,
     WebSearchTimeoutError,
 )
-from .providers import HTTP_PROVIDERS, ParsedPage, Provider, RequestSpec
-from .results import merge_ranked, normalise_items
-from .settings import WebSearchSettings
-from .text import build_params, normalize_query
-from .transport import LOG_FILTER, http_once, install_log_filter
-from .types import MultiSearchResponse, SearchParams, SearchResponse
+from .web_settings import WebSearchSettings
 
 logger = logging.getLogger(__name__)
 USER_AGENT = "hybrid-rag-websearch/0.1"

@@ -24,7 +24,7 @@ import httpx
 from tools.kb.bm25 import BM25Index
 from tools.kb.chunking import ChunkingOptions, chunk_document
 from tools.kb.formats import LoadError, LoadLimits, extract
-from tools.kb.rerank import Candidate, LexicalReranker
+from tools.kb.rerankers import Candidate, LexicalReranker
 from tools.kb.tokenizers import make_tokenizer
 
 from .pages import PageCache, PageError, PageSettings, default_page_cache, fetch_page

@@ -7,7 +7,7 @@ provider-neutral :class:`RawItem` rows (the client then cleans, dates, deduplica
 ranks them). :func:`register_provider` adds both; the built-in ones register in
 ``adapters.py``. Everything else derives from this table: the settings read its
 variables, the secrets scrubbed from traces, logs and errors are its keys
-(``tools.websearch.settings.key_variables``), and ``auto`` tries providers in
+(``tools.websearch.web_settings.key_variables``), and ``auto`` tries providers in
 registration order.
 """
 
@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import WebSearchError, scrub
 from .types import ResultKind, SearchParams
+from .web_errors import WebSearchError, scrub
 
 
 @dataclass(frozen=True, slots=True)

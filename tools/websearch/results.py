@@ -10,7 +10,7 @@ from tools.kb.fusion import RRF_K
 
 from .dates import iso_now, parse_date
 from .providers import RawItem
-from .text import clean_html, clean_snippet
+from .snippets import clean_html, clean_snippet
 from .types import WebResult
 from .urls import normalize_url, site_of
 

@@ -12,7 +12,9 @@ from typing import Any
 
 import httpx
 
-from .errors import (
+from .providers import ParsedPage, Provider, RequestSpec, error_text
+from .types import SearchParams
+from .web_errors import (
     WebSearchAuthError,
     WebSearchError,
     WebSearchNetworkError,
@@ -21,8 +23,6 @@ from .errors import (
     WebSearchTimeoutError,
     scrub,
 )
-from .providers import ParsedPage, Provider, RequestSpec, error_text
-from .types import SearchParams
 
 
 class RedactingFilter(logging.Filter):

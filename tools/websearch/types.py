@@ -32,7 +32,7 @@ class WebResult:
 
 @dataclass(frozen=True, slots=True)
 class SearchParams:
-    """Validated request parameters (see :func:`tools.websearch.text.build_params`)."""
+    """Validated request parameters (see :func:`tools.websearch.snippets.build_params`)."""
 
     query: str
     hl: str

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tools.kb.formats import delimited, html_page, pdf, spreadsheet, word
-from tools.kb.formats.common import Extraction, LoadError, LoadLimits, quiet_libraries
+from tools.kb.formats.base import Extraction, LoadError, LoadLimits, quiet_libraries
 
 # suffix -> format name
 FORMATS: dict[str, str] = {

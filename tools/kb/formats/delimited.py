@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import io
 
-from tools.kb.formats.common import Extraction, LoadError, LoadLimits, decode_text, markdown_table
+from tools.kb.formats.base import Extraction, LoadError, LoadLimits, decode_text, markdown_table
 from tools.kb.formats.spreadsheet import bounded_table, table_notes
 
 REVISION = 1

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tools.kb.formats.common import (
+from tools.kb.formats.base import (
     Extraction,
     LoadError,
     LoadLimits,

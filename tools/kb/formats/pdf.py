@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tools.kb.chunking import location_marker
-from tools.kb.formats.common import (
+from tools.kb.formats.base import (
     Extraction,
     LoadError,
     LoadLimits,

@@ -10,7 +10,7 @@ Bounded: at most ``max_sheet_rows`` data rows per sheet (default 10,000,
 ``$HYBRID_RAG_MAX_SHEET_ROWS``) and ``max_columns`` columns (64); what is left out is
 reported in the document's notes (``ingest`` prints them), never silently dropped.
 Macros are never run; chart sheets and images are not read. The container passes the
-zip-bomb checks first (``tools.kb.formats.common.open_zip``).
+zip-bomb checks first (``tools.kb.formats.base.open_zip``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from tools.kb.chunking import location_marker
-from tools.kb.formats.common import (
+from tools.kb.formats.base import (
     Extraction,
     LoadError,
     LoadLimits,

@@ -8,7 +8,7 @@
 * Page headers and footers, comments, footnotes and text boxes are not read (they are
   mostly boilerplate; python-docx does not place text boxes in the body's order).
 * Before python-docx opens it, the ZIP container passes the zip-bomb checks of
-  ``tools.kb.formats.common.open_zip``; a password-protected file (not a ZIP) is refused
+  ``tools.kb.formats.base.open_zip``; a password-protected file (not a ZIP) is refused
   with that reason.
 """
 
@@ -18,7 +18,7 @@ import io
 import re
 from typing import Any
 
-from tools.kb.formats.common import (
+from tools.kb.formats.base import (
     Extraction,
     LoadError,
     LoadLimits,

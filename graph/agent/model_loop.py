@@ -1,0 +1,295 @@
+"""The tool-calling agent's model loop: a model with ``internal_search`` / ``google_search``.
+
+    agent_prepare ─(model)──→ call_model ⇄ run_tools ──→ cite → finalize
+                  └(offline)→ offline_tools → offline_answer ──→ cite → finalize
+
+* ``call_model`` asks the model (tools bound) what to do next. It counts model calls
+  and stops at ``max_model_calls``; once ``max_tool_calls`` is used up the system
+  prompt tells it to answer now; a model that still wants tools, errors, or hits the
+  model bound gets a graceful extractive answer from the sources gathered so far.
+* ``run_tools`` runs the requested calls in order (``graph.agent.tool_node.run_calls``:
+  sequentially, so labels are numbered deterministically), refuses calls beyond
+  ``max_tool_calls`` with a tool message, and accumulates sources, costs, warnings and
+  ``tool_calls`` records.
+* Without a model (``offline``) a documented rule stands in: ``graph.agent.offline_loop``.
+
+Confidence, the web fallback and the refusal are ``tools.policy.decide`` over the
+agent's evidence (:func:`decision_of`), the function the state graph's ``grade`` calls.
+Every answer leaves through ``nodes.generate.cite``, the state graph's citation check.
+Sources are labelled by one ``graph.agent.tool_work.SourceRegistry`` per step, rebuilt
+from ``state["sources"]``, so a label never changes once the model has seen it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langgraph.runtime import Runtime
+
+from graph.agent.tool_node import AGENT_TOOLS, apply_outcomes, route_of, run_calls
+from nodes.generate import web_note
+from nodes.prepare import prepare
+from prompts.agent import (
+    AGENT_SYSTEM_EN,
+    AGENT_SYSTEM_ZH,
+    BOUND_NOTE_EN,
+    BOUND_NOTE_ZH,
+    NO_TOOLS_LEFT_EN,
+    NO_TOOLS_LEFT_ZH,
+)
+from prompts.notices import DEADLINE_TOOL_MESSAGE
+from run.deadline import deadline_reason
+from run.models import OFFLINE, load_chat_model, model_env
+from run.node_helpers import emit
+from tools.errors import HybridRagError
+from tools.policy.decisions import Decision, Evidence, decide, record, turn_evidence
+from tools.policy.offline import extractive_answer
+
+if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+    from run.context import Context
+    from run.state import AgentState
+
+log = logging.getLogger("hybrid_rag.nodes")
+
+# Why the offline rules took over a model's run (``degraded``; the answer's note says it).
+MODEL_FAILED = "the model call failed"
+
+# --- helpers ---------------------------------------------------------------------------
+
+
+def turn_messages(messages: list[AnyMessage]) -> list[AnyMessage]:
+    """This turn's tool-calling exchange: what follows the last human message."""
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], HumanMessage):
+            return list(messages[i + 1 :])
+    return []
+
+
+def _add_ms(state: Mapping[str, Any], key: str, started: float) -> dict[str, float]:
+    """Accumulate a node's time over the loop (a plain ``timed`` would keep only the last)."""
+    previous = float((state.get("timings") or {}).get(key) or 0.0)
+    return {key: round(previous + (time.perf_counter() - started) * 1000, 2)}
+
+
+def answer_sources(state: Mapping[str, Any], ctx: Context) -> list[dict[str, Any]]:
+    """The best sources per kind, labels unchanged (registry order is label order): the KB
+    passages kept (on a web fallback, those ``tools.policy.kept_internal`` kept when it was
+    decided, as in the state graph) and the web results."""
+    internal = list(state.get("internal_docs") or [])[: ctx.top_k_internal]
+    return [*internal, *list(state.get("web_docs") or [])[: ctx.top_k_web]]
+
+
+def bounded_answer(state: Mapping[str, Any], ctx: Context, reason: str) -> dict[str, Any]:
+    """Stop gracefully: quote the gathered sources and say why the run ended."""
+    language = state.get("language", "en")
+    sources = answer_sources(state, ctx)
+    text = extractive_answer(state["question"], sources, language)
+    note = (BOUND_NOTE_ZH if language == "zh" else BOUND_NOTE_EN).format(reason=reason)
+    return {
+        "answer": f"{text} {note}{web_note(state, language)}",
+        "warnings": [f"agent stopped: {reason}; answered extractively from the sources gathered"],
+        **route_of(state.get("tool_calls") or []),
+        **_confidence(state, ctx),
+    }
+
+
+def agent_messages(state: Mapping[str, Any], tools_left: int) -> list[BaseMessage]:
+    language = state.get("language", "en")
+    zh = language == "zh"
+    budget_note = "" if tools_left > 0 else (NO_TOOLS_LEFT_ZH if zh else NO_TOOLS_LEFT_EN)
+    system = (AGENT_SYSTEM_ZH if zh else AGENT_SYSTEM_EN).format(
+        tools_left=max(0, tools_left), budget_note=budget_note, today=datetime.now(UTC).date()
+    )
+    messages: list[BaseMessage] = [SystemMessage(system)]
+    for turn in state.get("history") or []:
+        messages.append(
+            HumanMessage(turn["content"]) if turn["role"] == "user" else AIMessage(turn["content"])
+        )
+    messages.append(HumanMessage(state["question"]))
+    messages.extend(turn_messages(state.get("messages") or []))
+    return messages
+
+
+# --- nodes -----------------------------------------------------------------------------
+
+
+async def agent_prepare(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """The state graph's ``prepare`` (validation, fresh turn), plus the agent's counters."""
+    update = await prepare(state, runtime)
+    offline = update["mode"] == OFFLINE
+    return {**update, "model_calls": 0, "degraded": "", "strategy": "" if offline else "agent"}
+
+
+async def call_model(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """One model turn: tool calls to run next, or the answer (bounded, never raises)."""
+    ctx = runtime.context
+    started = time.perf_counter()
+    calls = int(state.get("model_calls") or 0)
+    if calls >= ctx.max_model_calls:
+        return bounded_answer(
+            state, ctx, f"the max_model_calls bound ({ctx.max_model_calls}) was reached"
+        )
+    tools_left = ctx.max_tool_calls - len(state.get("tool_calls") or [])
+    messages = agent_messages(state, tools_left)
+    emit(runtime, "thinking", call=calls + 1, tools_left=max(0, tools_left))
+    update: dict[str, Any] = {"model_calls": calls + 1}
+    try:
+        model = load_chat_model(state["mode"], model_env(state, ctx))
+        # Tools stay bound even when the budget is spent: some providers reject a history
+        # with tool calls but no tool definitions. The system prompt then says "answer now",
+        # and a model that still asks for tools gets the graceful bounded answer below.
+        reply = await model.bind_tools(list(AGENT_TOOLS.values())).ainvoke(messages)
+    except Exception as exc:  # provider/network failure: the offline rules take over
+        if not isinstance(exc, HybridRagError):
+            log.warning("agent model call failed", exc_info=True)
+        detail = str(exc) if isinstance(exc, HybridRagError) else type(exc).__name__
+        return {
+            **update,
+            "degraded": MODEL_FAILED,
+            **route_of(state.get("tool_calls") or []),
+            "warnings": [f"model call failed: {detail}; the offline rules answer"],
+            "timings": _add_ms(state, "call_model", started),
+        }
+    update["timings"] = _add_ms(state, "call_model", started)
+    if isinstance(reply, AIMessage) and reply.tool_calls:
+        if tools_left <= 0:
+            return {
+                **update,
+                **bounded_answer(
+                    state, ctx, f"the max_tool_calls bound ({ctx.max_tool_calls}) was reached"
+                ),
+            }
+        return {**update, "messages": [reply]}
+    answer = reply.text.strip() if isinstance(reply, AIMessage) else str(reply).strip()
+    if not answer:
+        bounded = bounded_answer(state, ctx, "the model replied with nothing")
+        return {**update, **bounded}
+    language = state.get("language", "en")
+    emit(runtime, "answering", mode=state["mode"])
+    # The reply is not appended to ``messages`` here: ``cite`` appends the checked answer,
+    # under the streamed reply's id when it is the draft unchanged (see generate.cite).
+    return {
+        **update,
+        "answer": f"{answer}{web_note(state, language)}",
+        "answer_message_id": reply.id,
+        "answer_draft": answer,
+        **route_of(state.get("tool_calls") or []),
+        **_confidence(state, ctx),
+    }
+
+
+async def run_tools(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Run the last model turn's tool calls in order, within ``max_tool_calls``."""
+    ctx = runtime.context
+    started = time.perf_counter()
+    messages = state.get("messages") or []
+    last = messages[-1] if messages else None
+    requested = list(last.tool_calls) if isinstance(last, AIMessage) else []
+    budget = max(0, ctx.max_tool_calls - len(state.get("tool_calls") or []))
+    # Every tool call needs an answer (OpenAI rejects a dangling one): those over the
+    # budget get a message saying why not.
+    replies, done, registry = await run_calls(state, requested, runtime, budget)
+    refused = len(requested) - len(done)
+    update = apply_outcomes(state, registry, done)
+    if refused:
+        update["warnings"].append(
+            f"{refused} tool call(s) not run: max_tool_calls ({ctx.max_tool_calls}) reached"
+        )
+    return {**update, "messages": replies, "timings": _add_ms(state, "run_tools", started)}
+
+
+def evidence_of(state: Mapping[str, Any]) -> Evidence:
+    """The agent's evidence: the sources its tools found, for the route its calls took (a
+    model's), or the one the offline rule took (``offline_tools``)."""
+    if not model_drives(state):
+        return turn_evidence(state)
+    return turn_evidence(state, route=route_of(state.get("tool_calls") or []).get("route"))
+
+
+def model_drives(state: Mapping[str, Any]) -> bool:
+    """A model picks this run's searches (not the offline rule, nor after it failed)."""
+    return state.get("mode") != OFFLINE and not state.get("degraded")
+
+
+def decision_of(state: Mapping[str, Any], ctx: Context, *, searches_left: int = 0) -> Decision:
+    """``tools.policy.decide`` over the agent's evidence (the state graph's ``grade`` asks
+    the same function); ``searches_left``: 0 once the run answers."""
+    return decide(
+        evidence_of(state),
+        ctx.confidence_threshold,
+        refusal=ctx.refusal_threshold,
+        model_driven=model_drives(state),
+        searches_left=searches_left,
+    )
+
+
+def _confidence(state: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
+    verdict = decision_of(state, ctx)
+    return {
+        "confidence": verdict["confidence"],
+        "decision": verdict,
+        "evidence": record(evidence_of(state)),
+    }
+
+
+# --- past the run's deadline ------------------------------------------------------------
+
+
+async def late_run_tools(state: Mapping[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+    """The agent's ``run_tools`` past the deadline (``run.deadline``): every tool call is
+    answered "not run"
+    (a model provider rejects a tool call left without its reply)."""
+    messages = state.get("messages") or []
+    last = messages[-1] if messages else None
+    calls = list(last.tool_calls) if isinstance(last, AIMessage) else []
+    return {
+        "messages": [
+            ToolMessage(
+                DEADLINE_TOOL_MESSAGE,
+                tool_call_id=c.get("id") or f"call_{c['name']}",
+                name=c["name"],
+                status="error",
+            )
+            for c in calls
+        ]
+    }
+
+
+async def late_call_model(state: Mapping[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+    """The agent's ``call_model`` past the deadline (``run.deadline``): the bounded
+    extractive answer."""
+    return bounded_answer(state, runtime.context, deadline_reason(runtime.context))
+
+
+# --- routing ---------------------------------------------------------------------------
+
+
+def after_prepare(state: Mapping[str, Any]) -> Literal["call_model", "offline_tools"]:
+    """Offline (no model configured) takes the deterministic branch."""
+    return "offline_tools" if state.get("mode") == OFFLINE else "call_model"
+
+
+def after_model(
+    state: Mapping[str, Any],
+) -> Literal["run_tools", "cite", "offline_tools", "offline_answer"]:
+    """Run tools while the model's last message asks for them; otherwise check citations.
+    A failed model leaves the run to the offline rules, as in the state graph: they search
+    when nothing was searched yet, and answer from what was found."""
+    if state.get("degraded"):
+        return "offline_answer" if state.get("tool_calls") else "offline_tools"
+    last = (state.get("messages") or [None])[-1]
+    if not state.get("answer") and isinstance(last, AIMessage) and last.tool_calls:
+        return "run_tools"
+    return "cite"

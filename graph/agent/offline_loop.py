@@ -1,0 +1,186 @@
+"""The agent without a model: a documented rule picks the tools and answers.
+
+``offline_route`` (cue words + KB probe) picks the tools, each is called once with the
+question (plus the state graph's web fallback on weak KB evidence, ``tools.policy``, as a
+second turn), and the answer is extractive exactly as in the state graph. It is labelled
+as such, never presented as a model; its calls and results are recorded in ``messages``
+as the model path records them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.messages.tool import ToolCall, tool_call
+from langgraph.runtime import Runtime
+
+from graph.agent.model_loop import answer_sources, decision_of, evidence_of
+from graph.agent.tool_node import (
+    GOOGLE_SEARCH,
+    INTERNAL_SEARCH,
+    SourceRegistry,
+    apply_outcomes,
+    run_calls,
+)
+from nodes.generate import build_prompt, web_note
+from prompts.agent import (
+    AGENT_OFFLINE_NOTE_EN,
+    AGENT_OFFLINE_NOTE_ZH,
+    BOUND_NOTE_EN,
+    BOUND_NOTE_ZH,
+)
+from run.crosslingual import translated_queries
+from run.models import OFFLINE
+from run.node_helpers import emit, timed
+from run.run_settings import settings_of
+from run.search_setup import kb_probe, locale_setting
+from tools.policy.decisions import (
+    decide,
+    kept_internal,
+    record,
+    route_without_plan,
+    strategy_label,
+    turn_evidence,
+)
+from tools.policy.offline import extractive_answer, no_information, offline_route
+from tools.websearch.snippets import search_locale
+
+if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+    from run.context import Context
+    from run.state import AgentState
+
+
+async def run_turn(
+    state: Mapping[str, Any], calls: list[ToolCall], runtime: Runtime[Context]
+) -> tuple[list[AnyMessage], list[tuple[ToolCall, dict[str, Any]]], SourceRegistry]:
+    """One offline tool-calling turn, recorded as the model path records it: the AI
+    message asking for ``calls``, then one tool message per call (same ``tool_call_id``)."""
+    messages: list[AnyMessage] = [AIMessage(content="", tool_calls=calls)] if calls else []
+    replies, done, registry = await run_calls(state, calls, runtime, budget=len(calls))
+    return [*messages, *replies], done, registry
+
+
+def offline_call(name: str, args: dict[str, Any]) -> ToolCall:
+    """A tool call of the offline rule, with a unique id as a model would give it."""
+    return tool_call(name=name, args=args, id=f"call_offline_{uuid.uuid4().hex[:16]}")
+
+
+def offline_plan(route: str, question: str, web_args: dict[str, Any]) -> list[ToolCall]:
+    """The offline rule's tool calls for ``route``: the question to each source asked."""
+    plan: list[ToolCall] = []
+    if route in ("knowledge", "both"):
+        plan.append(offline_call(INTERNAL_SEARCH, {"query": question}))
+    if route in ("search", "both"):
+        plan.append(offline_call(GOOGLE_SEARCH, web_args))
+    return plan
+
+
+async def crosslingual_report(
+    ctx: Context, state: Mapping[str, Any], question: str
+) -> dict[str, Any]:
+    """The state graph's rewrite-step report (offline, nothing is translated)."""
+    if not ctx.crosslingual:
+        return {}
+    _, report = await translated_queries(ctx, settings_of(state, ctx), question, OFFLINE)
+    return report
+
+
+async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """No model (none configured, or it failed): a fixed rule picks the tools (route by cues
+    + KB probe, ``tools.policy.route_without_plan``) and calls them.
+
+    The calls and their results go to ``messages`` exactly as on the model path (an AI
+    turn with ``tool_calls``, then the tool messages), so a chat UI shows the same trace.
+    """
+    ctx = runtime.context
+    question: str = state["question"]
+    timings: dict[str, float] = {}
+    warnings: list[str] = []
+    emit(runtime, "routing", mode=OFFLINE)
+    with timed("offline_tools", timings):
+        probe, unavailable = await kb_probe(ctx, state, question)
+        warnings.extend(unavailable)
+        rule = offline_route(question, probe)
+        degraded = str(state.get("degraded") or "")
+        route = route_without_plan(rule.route, model_failed=bool(degraded))
+        reason = f"{degraded} → {route}" if degraded else f"offline rules: {rule.reason}"
+        emit(runtime, "routed", route=route, reason=reason)
+        hl, gl = search_locale(question, *locale_setting(ctx))
+        web_args = {"query": question, "hl": hl, "gl": gl}
+        plan = offline_plan(route, question, web_args)
+        messages, done, registry = await run_turn(state, plan[: ctx.max_tool_calls], runtime)
+        update = apply_outcomes(state, registry, done)
+        # The state graph's corrective fallback (tools.policy): weak KB evidence → also
+        # search the web once (a second turn, as a model that read the weak results would).
+        verdict = decide(
+            turn_evidence({**state, **update, "route": route}),
+            ctx.confidence_threshold,
+            refusal=ctx.refusal_threshold,
+            searches_left=ctx.max_tool_calls - len(done),
+        )
+        kept = kept_internal(update["internal_docs"], verdict)  # trimmed before the search
+        if verdict["search_web_now"]:
+            more, fallback, registry = await run_turn(
+                {**state, "sources": registry.sources},
+                [offline_call(GOOGLE_SEARCH, web_args)],
+                runtime,
+            )
+            messages.extend(more)
+            done.extend(fallback)
+            update = apply_outcomes(state, registry, done)
+        update["internal_docs"] = kept
+    if len(plan) > ctx.max_tool_calls:
+        warnings.append(f"max_tool_calls ({ctx.max_tool_calls}) left planned searches out")
+    report = await crosslingual_report(ctx, state, question)
+    return {
+        **update,
+        "messages": messages,
+        "crosslingual": report,
+        "route": route,
+        "route_reason": reason,
+        "strategy": strategy_label(route, verdict["web_fallback"]),
+        "decision": verdict,
+        "warnings": [*warnings, *update["warnings"]],
+        "timings": timings,
+    }
+
+
+def offline_note(state: Mapping[str, Any], language: str) -> str:
+    """Why the rules answer: no model is configured, or the model failed mid-run."""
+    degraded = state.get("degraded")
+    if degraded:
+        return (BOUND_NOTE_ZH if language == "zh" else BOUND_NOTE_EN).format(reason=degraded)
+    return AGENT_OFFLINE_NOTE_ZH if language == "zh" else AGENT_OFFLINE_NOTE_EN
+
+
+async def offline_answer(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """The state graph's offline answer: extractive, refusing on weak evidence, labelled."""
+    ctx = runtime.context
+    language = state.get("language", "en")
+    timings: dict[str, float] = {}
+    warnings: list[str] = []
+    emit(runtime, "answering", mode=OFFLINE)
+    with timed("offline_answer", timings):
+        # Same budgeted selection as ``generate`` (labels are the registry's, unchanged).
+        _, built = build_prompt(state, ctx, answer_sources(state, ctx))
+        if built.omitted:
+            warnings.append(f"{built.omitted} sources left out to fit context_token_budget")
+        verdict = decision_of(state, ctx)
+        confidence = verdict["confidence"]
+        if verdict["refuse"]:
+            answer = no_information(language)
+        else:
+            answer = extractive_answer(state["question"], built.included, language)
+        answer = f"{answer} {offline_note(state, language)}{web_note(state, language)}"
+    return {
+        "answer": answer,
+        "sources": built.included,
+        "decision": verdict,
+        "evidence": record(evidence_of(state)),
+        "confidence": confidence,
+        "warnings": warnings,
+        "timings": timings,
+    }

@@ -1,0 +1,266 @@
+"""The agent's tools as LangChain tools that read their run through LangGraph's
+``ToolRuntime``: the ``Context`` from ``runtime.context``, the sources labelled so far
+(and the approval state of the step) from ``runtime.state``. No closure over a run: the
+two tools are built once, and the work is ``graph.agent.tool_work`` over the run's
+``SearchService`` (``run.search_setup``), the same service the state graph searches with.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+from langchain_core.messages import ToolMessage
+from langchain_core.messages.tool import ToolCall
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.config import get_config
+from langgraph.errors import GraphBubbleUp
+from langgraph.prebuilt import ToolRuntime
+from langgraph.runtime import Runtime
+
+from graph.agent import tool_work as work
+from graph.agent.tool_work import (
+    GOOGLE_DESCRIPTION,
+    GOOGLE_SEARCH,
+    INTERNAL_DESCRIPTION,
+    INTERNAL_SEARCH,
+    GoogleSearchArgs,
+    InternalSearchArgs,
+    SourceRegistry,
+    validation_message,
+)
+from nodes.rerank import effective_reranker
+from prompts.agent import BOUND_TOOL_MESSAGE
+from run.approval_interrupt import APPROVAL_ERRORS
+from run.node_helpers import emit
+from run.search_setup import locale_setting, search_service
+from tools.answer.search_service import WebFound
+from tools.answer.turn import fold_web
+from tools.kb.rerankers import Reranker, make_reranker
+
+if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+    from run.context import Context
+
+log = logging.getLogger("hybrid_rag.nodes")
+
+
+def registry_of(state: Mapping[str, Any]) -> SourceRegistry:
+    """The run's source registry, continued from the sources already labelled."""
+    return SourceRegistry(state.get("language", "en"), state.get("sources") or [])
+
+
+def agent_reranker(ctx: Context, mode: str | None) -> Reranker | None:
+    """The agent reranks inside internal_search; 'llm' ordering is the state graph's only."""
+    name = effective_reranker(ctx, mode)
+    return None if name in ("none", "llm") else make_reranker(name)
+
+
+async def _internal_search(query: str, runtime: ToolRuntime) -> tuple[str, dict[str, Any]]:
+    ctx = cast("Context", runtime.context)
+    return await work.internal_search(
+        search_service(ctx, runtime.state),
+        registry_of(runtime.state),
+        query,
+        question=runtime.state.get("question"),
+        top_k=ctx.top_k_internal,
+        snippet_chars=ctx.snippet_chars,
+        reranker=agent_reranker(ctx, runtime.state.get("mode")),
+    )
+
+
+async def _google_search(
+    query: str, runtime: ToolRuntime, hl: str | None = None, gl: str | None = None
+) -> tuple[str, dict[str, Any]]:
+    ctx = cast("Context", runtime.context)
+    default_hl, default_gl = locale_setting(ctx)  # what the model leaves out: as configured
+    return await work.google_search(
+        search_service(ctx, runtime.state),
+        registry_of(runtime.state),
+        query,
+        default_hl if hl is None else hl,
+        default_gl if gl is None else gl,
+        top_k=ctx.top_k_web,
+        snippet_chars=ctx.snippet_chars,
+    )
+
+
+AGENT_TOOLS: dict[str, BaseTool] = {
+    INTERNAL_SEARCH: StructuredTool.from_function(
+        coroutine=_internal_search,
+        name=INTERNAL_SEARCH,
+        description=INTERNAL_DESCRIPTION,
+        args_schema=InternalSearchArgs,
+        response_format="content_and_artifact",
+        handle_validation_error=validation_message(INTERNAL_SEARCH),
+    ),
+    GOOGLE_SEARCH: StructuredTool.from_function(
+        coroutine=_google_search,
+        name=GOOGLE_SEARCH,
+        description=GOOGLE_DESCRIPTION,
+        args_schema=GoogleSearchArgs,
+        response_format="content_and_artifact",
+        handle_validation_error=validation_message(GOOGLE_SEARCH),
+    ),
+}
+
+
+# --- running them -----------------------------------------------------------------------
+
+
+async def execute_tool_call(
+    call: ToolCall, state: Mapping[str, Any], runtime: Runtime[Context]
+) -> tuple[ToolMessage, dict[str, Any]]:
+    """Run one tool call with ``state`` as its ``ToolRuntime.state``; returns its message
+    and outcome. Never raises (but for an approval pause or a malformed resume)."""
+    name = call["name"]
+    call_id = call.get("id") or f"call_{name}"
+    emit(runtime, "tool", name=name, args=call.get("args"))
+    tool = AGENT_TOOLS.get(name)
+    if tool is None:
+        text = f"Error: unknown tool {name!r}; the tools are {', '.join(sorted(AGENT_TOOLS))}."
+        outcome: dict[str, Any] = {"ok": False, "status": "bad_arguments", "error": text}
+        return ToolMessage(text, tool_call_id=call_id, name=name, status="error"), outcome
+    tool_runtime = ToolRuntime(
+        state=state,
+        context=runtime.context,
+        config=_config(),
+        stream_writer=runtime.stream_writer,
+        tool_call_id=call_id,
+        store=runtime.store,
+        tools=list(AGENT_TOOLS.values()),
+    )
+    # As ToolNode does: the runtime goes in as the injected argument (a model's own
+    # "runtime" argument is overwritten, never trusted).
+    args = {**(call.get("args") or {}), "runtime": tool_runtime}
+    try:
+        message = await tool.ainvoke({**call, "args": args, "id": call_id, "type": "tool_call"})
+    except GraphBubbleUp:
+        raise  # a pause for web search approval (interrupt), not a failure
+    except Exception as exc:  # a tool bug must not end the run; the model can go on
+        if isinstance(exc, APPROVAL_ERRORS):
+            raise  # a bad approval answer: the run fails and the question stays open
+        log.warning("tool %s failed unexpectedly", name, exc_info=True)
+        text = f"Error: {name} failed unexpectedly ({type(exc).__name__})."
+        message = ToolMessage(text, tool_call_id=call_id, name=name, status="error")
+    if not isinstance(message, ToolMessage):
+        message = ToolMessage(str(message), tool_call_id=call_id, name=name)
+    artifact = message.artifact if isinstance(message.artifact, dict) else None
+    if artifact is None:  # argument validation failed before the tool ran
+        artifact = {"ok": False, "status": "bad_arguments", "error": str(message.content)}
+    emit(
+        runtime,
+        "tool_done",
+        name=name,
+        ok=artifact.get("ok"),
+        found=len(artifact.get("sources") or []),
+    )
+    return message, artifact
+
+
+async def run_calls(
+    state: Mapping[str, Any], calls: list[ToolCall], runtime: Runtime[Context], budget: int
+) -> tuple[list[ToolMessage], list[tuple[ToolCall, dict[str, Any]]], SourceRegistry]:
+    """Run ``calls`` in order, at most ``budget`` of them (the others get a tool message
+    saying why not: every call needs an answer). Each call's ``ToolRuntime.state`` holds
+    the sources the calls before it labelled, so labels are numbered in call order, and
+    a web search the person skipped, so the step does not ask again."""
+    registry = registry_of(state)
+    running = dict(state)
+    replies: list[ToolMessage] = []
+    done: list[tuple[ToolCall, dict[str, Any]]] = []
+    for call in calls:
+        if len(done) >= budget:
+            replies.append(
+                ToolMessage(
+                    BOUND_TOOL_MESSAGE.format(bound=runtime.context.max_tool_calls),
+                    tool_call_id=call.get("id") or f"call_{call['name']}",
+                    name=call["name"],
+                    status="error",
+                )
+            )
+            continue
+        running["sources"] = registry.sources
+        message, outcome = await execute_tool_call(call, running, runtime)
+        registry = SourceRegistry(
+            registry.language, [*registry.sources, *outcome.get("sources", [])]
+        )
+        if outcome.get("web_status") == "skipped":
+            running["web_skipped"] = True  # the step does not ask again
+        replies.append(message)
+        done.append((call, outcome))
+    return replies, done, registry
+
+
+def _config() -> RunnableConfig:
+    try:
+        return get_config()
+    except RuntimeError:  # called outside a run (unit tests)
+        return {}
+
+
+def apply_outcomes(
+    state: Mapping[str, Any],
+    registry: SourceRegistry,
+    done: list[tuple[ToolCall, dict[str, Any]]],
+) -> dict[str, Any]:
+    """Fold tool outcomes into the state: sources, costs, web status, records, warnings
+    (a web search's outcome as the state graph folds it: ``tools.answer.turn.fold_web``)."""
+    records = list(state.get("tool_calls") or [])
+    warnings: list[str] = []
+    turn: dict[str, Any] = {k: state.get(k) for k in FOLDED}
+    for call, outcome in done:
+        name = call["name"]
+        records.append(
+            {
+                "name": name,
+                "args": dict(call.get("args") or {}),
+                "ok": bool(outcome.get("ok")),
+                "results": len(outcome.get("sources") or []),
+            }
+        )
+        if outcome.get("web_status"):  # a web search ran, failed or was skipped
+            turn.update(fold_web(turn, web_found(outcome)))
+        warnings.extend(f"{name}: {w}" for w in outcome.get("warnings") or [])
+        if not outcome.get("ok"):
+            warnings.append(f"{name}: {outcome.get('error')}")
+    return {
+        **{k: v for k, v in turn.items() if v is not None},
+        "sources": registry.sources,
+        "internal_docs": registry.of_kind("internal"),
+        "web_docs": registry.of_kind("web"),
+        "tool_calls": records,
+        "warnings": warnings,
+    }
+
+
+# The state fields fold_web writes.
+FOLDED = ("search_cost", "search_calls", "pages_read", "pages_failed", "web_searched",
+          "web_skipped", "web_error", "web_fetched_at")  # fmt: skip
+
+
+def web_found(outcome: Mapping[str, Any]) -> WebFound:
+    """A google_search outcome as the search service's ``WebFound`` (what ``fold_web``
+    reads)."""
+    return WebFound(
+        status=outcome["web_status"],
+        error=str(outcome.get("error") or ""),
+        cost=float(outcome.get("search_cost") or 0.0),
+        calls=int(outcome.get("search_calls") or 0),
+        fetched_at=str(outcome.get("web_fetched_at") or ""),
+        pages_read=int(outcome.get("pages_read") or 0),
+        pages_failed=int(outcome.get("pages_failed") or 0),
+    )
+
+
+def route_of(tool_calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """The state graph's ``route`` reconstructed from which tools the agent actually used."""
+    used = {c["name"] for c in tool_calls}
+    if used >= {INTERNAL_SEARCH, GOOGLE_SEARCH}:
+        return {"route": "both"}
+    if INTERNAL_SEARCH in used:
+        return {"route": "knowledge"}
+    if GOOGLE_SEARCH in used:
+        return {"route": "search"}
+    return {}

@@ -1,0 +1,126 @@
+"""Optional human approval of paid web search (``Context.approve_web_search``).
+
+One rule for both graphs: the state graph's ``search_web`` and the agent's
+``google_search`` tool call :func:`web_search_decision` right before they would search.
+It pauses the run with LangGraph's ``interrupt`` and a payload from
+``tools.websearch.approval_request`` (queries, provider, price per query, estimated
+cost); the run continues when resumed with ``Command(resume=...)``, whose value is
+validated as a ``WebSearchDecision`` (approve / edit / skip). An invalid value fails that
+resume with an ``InvalidDecisionError`` naming the problem and leaves the question open,
+so it can be answered again.
+
+No question is asked when the switch is off, when web search is disabled or not
+configured (nothing to pay for), or when the user already skipped web search in this
+turn. Pausing needs a checkpointer: ``prepare`` checks for one upfront
+(:func:`require_checkpointer`), because LangGraph would otherwise return the pause as a
+finished run that cannot be resumed.
+
+The state graph asks inside ``search_web`` rather than in a node of its own: with the
+route ``both``, ``retrieve_internal`` and ``search_web`` run in the same step and join
+in ``rerank``; a node in front of ``search_web`` would split that step and run
+``rerank`` twice. On resume LangGraph re-runs only the interrupted task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from langgraph.config import get_config
+from langgraph.constants import CONFIG_KEY_CHECKPOINTER
+from langgraph.types import interrupt
+from pydantic import ValidationError
+
+from run.resources import web_settings
+from run.run_settings import RunSettings
+from tools.answer.search_service import WebApproval
+from tools.errors import ConfigError
+from tools.websearch import (
+    SearchCache,
+    WebSearchDecision,
+    WebSearchSettings,
+    approval_request,
+    default_cache,
+)
+from tools.websearch.approval import InvalidDecisionError, invalid_decision
+
+if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+    from run.context import Context
+
+SKIP = WebSearchDecision(action="skip")
+# Errors that end the run instead of becoming a warning or a tool message.
+APPROVAL_ERRORS = (InvalidDecisionError,)
+
+
+class CheckpointerRequiredError(ConfigError):
+    """``approve_web_search`` is on, web search is configured, and the graph has no
+    checkpointer to keep the paused run in."""
+
+
+def approval_needed(ctx: Context, settings: WebSearchSettings | None) -> bool:
+    """Whether a web search under ``settings`` waits for a person: the switch is on and a
+    provider is configured (a disabled or unconfigured search costs nothing)."""
+    return ctx.approve_web_search and settings is not None and settings.is_configured
+
+
+def require_checkpointer(ctx: Context, settings: RunSettings) -> None:
+    """Fail upfront, naming the problem, when this run could pause but not be resumed."""
+    if not ctx.approve_web_search:
+        return
+    if get_config().get("configurable", {}).get(CONFIG_KEY_CHECKPOINTER) is not None:
+        return
+    if not approval_needed(ctx, web_settings(settings)):
+        return
+    raise CheckpointerRequiredError(
+        "approve_web_search needs a checkpointer to pause the run before a web search and "
+        "resume it: run on a thread of the LangGraph server, use graph.persistence."
+        "open_graph(), or compile with build_graph(checkpointer=...); or turn "
+        "approve_web_search off"
+    )
+
+
+def web_search_decision(
+    ctx: Context,
+    state: Mapping[str, Any],
+    settings: WebSearchSettings | None,
+    queries: Sequence[str],
+    *,
+    hl: str | None,
+    gl: str | None,
+    num: int,
+    cache: SearchCache | None = None,
+) -> WebSearchDecision | None:
+    """The person's decision on searching ``queries``, or ``None`` when none is needed.
+
+    Pauses the run (``interrupt``) until it is resumed with a decision. ``hl``, ``gl`` and
+    ``num`` are those of the coming search (the estimate skips queries already cached).
+    """
+    if not approval_needed(ctx, settings):
+        return None
+    assert settings is not None  # approval_needed checked it
+    if state.get("web_skipped"):
+        return SKIP  # skipped once this turn: do not ask again
+    cache = cache or default_cache()
+    request = approval_request(settings, queries, hl=hl, gl=gl, num=num, cache=cache)
+    try:
+        return interrupt(request, response_schema=WebSearchDecision)
+    except ValidationError as exc:  # LangGraph saved nothing: the question stays open
+        raise invalid_decision(exc) from None
+
+
+def tool_approval(ctx: Context, state: Mapping[str, Any], run: RunSettings) -> WebApproval:
+    """:func:`web_search_decision` as the search service's hook for one step (both graphs):
+    once the user skips, later searches in the step are skipped too without asking again."""
+    turn = {"web_skipped": bool(state.get("web_skipped"))}
+
+    def approve(
+        settings: WebSearchSettings, queries: list[str], *, hl: str | None, gl: str | None, num: int
+    ) -> WebSearchDecision | None:
+        decision = web_search_decision(
+            ctx, turn, settings, queries, hl=hl, gl=gl, num=num, cache=run.cache
+        )
+        if decision is not None and decision.action == "skip":
+            turn["web_skipped"] = True
+        return decision
+
+    return approve

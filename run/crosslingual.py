@@ -1,0 +1,122 @@
+"""Cross-lingual queries: when the KB holds text in another language than the question.
+
+With a model, the question is translated and the translation joins the KB queries,
+so results of both languages are fused by ``retrieve_internal``. Offline, nothing is
+translated and the output says so (the multilingual embedding still matches across
+languages, more weakly).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from langchain_core.messages import HumanMessage, SystemMessage
+
+from prompts.internal import TRANSLATE_SYSTEM
+from run.models import NOSTREAM, OFFLINE, load_chat_model
+from run.resources import get_kb
+from run.run_settings import RunSettings
+from tools.errors import HybridRagError
+from tools.policy.offline import Similarity
+from tools.text import detect_language
+
+if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+    from run.context import Context
+
+log = logging.getLogger("hybrid_rag.nodes")
+
+LANGUAGE_NAMES = {"zh": "Simplified Chinese", "en": "English"}
+
+
+async def other_languages(
+    ctx: Context, settings: RunSettings, question: str
+) -> tuple[list[str], dict[str, Any]]:
+    """The KB's languages other than the question's (``zh``/``en``), and the report."""
+    try:
+        mix = await asyncio.to_thread(lambda: get_kb(ctx, settings).languages())
+    except HybridRagError:
+        return [], {}
+    source = detect_language(question)
+    others = sorted(
+        lang for lang, n in mix.items() if n > 0 and lang != source and lang in LANGUAGE_NAMES
+    )
+    return others, {"question_language": source, "kb_languages": mix, "translated": []}
+
+
+def language_names(languages: list[str]) -> str:
+    return ", ".join(LANGUAGE_NAMES[lang] for lang in languages)
+
+
+def planned_translations(
+    question: str, languages: list[str], translations: list[str], report: dict[str, Any]
+) -> tuple[list[str], dict[str, Any]]:
+    """The planner's translations (one per language, in order) as extra KB queries."""
+    report = {**report, "translated": []}
+    queries: list[str] = []
+    for lang, text in zip(languages, translations, strict=False):
+        text = text.strip()
+        if text and text != question:
+            queries.append(text)
+            report["translated"].append({"language": lang, "query": text})
+    return queries, report
+
+
+async def translated_queries(
+    ctx: Context, settings: RunSettings, question: str, spec: str
+) -> tuple[list[str], dict[str, Any]]:
+    """Extra KB queries in the KB's other languages (one model call per language, used
+    when the planner did not translate), and a report for the output."""
+    others, report = await other_languages(ctx, settings, question)
+    if not report or not others:
+        return [], report
+    if spec == OFFLINE:
+        # Not a warning: offline, each of the KB's languages is searched on its own
+        # (tools.kb.languages), and an answer quoting another language says so itself.
+        report["note"] = (
+            f"the knowledge base also holds {', '.join(others)} text; no translation was done "
+            "(offline mode): each language of the knowledge base is searched on its own"
+        )
+        return [], report
+    queries: list[str] = []
+    model = load_chat_model(spec, settings.model)
+    for lang in others:
+        try:
+            reply = await model.ainvoke(
+                [
+                    SystemMessage(TRANSLATE_SYSTEM.format(target=LANGUAGE_NAMES[lang])),
+                    HumanMessage(question),
+                ],
+                config=NOSTREAM,
+            )
+        except Exception as exc:  # a failed translation only loses the extra query
+            log.warning("translation into %s failed", lang, exc_info=True)
+            report.setdefault("errors", []).append(f"{lang}: {type(exc).__name__}")
+            continue
+        text = str(reply.content).strip()
+        if text and text != question:
+            queries.append(text)
+            report["translated"].append({"language": lang, "query": text})
+    return queries, report
+
+
+def source_similarity(ctx: Context, settings: RunSettings) -> Similarity:
+    """Cosine of the question to each text with the KB's embedding model, for the offline
+    answer's sources in another language (blocking: call it off the event loop). A KB
+    that cannot be opened gives no similarity (zeros), never an error."""
+
+    def similarity(question: str, texts: list[str]) -> list[float]:
+        try:
+            model = get_kb(ctx, settings).model
+            q = np.asarray(model.embed_query(question), dtype=np.float32)
+            docs = np.asarray(model.embed_documents(texts), dtype=np.float32)
+        except HybridRagError:
+            log.warning("no similarity for the offline answer", exc_info=True)
+            return [0.0] * len(texts)
+        norms = np.linalg.norm(docs, axis=1) * (np.linalg.norm(q) or 1.0)
+        norms[norms == 0] = 1.0
+        return [float(v) for v in (docs @ q) / norms]
+
+    return similarity

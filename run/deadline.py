@@ -1,0 +1,154 @@
+"""The run deadline (``Context.run_timeout_s``): one bound on a whole run.
+
+``prepare`` sets ``state["deadline"]``; every node then runs within what is left of it
+(:func:`within_deadline`, applied by both graph builders). A node still busy at the
+deadline is cancelled and, like every later node, runs again "late": with the offline
+rules instead of the models (``mode``/``fast_mode`` offline), and with a late variant where
+the offline rule would still wait on the network (web search, the agent's tools: each
+beside its node, ``nodes.retrieve.late_search_web``, ``graph.agent.model_loop.late_*``). The run so
+ends with an answer from what it gathered, saying why, and never hangs on a model that
+accepts a request and never answers. :func:`with_default_context` is how both graph
+builders add every node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+
+from prompts.notices import (
+    DEADLINE_EN,
+    DEADLINE_SENTENCE_EN,
+    DEADLINE_SENTENCE_ZH,
+)
+from run.context import Context
+from run.models import OFFLINE
+from run.tracing import annotate_run, run_summary
+from tools.kb.store_deadline import store_deadline
+
+if TYPE_CHECKING:
+    from run.state import State
+
+# Seconds a late node (offline rules, no network) may take before it is skipped.
+LATE_BUDGET_S = 10.0
+# LangGraph's key for the task's scratchpad, whose ``resume`` holds the values a resumed
+# task receives (langgraph._internal._constants.CONFIG_KEY_SCRATCHPAD).
+_SCRATCHPAD = "__pregel_scratchpad"
+
+NodeFn = Callable[[Any, Runtime[Any]], Awaitable[dict[str, Any]]]
+
+
+def start(ctx: Context) -> float:
+    """The deadline of a run starting now (epoch seconds: checkpoints keep it; ``prepare``
+    sets it)."""
+    return time.time() + ctx.run_timeout_s
+
+
+def deadline_reason(ctx: Context) -> str:
+    return DEADLINE_EN.format(seconds=ctx.run_timeout_s)
+
+
+def deadline_sentence(ctx: Context, language: str) -> str:
+    template = DEADLINE_SENTENCE_ZH if language == "zh" else DEADLINE_SENTENCE_EN
+    return template.format(seconds=ctx.run_timeout_s)
+
+
+def _resuming() -> bool:
+    """Whether this task is being resumed after an interrupt (a person answered an
+    approval question, maybe hours later): the resumed run gets its own deadline."""
+    try:
+        scratchpad = get_config().get("configurable", {}).get(_SCRATCHPAD)
+    except RuntimeError:  # called outside a run
+        return False
+    return bool(getattr(scratchpad, "resume", None))
+
+
+async def within_deadline(
+    node: NodeFn, state: Mapping[str, Any], runtime: Runtime[Context], late: NodeFn | None = None
+) -> dict[str, Any]:
+    """Run ``node`` within the run's deadline; past it, its late form (see module doc)."""
+    ctx = runtime.context
+    deadline = state.get("deadline")
+    refreshed: dict[str, Any] = {}
+    if deadline is not None and _resuming():
+        deadline = start(ctx)
+        refreshed = {"deadline": deadline}
+    if deadline is None:  # prepare (which sets it), or a node called on its own
+        return await node(state, runtime)
+    # Cancelling the node cannot stop a knowledge-base call in its worker thread (and
+    # the process waits for that thread at exit): the Chroma requests end by it too.
+    with store_deadline(float(deadline)):
+        left = float(deadline) - time.time()
+        if left > 0:
+            budget = asyncio.timeout(left)
+            try:
+                async with budget:
+                    update = await node(state, runtime)
+                return {**update, **refreshed}
+            except TimeoutError:
+                if not budget.expired():
+                    raise  # the node's own timeout, not the deadline
+        return {**await run_late(node, state, runtime, late), **refreshed}
+
+
+async def run_late(
+    node: NodeFn, state: Mapping[str, Any], runtime: Runtime[Context], late: NodeFn | None
+) -> dict[str, Any]:
+    ctx = runtime.context
+    offline = {**state, "mode": OFFLINE, "fast_mode": OFFLINE}
+    warning = deadline_reason(ctx)
+    try:
+        async with asyncio.timeout(LATE_BUDGET_S):
+            update = dict(await (late or node)(offline, runtime))
+    except TimeoutError:
+        update = {}
+    update["warnings"] = [*(update.get("warnings") or []), warning]
+    sentence = deadline_sentence(ctx, str(state.get("language") or "en"))
+    if update.get("answer") and sentence not in update["answer"]:  # cite keeps the draft's
+        update["answer"] = f"{update['answer']}\n\n{sentence}"
+    return update
+
+
+S = TypeVar("S", bound="State")  # State, or the agent graph's AgentState
+S_contra = TypeVar("S_contra", bound="State", contravariant=True)
+
+
+class Node(Protocol[S_contra]):
+    """A node: (its graph's state, the run's Context) -> a partial update."""
+
+    def __call__(self, state: S_contra, runtime: Runtime[Context]) -> Awaitable[dict[str, Any]]: ...
+
+
+def with_default_context(
+    node: Node[S], late: Node[S] | None = None, *, starts_run: bool = False
+) -> Node[S]:
+    """Give the node a default ``Context`` when the caller passed none, and run it within
+    the run's deadline (``run_timeout_s``; past it, ``late`` or the node's offline form:
+    see above). The node that ``starts_run`` sets the deadline: the one in
+    its state is the previous turn's.
+
+    When LangSmith tracing is on, the node's run also gets a summary of its update
+    (route, strategy, confidence, counts…) as metadata; see ``run.tracing``.
+    """
+
+    name = getattr(node, "__name__", type(node).__name__)
+
+    @functools.wraps(node)
+    async def run(state: S, runtime: Runtime[Context]) -> dict[str, Any]:
+        if runtime.context is None:
+            runtime = dataclasses.replace(runtime, context=Context())
+        if starts_run:
+            update = await node(state, runtime)
+        else:
+            update = await within_deadline(node, state, runtime, late)
+        annotate_run(**run_summary(update, name))
+        return update
+
+    return run

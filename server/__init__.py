@@ -1,0 +1,8 @@
+"""Everything HTTP: what ``langgraph.json`` and ``aegra.json`` serve.
+
+The graph factories behind the run-context check (``graphs``), the auth handler
+(``auth``), the document and sources APIs (``documents_api``, ``sources_api``,
+``api_caller``), MCP (``mcp_tools``, ``mcp_documents``), the page route (``ui``), the
+custom routes app (``webapp``) and the production server (``aegra_app``, ``aegra_guard``,
+``aegra_config``). Imports run ``cli → server → graph``.
+"""

@@ -1,0 +1,301 @@
+"""The document API: /kb routes of the server (docs/API.md is the contract).
+
+Thin HTTP over ``tools.kb.library`` / ``tools.kb.jobs``: each handler identifies the
+caller (``server.api_caller``), runs the blocking work off the event loop and answers JSON.
+A document the caller may not read is 404 "document not found", whatever the route.
+The knowledge base is the graphs' own instance (``run.resources.get_kb``), so a run
+sees an upload's commit at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from starlette.datastructures import UploadFile
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from run.context import Context
+from run.resources import get_kb
+from run.run_settings import resolve_run_settings
+from server.api_caller import Caller, Refused, caller
+from tools.access.acl import ACL, parse_acl
+from tools.errors import ConfigError, HybridRagError, InputError, StoreError
+from tools.kb.catalog import TERMINAL_JOB
+from tools.kb.formats import LoadLimits
+from tools.kb.jobs import JobRunner, Upload, plan, resume_unfinished
+from tools.kb.library import Library
+from tools.kb.originals import content_type
+
+MAX_FILES = 100  # file parts per upload request
+MAX_PAGE = 500
+EVENTS_POLL_S = 0.3
+EVENTS_MAX_S = 3600.0  # an event stream ends after an hour; the client reconnects
+NOT_FOUND = "document not found"
+Handler = Callable[[Request, Caller], Awaitable[Response]]
+
+_lock = threading.Lock()
+_services: dict[str, tuple[Library, JobRunner]] = {}
+
+
+def services() -> tuple[Library, JobRunner]:
+    """The library and job runner of the server's knowledge base (opened on first use;
+    jobs a stopped server left unfinished are then finished, or reported interrupted)."""
+    ctx = Context()
+    kb = get_kb(ctx, resolve_run_settings(ctx), create=True)
+    key = f"{kb.home}|{kb.config.collection}"
+    with _lock:
+        if key not in _services:
+            library = Library(kb)
+            runner = JobRunner(library)
+            resume_unfinished(library, runner)
+            _services[key] = (library, runner)
+        return _services[key]
+
+
+def error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """Authenticate, run ``handler``, and turn the project's errors into JSON."""
+
+    async def run(request: Request) -> Response:
+        try:
+            who = await asyncio.to_thread(caller, request)  # it may re-read the users file
+            return await handler(request, who)
+        except Refused as exc:
+            return error(exc.status, exc.message)
+        except InputError as exc:
+            return error(400, str(exc))
+        except (ConfigError, StoreError) as exc:
+            return error(503, f"knowledge base unavailable: {exc}")
+        except HybridRagError as exc:
+            return error(500, str(exc))
+
+    return run
+
+
+async def blocking(fn: Callable[..., Any], *args: Any) -> Any:
+    return await asyncio.to_thread(fn, *args)
+
+
+# -- uploads and jobs ------------------------------------------------------------------
+
+
+async def _uploads(request: Request, limits: LoadLimits) -> tuple[list[Upload], dict[str, str]]:
+    """The request's file parts (each read up to one byte past the size limit, so an
+    oversized file is refused without holding it) and its text fields."""
+    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+        raise InputError("send the files as multipart/form-data, one 'file' part each")
+    form = await request.form(max_files=MAX_FILES, max_fields=20)
+    uploads: list[Upload] = []
+    fields: dict[str, str] = {}
+    for key, value in form.multi_items():
+        if isinstance(value, UploadFile):
+            if key == "file":
+                data = await value.read(limits.max_file_bytes + 1)
+                uploads.append(Upload(value.filename or "", data))
+        else:
+            fields[key] = value
+    if not uploads:
+        raise InputError("no file: send one or more multipart parts named 'file'")
+    return uploads, fields
+
+
+def _acl(who: Caller, text: str | None) -> ACL:
+    if text is None or not text.strip():
+        # A user's upload is theirs until they share it; an admin's (or a server
+        # without users) is public, as a CLI ingest is.
+        return () if who.admin else (f"user:{who.identity}",)
+    acl = parse_acl(text, where="acl")
+    problem = who.may_grant(acl)
+    if problem:
+        raise Refused(403, problem)
+    return acl
+
+
+async def upload(request: Request, who: Caller) -> Response:
+    limits = LoadLimits.from_env()
+    uploads, fields = await _uploads(request, limits)
+    acl = _acl(who, fields.get("acl"))
+    library, runner = await blocking(services)
+    files, items = await blocking(
+        lambda: plan(
+            library,
+            uploads,
+            owner=who.identity,
+            acl=acl,
+            folder=fields.get("folder", ""),
+            limits=limits,
+        )
+    )
+    job = await blocking(library.catalog.new_job, "upload", who.identity, files)
+    if job.state not in TERMINAL_JOB:
+        runner.submit(job, items)
+    return JSONResponse({"job_id": job.job_id}, status_code=202)
+
+
+async def _job_view(request: Request, who: Caller) -> dict[str, Any]:
+    library, _ = await blocking(services)
+    try:
+        job = await blocking(library.catalog.job, request.path_params["job_id"])
+    except InputError:
+        raise Refused(404, "job not found") from None
+    if not who.may_change(job.owner):
+        raise Refused(404, "job not found")
+    return job.view()
+
+
+async def job_status(request: Request, who: Caller) -> Response:
+    return JSONResponse(await _job_view(request, who))
+
+
+async def job_events(request: Request, who: Caller) -> Response:
+    first = await _job_view(request, who)  # 404 before the stream starts
+
+    async def stream() -> AsyncIterator[str]:
+        view, last, started = first, "", time.monotonic()
+        while time.monotonic() - started < EVENTS_MAX_S:
+            text = json.dumps(view)
+            if text != last:
+                yield f"data: {text}\n\n"
+                last = text
+            if view["state"] in TERMINAL_JOB or await request.is_disconnected():
+                return
+            await asyncio.sleep(EVENTS_POLL_S)
+            view = await _job_view(request, who)
+
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
+
+
+# -- documents -------------------------------------------------------------------------
+
+
+def _int(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    try:
+        value = default if raw is None else int(raw)
+    except ValueError:
+        raise InputError(f"{name} must be a whole number, got {raw!r}") from None
+    if not low <= value <= high:
+        raise InputError(f"{name} must be in {low}..{high}, got {value}")
+    return value
+
+
+async def list_documents(request: Request, who: Caller) -> Response:
+    limit = _int(request, "limit", 50, 1, MAX_PAGE)
+    offset = _int(request, "offset", 0, 0, 10**9)
+    q = request.query_params
+    library, _ = await blocking(services)
+    docs = await blocking(library.documents, who.reader)
+    prefix, fmt, source, text = (q.get(k, "") for k in ("prefix", "format", "source", "q"))
+    docs = [
+        d
+        for d in docs
+        if d["path"].startswith(prefix)
+        and (not fmt or d["format"] == fmt.lower().lstrip("."))
+        and (not source or d["source"] == source)
+        and (not text or text.lower() in f"{d['path']} {d['title']}".lower())
+    ]
+    page = [_with_rights(d, who) for d in docs[offset : offset + limit]]
+    return JSONResponse({"documents": page, "total": len(docs), "limit": limit, "offset": offset})
+
+
+def _with_rights(doc: dict[str, Any], who: Caller) -> dict[str, Any]:
+    """The document as the caller sees it, with whether they may delete it (the rule the
+    DELETE route applies, so the page shows the button only where it would work)."""
+    return {**doc, "can_delete": who.may_change(doc["owner"])}
+
+
+async def _readable(request: Request, who: Caller) -> tuple[Library, str, dict[str, Any]]:
+    library, _ = await blocking(services)
+    doc_id = request.path_params["doc_id"]
+    doc = await blocking(library.document, doc_id, who.reader)
+    if doc is None:
+        raise Refused(404, NOT_FOUND)
+    return library, doc_id, doc
+
+
+async def get_document(request: Request, who: Caller) -> Response:
+    return JSONResponse(_with_rights((await _readable(request, who))[2], who))
+
+
+async def document_chunks(request: Request, who: Caller) -> Response:
+    library, doc_id, _ = await _readable(request, who)
+    chunks = await blocking(library.chunks, doc_id, who.reader)
+    return JSONResponse({"chunks": chunks or []})
+
+
+async def document_original(request: Request, who: Caller) -> Response:
+    library, doc_id, _ = await _readable(request, who)
+    found = await blocking(library.original, doc_id, who.reader)
+    if found is None:
+        return error(404, "the original file of this document is not kept")
+    path, name = found
+    return FileResponse(
+        path, media_type=content_type(name), filename=name, content_disposition_type="inline"
+    )
+
+
+async def replace_document(request: Request, who: Caller) -> Response:
+    library, doc_id, doc = await _readable(request, who)
+    if not who.may_change(doc["owner"]):
+        return error(403, "only the document's owner or an admin may replace it")
+    limits = LoadLimits.from_env()
+    uploads, _ = await _uploads(request, limits)
+    if len(uploads) != 1:
+        raise InputError("send exactly one 'file' part to replace a document")
+    acl = parse_acl(doc["acl"], where="the document's acl")
+    folder = doc["path"].rpartition("/")[0]
+    files, items = await blocking(
+        lambda: plan(
+            library,
+            uploads,
+            owner=doc["owner"] or who.identity,
+            acl=acl,
+            folder=folder,
+            doc_ids=[doc_id],
+            limits=limits,
+        )
+    )
+    _, runner = await blocking(services)
+    job = await blocking(library.catalog.new_job, "replace", who.identity, files)
+    if job.state not in TERMINAL_JOB:
+        runner.submit(job, items)
+    return JSONResponse({"job_id": job.job_id}, status_code=202)
+
+
+async def delete_document(request: Request, who: Caller) -> Response:
+    library, doc_id, doc = await _readable(request, who)
+    if not who.may_change(doc["owner"]):
+        return error(403, "only the document's owner or an admin may delete it")
+    await blocking(library.delete, doc_id)
+    return JSONResponse({"deleted": doc_id})
+
+
+async def stats(request: Request, who: Caller) -> Response:
+    library, _ = await blocking(services)
+    return JSONResponse(await blocking(library.stats, who.reader))
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/kb/uploads", endpoint(upload), methods=["POST"]),
+        Route("/kb/jobs/{job_id}", endpoint(job_status), methods=["GET"]),
+        Route("/kb/jobs/{job_id}/events", endpoint(job_events), methods=["GET"]),
+        Route("/kb/documents", endpoint(list_documents), methods=["GET"]),
+        Route("/kb/documents/{doc_id:path}/chunks", endpoint(document_chunks), methods=["GET"]),
+        Route("/kb/documents/{doc_id:path}/original", endpoint(document_original), methods=["GET"]),
+        Route("/kb/documents/{doc_id:path}", endpoint(get_document), methods=["GET"]),
+        Route("/kb/documents/{doc_id:path}", endpoint(replace_document), methods=["PUT"]),
+        Route("/kb/documents/{doc_id:path}", endpoint(delete_document), methods=["DELETE"]),
+        Route("/kb/stats", endpoint(stats), methods=["GET"]),
+    ]

@@ -1,0 +1,49 @@
+"""What ``langgraph.json`` serves: both graphs, each behind a check of the run's context.
+
+The LangGraph server drops context keys that its published ``context_schema`` does not
+name before the graph sees them (langgraph-api logs them at debug level), so a misspelt
+field (``confidnce_threshold``) would run silently on the default. The server calls a
+graph factory with the run's context *before* that filter; these factories check it with
+``run.context.api_context`` so the run fails with the field named. The check is that of
+an untrusted caller: deployment fields (data home, Chroma host and port) are refused, and
+keys that are no field at all (``user_id`` in ``configurable``, which the server mirrors
+into the context) pass unless they look like a misspelt field. Introspection and state
+reads get the same compiled graph unchecked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from langgraph.graph.state import CompiledStateGraph
+from langgraph_sdk.runtime import ServerRuntime
+
+from graph.agent.agent_graph import graph as agent_graph
+from graph.rag_graph import graph as rag_graph
+from run.context import Context, api_context
+
+Compiled = CompiledStateGraph[Any, Any, Any, Any]
+
+
+def check_run_context(runtime: ServerRuntime[Context]) -> None:
+    """Raise ``ConfigError`` naming misspelt, invalid or deployment-only fields of a run's
+    context."""
+    execution = runtime.execution_runtime
+    if execution is None or execution.context is None:
+        return  # schemas, drawings, state reads: no run, nothing to check
+    context: Any = execution.context
+    if isinstance(context, Mapping):
+        api_context(context)
+
+
+def hybrid_rag(runtime: ServerRuntime[Context]) -> Compiled:
+    """The state graph (``graph/rag_graph.py``)."""
+    check_run_context(runtime)
+    return rag_graph
+
+
+def tool_agent(runtime: ServerRuntime[Context]) -> Compiled:
+    """The tool-calling agent (``graph/agent/agent_graph.py``)."""
+    check_run_context(runtime)
+    return agent_graph

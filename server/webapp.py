@@ -1,0 +1,21 @@
+"""The server's own HTTP routes, mounted beside the graphs' API (langgraph.json "http.app").
+
+Each front-end adds its routes here as one list (the document API, the page), so the
+composition of the server's surface is read in one place.
+"""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.routing import BaseRoute
+
+from server import documents_api, mcp_tools, sources_api
+from server.ui import ui_routes
+
+
+def routes() -> list[BaseRoute]:
+    """Every custom route of the server, in the order Starlette matches them."""
+    return [*mcp_tools.routes(), *documents_api.routes(), *sources_api.routes(), *ui_routes()]
+
+
+app = Starlette(routes=routes())
