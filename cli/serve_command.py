@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-import graph
+import server
 from tools.errors import ConfigError
 from tools.settings import data_home
 
@@ -48,11 +48,11 @@ def register(subparsers: Any) -> None:
 
 def server_config(folder: Path) -> Path:
     """``langgraph.json`` in ``folder``, its paths pointing at this installation."""
-    root = Path(graph.__file__).resolve().parent.parent  # where server/, graph/, web/ live
-    server = root / "server" / "graphs.py"
+    root = Path(server.__file__).resolve().parent.parent  # where server/, graph/, web/ live
+    graphs = root / "server" / "graphs.py"
     config = {
         "dependencies": [str(root)],
-        "graphs": {"hybrid_rag": f"{server}:hybrid_rag", "tool_agent": f"{server}:tool_agent"},
+        "graphs": {"hybrid_rag": f"{graphs}:hybrid_rag", "tool_agent": f"{graphs}:tool_agent"},
         "auth": {"path": f"{root / 'server' / 'auth.py'}:auth", "disable_studio_auth": True},
         "http": {"app": f"{root / 'server' / 'webapp.py'}:app"},
     }

@@ -1,5 +1,5 @@
-"""The code's shape: small modules and functions, imports one way (no circle, nodes import
-only the graph's leaf types), no private name used outside its module."""
+"""The code's shape: small modules and functions, imports one way (down the layers, no
+circle, nothing lazy), one file name per module, no private name used outside its module."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 400
 MAX_FUNCTION_LINES = 60
-PACKAGES = ("cli", "graph", "nodes", "tools", "prompts")
-# The run's types: leaves nodes import (tests/test_structure.py and the import contract).
-LEAVES = {"context.py", "state.py", "reducers.py"}
+PACKAGES = ("cli", "server", "graph", "nodes", "run", "tools", "prompts")
 
 
 def _modules(*folders: str) -> list[Path]:
@@ -27,7 +25,7 @@ def _tree(path: Path) -> ast.Module:
 def test_no_module_is_over_400_lines() -> None:
     long = {
         str(path.relative_to(ROOT)): n
-        for path in _modules("graph", "nodes", "tools")
+        for path in _modules("server", "graph", "nodes", "run", "tools")
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert not long, long
@@ -36,7 +34,7 @@ def test_no_module_is_over_400_lines() -> None:
 def test_no_function_is_over_60_lines() -> None:
     long = {
         f"{path.relative_to(ROOT)}:{node.lineno} {node.name}": length
-        for path in _modules("graph", "nodes", "tools")
+        for path in _modules("server", "graph", "nodes", "run", "tools")
         for node in ast.walk(_tree(path))
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         and (length := (node.end_lineno or node.lineno) - node.lineno + 1) > MAX_FUNCTION_LINES
@@ -44,28 +42,58 @@ def test_no_function_is_over_60_lines() -> None:
     assert not long, long
 
 
-def test_graph_imports_nodes_only_to_build_graphs() -> None:
-    """The run's types (Context, State, reducers) and the persistence layer stand without
-    ``nodes``: only the two graph builders import it, annotations included, and the
-    document API, which shares the runs' open knowledge base (``nodes.resources``) so a run
-    sees an upload's commit at once."""
-    builders = {"rag_graph.py", "agent_graph.py", "documents_api.py"}
-    for path in (ROOT / "graph").glob("*.py"):
-        modules = [
-            node.module
-            for node in ast.walk(_tree(path))
-            if isinstance(node, ast.ImportFrom) and node.module
-        ]
-        uses_nodes = any(m == "nodes" or m.startswith("nodes.") for m in modules)
-        assert not uses_nodes or path.name in builders, path.name
+# Each package imports only the packages below it: cli → server → graph → nodes → run →
+# tools | prompts (the import contracts in pyproject.toml check the same, transitively).
+BELOW = {
+    "server": {"graph", "nodes", "run", "tools", "prompts"},
+    "graph": {"nodes", "run", "tools", "prompts"},
+    "nodes": {"run", "tools", "prompts"},
+    "run": {"tools", "prompts"},
+}
 
 
-def test_nodes_import_of_graph_only_its_leaf_types() -> None:
-    for path in _modules("nodes"):
-        for node in ast.walk(_tree(path)):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("graph"):
-                leaf = (node.module or "").removeprefix("graph.") + ".py"
-                assert leaf in LEAVES, f"{path.name} imports {node.module}"
+def test_no_import_runs_up_a_layer() -> None:
+    """No exception list: the run's types live in ``run``, below the nodes that use them."""
+    up = []
+    for package, allowed in BELOW.items():
+        for path in _modules(package):
+            for node in ast.walk(_tree(path)):
+                names = (
+                    [node.module or ""]
+                    if isinstance(node, ast.ImportFrom) and not node.level
+                    else [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else []
+                )
+                for name in names:
+                    top = name.split(".")[0]
+                    if top in PACKAGES and top != package and top not in allowed:
+                        up.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not up, up
+
+
+def test_no_package_loads_lazily() -> None:
+    """No ``__getattr__`` in a package's ``__init__`` (PEP 562) hides an import."""
+    lazy = [
+        str(path.relative_to(ROOT))
+        for path in _modules(*PACKAGES)
+        if path.name == "__init__.py"
+        and any(
+            isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
+            for node in _tree(path).body
+        )
+    ]
+    assert not lazy, lazy
+
+
+def test_no_two_modules_share_a_file_name() -> None:
+    """One name, one module: ``settings.py`` or ``common.py`` in two packages would be
+    mistaken for each other (``__init__.py`` aside)."""
+    seen: dict[str, list[str]] = {}
+    for path in _modules(*PACKAGES):
+        if path.name != "__init__.py":
+            seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert not {name: paths for name, paths in seen.items() if len(paths) > 1}
 
 
 def test_the_import_contracts_hold() -> None:
@@ -82,10 +110,10 @@ def test_the_import_contracts_hold() -> None:
 
 
 def test_a_node_module_imports_first_without_a_circle() -> None:
-    """A node imported before anything else (a test, a worker) finds the leaf types
-    without importing the builders (``graph/__init__`` loads them on first use)."""
-    code = "import nodes.agent, nodes.prepare, nodes.deadline, graph.state; import graph\n"
-    code += "import sys; assert 'graph.rag_graph' not in sys.modules; graph.build_graph()"
+    """A node imported before anything else (a test, a worker) imports, and the graphs
+    build after it: no circle, at run time either."""
+    code = "import graph.agent.model_loop, nodes.prepare, run.deadline, run.state\n"
+    code += "import graph; graph.build_graph(); graph.build_agent_graph()"
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
