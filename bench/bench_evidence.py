@@ -152,8 +152,13 @@ def stage_fusion(args: argparse.Namespace) -> None:
         table[name] = row
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"fusion-{slug(args.embedding)}.json").write_text(json.dumps(table, indent=1))
+    print_fusion(table, args.embedding)
+
+
+def print_fusion(table: dict[str, dict[str, float]], embedding: str) -> None:
+    """Best weight per set and method, then the default chosen with each set left out."""
     names = list(table)
-    print(f"\n## nDCG@10 ({args.embedding}); best weight per set and method")
+    print(f"\n## nDCG@10 ({embedding}); best weight per set and method")
     print(
         f"{'set':<11} {'bm25':>6} {'vector':>6} " + " ".join(f"{m + ' (w)':>15}" for m in METHODS)
     )

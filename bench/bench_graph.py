@@ -212,7 +212,7 @@ def part_both(questions: list[str], home: Path, args: argparse.Namespace) -> dic
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def arguments(argv: list[str] | None) -> argparse.Namespace:
     p = parser(__doc__, data=True)
     p.add_argument("--parts", default=",".join(PARTS), help="comma list of " + ",".join(PARTS))
     p.add_argument("--docs", type=int, default=1000, help="SciFact documents in the KB")
@@ -224,7 +224,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rgb-questions", type=int, default=None, help="RGB questions (default all)")
     p.add_argument("--home", type=Path, default=None, help="data home (reuses its embedding cache)")
     p.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(argv)
     parts = [x.strip() for x in args.parts.split(",") if x.strip()]
     if any(x not in PARTS for x in parts):
         sys.exit(f"error: --parts must be among {PARTS}")

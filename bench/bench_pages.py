@@ -495,15 +495,22 @@ def report(
         rows=rows,
     )
     if detail:
-        print("\n| question | gold | context has gold (snippets / pages) | answer has gold |")
-        print("|---|---|---|---|")
-        for q, a, b in zip(questions, snip, pages, strict=True):
-            gold = q.gold[0] if len(q.gold[0]) <= 40 else q.gold[0][:37] + "..."
-            print(
-                f"| {q.text} | {gold} | {a['context_has_gold']:d} / {b['context_has_gold']:d} "
-                f"| {a['answer_has_gold']:d} / {b['answer_has_gold']:d} |"
-            )
+        print_detail(questions, snip, pages)
     return summary
+
+
+def print_detail(
+    questions: list[Question], snip: list[dict[str, Any]], pages: list[dict[str, Any]]
+) -> None:
+    """One row per question: its gold answer, found with snippets / with pages."""
+    print("\n| question | gold | context has gold (snippets / pages) | answer has gold |")
+    print("|---|---|---|---|")
+    for q, a, b in zip(questions, snip, pages, strict=True):
+        gold = q.gold[0] if len(q.gold[0]) <= 40 else q.gold[0][:37] + "..."
+        print(
+            f"| {q.text} | {gold} | {a['context_has_gold']:d} / {b['context_has_gold']:d} "
+            f"| {a['answer_has_gold']:d} / {b['answer_has_gold']:d} |"
+        )
 
 
 def ceiling(questions: list[Question]) -> str:

@@ -94,7 +94,6 @@ def run_set(name: str, data: BeirData, args: argparse.Namespace) -> dict[str, di
     counter = Counting(kb)
     graph = build_graph()
     qids = spread(list(data.qrels), args.per_set)
-    out: dict[str, dict[str, Any]] = {}
     contexts = {
         label: Context(
             data_home=str(args.home),
@@ -126,7 +125,15 @@ def run_set(name: str, data: BeirData, args: argparse.Namespace) -> dict[str, di
                 "route": state.get("route"),
                 "rounds": int(state.get("iteration") or 0),
             }
-    qrels = {q: data.qrels[q] for q in qids}
+    resources.close_all()
+    return summary(runs, {q: data.qrels[q] for q in qids}, qids)
+
+
+def summary(
+    runs: dict[str, dict[str, Any]], qrels: dict[str, Any], qids: list[str]
+) -> dict[str, dict[str, Any]]:
+    """Per setting: nDCG@10, recall@5, texts embedded, latency; then how the two agree."""
+    out: dict[str, dict[str, Any]] = {}
     for label, per_q in runs.items():
         scores = score_run({q: r["ranking"] for q, r in per_q.items()}, qrels, [])
         out[label] = {
@@ -151,7 +158,6 @@ def run_set(name: str, data: BeirData, args: argparse.Namespace) -> dict[str, di
             statistics.fmean(a[q]["ranking"][:5] == b[q]["ranking"][:5] for q in qids), 3
         ),
     }
-    resources.close_all()
     return out
 
 

@@ -19,6 +19,7 @@ do not fight over them. ``--home DIR`` keeps the CLI's embedding cache between r
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import statistics
@@ -151,7 +152,7 @@ def report(figures: dict[str, Any]) -> None:
         print(f"FAILED: {failure}")
 
 
-def main() -> int:
+def arguments() -> argparse.Namespace:
     ap = parser(__doc__)
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--replicas", type=int, default=2)
@@ -159,7 +160,11 @@ def main() -> int:
     ap.add_argument("--omp-threads", type=int, default=1, help="OMP_NUM_THREADS per replica")
     ap.add_argument("--home", type=Path, default=None, help="the CLI's data home (cache)")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> int:
+    args = arguments()
     exe = chroma_executable()
     if exe is None or not CLI.exists():
         print("needs the chroma executable and the hybrid-rag CLI: make install-dev")

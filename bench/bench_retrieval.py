@@ -156,7 +156,81 @@ def print_table(title: str, rows: list[tuple[str, str, dict[str, float]]]) -> No
         )
 
 
-def main(argv: list[str] | None = None) -> int:
+def main_table(
+    args: argparse.Namespace,
+    names: list[str],
+    modes: tuple[str, ...],
+    home: Path,
+    out: dict[str, Any],
+) -> None:
+    """Each data set in each search mode, with the knowledge base's shipped settings."""
+    config = KBConfig(
+        home=home,
+        embedding=args.embedding,
+        chinese_tokenizer=args.tokenizer,
+        stem=args.stem,
+        fusion=args.fusion,
+        vector_weight=args.vector_weight,
+    )
+    rows: list[tuple[str, str, dict[str, float]]] = []
+    for name in names:
+        data = load(args.data_dir, name)
+        print(
+            f"{name}: {len(data.corpus)} documents, {len(data.qrels)} judged queries",
+            file=sys.stderr,
+        )
+        results, seconds = run_modes(data, modes, config, args.max_queries)  # type: ignore[arg-type]
+        out.setdefault("retrieval", {})[name] = {"seconds": round(seconds, 1), **results}
+        rows.extend((name, mode, r) for mode, r in results.items())
+        print(f"{name}: done in {seconds:.0f} s", file=sys.stderr)
+    print_table(
+        f"retrieval (embedding={args.embedding}, tokenizer={args.tokenizer}, "
+        f"stem={args.stem}, fusion={args.fusion}); latency includes query embedding",
+        rows,
+    )
+
+
+def compare_tokenizers(args: argparse.Namespace, home: Path, out: dict[str, Any]) -> None:
+    """BM25 on the Chinese sets, jieba words against character bigrams."""
+    rows = []
+    for name in ("rgb", "cmrc"):
+        data = load(args.data_dir, name)
+        for tok in ("jieba", "bigram"):
+            if args.compare_via_kb:
+                config = KBConfig(home=home, chinese_tokenizer=tok)
+                results, seconds = run_modes(
+                    data, ("bm25",), config, args.max_queries, cheap_embedder=True
+                )
+                scores = results["bm25"]
+            else:
+                scores, seconds = bm25_in_memory(data, tok, False, args.max_queries)
+            out.setdefault("tokenizers", {}).setdefault(name, {})[tok] = scores
+            rows.append((name, f"bm25 {tok}", scores))
+            print(f"{name} {tok}: {seconds:.0f} s", file=sys.stderr)
+    print_table("Chinese tokenisation, BM25 only", rows)
+
+
+def compare_stem(args: argparse.Namespace, home: Path, out: dict[str, Any]) -> None:
+    """BM25 on SciFact with and without Snowball English stemming."""
+    rows = []
+    data = load(args.data_dir, "scifact")
+    for stem in (False, True):
+        if args.compare_via_kb:
+            config = KBConfig(home=home, stem=stem)
+            results, seconds = run_modes(
+                data, ("bm25",), config, args.max_queries, cheap_embedder=True
+            )
+            scores = results["bm25"]
+        else:
+            scores, seconds = bm25_in_memory(data, "jieba", stem, args.max_queries)
+        label = "stem" if stem else "no-stem"
+        out.setdefault("stemming", {})[label] = scores
+        rows.append(("scifact", f"bm25 {label}", scores))
+        print(f"scifact {label}: {seconds:.0f} s", file=sys.stderr)
+    print_table("English stemming, BM25 only", rows)
+
+
+def arguments(argv: list[str] | None) -> argparse.Namespace:
     p = parser(__doc__, data=True)
     p.add_argument(
         "--datasets", default="scifact,rgb,cmrc", help="comma list of " + ",".join(DATASETS)
@@ -180,7 +254,11 @@ def main(argv: list[str] | None = None) -> int:
         help="run the comparisons through evaluate_retrieval/Chroma (slow) instead of in memory",
     )
     p.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(argv)
     need(args.data_dir)
     names = [n.strip() for n in args.datasets.split(",") if n.strip()]
     unknown = [n for n in names if n not in DATASETS]
@@ -201,64 +279,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         if not args.only_compare:
-            config = KBConfig(
-                home=home,
-                embedding=args.embedding,
-                chinese_tokenizer=args.tokenizer,
-                stem=args.stem,
-                fusion=args.fusion,
-                vector_weight=args.vector_weight,
-            )
-            rows: list[tuple[str, str, dict[str, float]]] = []
-            for name in names:
-                data = load(args.data_dir, name)
-                print(
-                    f"{name}: {len(data.corpus)} documents, {len(data.qrels)} judged queries",
-                    file=sys.stderr,
-                )
-                results, seconds = run_modes(data, modes, config, args.max_queries)  # type: ignore[arg-type]
-                out.setdefault("retrieval", {})[name] = {"seconds": round(seconds, 1), **results}
-                rows.extend((name, mode, r) for mode, r in results.items())
-                print(f"{name}: done in {seconds:.0f} s", file=sys.stderr)
-            print_table(
-                f"retrieval (embedding={args.embedding}, tokenizer={args.tokenizer}, "
-                f"stem={args.stem}, fusion={args.fusion}); latency includes query embedding",
-                rows,
-            )
+            main_table(args, names, modes, home, out)
         if args.compare_tokenizers:
-            rows = []
-            for name in ("rgb", "cmrc"):
-                data = load(args.data_dir, name)
-                for tok in ("jieba", "bigram"):
-                    if args.compare_via_kb:
-                        config = KBConfig(home=home, chinese_tokenizer=tok)
-                        results, seconds = run_modes(
-                            data, ("bm25",), config, args.max_queries, cheap_embedder=True
-                        )
-                        scores = results["bm25"]
-                    else:
-                        scores, seconds = bm25_in_memory(data, tok, False, args.max_queries)
-                    out.setdefault("tokenizers", {}).setdefault(name, {})[tok] = scores
-                    rows.append((name, f"bm25 {tok}", scores))
-                    print(f"{name} {tok}: {seconds:.0f} s", file=sys.stderr)
-            print_table("Chinese tokenisation, BM25 only", rows)
+            compare_tokenizers(args, home, out)
         if args.compare_stem:
-            rows = []
-            data = load(args.data_dir, "scifact")
-            for stem in (False, True):
-                if args.compare_via_kb:
-                    config = KBConfig(home=home, stem=stem)
-                    results, seconds = run_modes(
-                        data, ("bm25",), config, args.max_queries, cheap_embedder=True
-                    )
-                    scores = results["bm25"]
-                else:
-                    scores, seconds = bm25_in_memory(data, "jieba", stem, args.max_queries)
-                label = "stem" if stem else "no-stem"
-                out.setdefault("stemming", {})[label] = scores
-                rows.append(("scifact", f"bm25 {label}", scores))
-                print(f"scifact {label}: {seconds:.0f} s", file=sys.stderr)
-            print_table("English stemming, BM25 only", rows)
+            compare_stem(args, home, out)
     finally:
         if args.home is None:
             shutil.rmtree(home, ignore_errors=True)

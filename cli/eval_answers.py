@@ -107,15 +107,7 @@ def evaluate_rgb(
     records: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="hybrid-rag-rgb-", dir=home) as tmp:
         for i, row in enumerate(rows):
-            n_neg = passages if negatives_only else round(passages * noise)
-            chosen = list(row.get("negative") or [])[:n_neg]
-            if not negatives_only:
-                chosen = list(row.get("positive") or [])[: passages - len(chosen)] + chosen
-            docs = [
-                SourceDocument(f"p{j}", f"rgb:{row.get('id')}:{j}", t, content_hash(t), False)
-                for j, t in enumerate(chosen)
-                if str(t).strip()
-            ]
+            docs = rgb_documents(row, passages, noise, negatives_only)
             config = KBConfig(
                 home=home or Path(tmp), collection=f"rgb-{i:04d}", embedding=embedding
             )
@@ -153,7 +145,48 @@ def evaluate_rgb(
                     "correct": right,
                 }
             )
-    n = len(rows)
+    return rgb_summary(
+        len(rows),
+        correct,
+        rejected,
+        validity,
+        latencies,
+        records,
+        negatives_only=negatives_only,
+        passages=passages,
+        noise=noise,
+    )
+
+
+def rgb_documents(
+    row: dict[str, Any], passages: int, noise: float, negatives_only: bool
+) -> list[SourceDocument]:
+    """One RGB question's passages as documents: ``noise`` of them negatives (all with
+    ``negatives_only``), the rest positives."""
+    n_neg = passages if negatives_only else round(passages * noise)
+    chosen = list(row.get("negative") or [])[:n_neg]
+    if not negatives_only:
+        chosen = list(row.get("positive") or [])[: passages - len(chosen)] + chosen
+    return [
+        SourceDocument(f"p{j}", f"rgb:{row.get('id')}:{j}", t, content_hash(t), False)
+        for j, t in enumerate(chosen)
+        if str(t).strip()
+    ]
+
+
+def rgb_summary(
+    n: int,
+    correct: int,
+    rejected: int,
+    validity: list[float],
+    latencies: list[float],
+    records: list[dict[str, Any]],
+    *,
+    negatives_only: bool,
+    passages: int,
+    noise: float,
+) -> dict[str, Any]:
+    """The figures of ``evaluate_rgb``."""
     return {
         "questions": n,
         "negatives_only": negatives_only,

@@ -31,6 +31,13 @@ METRICS = ("ndcg@10", "recall@5", "recall@10", "mrr@10", "hit@5")
 def register(subparsers: Any) -> None:
     ev = subparsers.add_parser("eval", help="evaluate retrieval or answers on a dataset")
     ev_sub = ev.add_subparsers(dest="eval_command", required=True, metavar="WHAT")
+    register_retrieval(ev_sub)
+    register_routing(ev_sub)
+    register_calibration(ev_sub)
+    register_rgb(ev_sub)
+
+
+def register_retrieval(ev_sub: Any) -> None:
     ret = ev_sub.add_parser("retrieval", help="nDCG/recall/MRR on BEIR-layout data")
     ret.add_argument(
         "--data", required=True, type=Path, help="BEIR folder (corpus, queries, qrels)"
@@ -47,6 +54,8 @@ def register(subparsers: Any) -> None:
     add_kb_options(ret)
     ret.set_defaults(func=cmd_retrieval, create_collection=True)
 
+
+def register_routing(ev_sub: Any) -> None:
     routing = ev_sub.add_parser("routing", help="route distribution on FreshQA questions")
     routing.add_argument("--freshqa", required=True, type=Path, help="FreshQA JSONL file")
     routing.add_argument("--no-kb-probe", action="store_true", help="route without probing the KB")
@@ -61,6 +70,8 @@ def register(subparsers: Any) -> None:
     add_kb_options(routing)
     routing.set_defaults(func=cmd_routing)
 
+
+def register_calibration(ev_sub: Any) -> None:
     cal = ev_sub.add_parser(
         "calibration",
         help="how well the answerability probability is calibrated (AUROC, ECE, PNG)",
@@ -104,6 +115,8 @@ def register(subparsers: Any) -> None:
     add_kb_options(cal)
     cal.set_defaults(func=cmd_calibration, create_collection=True)
 
+
+def register_rgb(ev_sub: Any) -> None:
     rgb = ev_sub.add_parser("rgb", help="offline answers on RGB (accuracy, rejection, citations)")
     rgb.add_argument("--data", required=True, type=Path, help="RGB JSON-lines file")
     rgb.add_argument("--negatives-only", action="store_true", help="only negative passages")

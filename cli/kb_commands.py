@@ -17,6 +17,12 @@ from tools.text import shown_name
 
 
 def register(subparsers: Any) -> None:
+    register_ingest(subparsers)
+    register_search(subparsers)
+    register_kb(subparsers)
+
+
+def register_ingest(subparsers: Any) -> None:
     ingest = subparsers.add_parser("ingest", help="add or update documents in the knowledge base")
     ingest.add_argument(
         "paths",
@@ -55,6 +61,8 @@ def register(subparsers: Any) -> None:
     add_kb_options(ingest)
     ingest.set_defaults(func=cmd_ingest, create_collection=True)
 
+
+def register_search(subparsers: Any) -> None:
     search = subparsers.add_parser("search", help="search the knowledge base")
     search.add_argument("query")
     search.add_argument("--mode", choices=SEARCH_MODES, default="hybrid")
@@ -72,6 +80,8 @@ def register(subparsers: Any) -> None:
     add_kb_options(search)
     search.set_defaults(func=cmd_search)
 
+
+def register_kb(subparsers: Any) -> None:
     kb = subparsers.add_parser("kb", help="inspect or change the knowledge base")
     kb_sub = kb.add_subparsers(dest="kb_command", required=True, metavar="ACTION")
     stats = kb_sub.add_parser("stats", help="documents, chunks, languages, embedding model")
