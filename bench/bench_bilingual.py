@@ -297,8 +297,10 @@ BIAS = (-1.0, -1.5, -2.0, -2.5, -3.0, -3.5)  # added to the intercept: same-lang
 TOLERANCE = 0.005  # a same-language set may lose this much before it counts as a loss
 
 
-def stage_sweep(args: argparse.Namespace) -> None:
-    loaded = {n: pickle.loads((args.out / f"pools-{n}.pkl").read_bytes()) for n in args.sets}
+def sweep_groups(
+    loaded: dict[str, Any], args: argparse.Namespace
+) -> dict[str, tuple[str, str, list[str]]]:
+    """The question groups the sweep scores: each set whole, xquad by half and kind."""
     groups: dict[str, tuple[str, str, list[str]]] = {}  # group -> (set, fold, query ids)
     for name, pools in loaded.items():
         _with_norms(name, pools, args)
@@ -322,79 +324,33 @@ def stage_sweep(args: argparse.Namespace) -> None:
                         and pools["queries"][q]["kind"] == kind
                     ],
                 )
-    base = {g: ndcg(loaded[n], today, qids) for g, (n, _, qids) in groups.items()}
-    folds = sorted({f for _, f, _ in groups.values()})
+    return groups
 
-    def fitted(train: list[str]) -> tuple[float, list[float]]:
-        xs, ys = [], []
-        for n, f, qids in groups.values():
-            if f in train:
-                x, y = _gate_samples(loaded[n], qids)
-                if len(x):
-                    xs.append(x)
-                    ys.append(y)
-        return fit_gate(np.vstack(xs), np.concatenate(ys))
 
-    def candidates(gate_fit: tuple[float, list[float]]) -> list[MergeRule]:
-        c, (best, share, peak_other, peak_own) = gate_fit
-        gate = MergeRule(c, best, share, peak_other, peak_own)
-        shift = [
-            replace(
-                gate,
-                intercept=c + bias,
-                scale=0.0,
-                steepness=st,
-                cutoff=cut,
-                slot=slot,
-                slot_floor=SLOT_FLOOR,
-            )
-            for st, cut, slot, bias in itertools.product(STEEPNESS, CUTOFF, SLOT, BIAS)
-        ]
-        scale = [
-            replace(gate, intercept=c + bias, scale=sc)
-            for sc, bias in itertools.product(SCALE, BIAS)
-        ]
-        return shift + scale
-
-    def scores(rule: MergeRule, names: list[str]) -> dict[str, float]:
-        return {g: ndcg(loaded[groups[g][0]], merged(rule), groups[g][2]) for g in names}
-
-    def key(got: dict[str, float]) -> tuple[float, float, float]:
-        # Largest worst-case gain over today: a same-language set counts only a loss
-        # beyond the tolerance; then the worst cross-language gain; then the mean.
-        same = [min(0.0, v - base[g] + TOLERANCE) for g, v in got.items() if "cross" not in g]
-        cross = [v - base[g] for g, v in got.items() if "cross" in g]
-        return (min(same, default=0.0), min(cross, default=0.0), float(np.mean(cross or [0])))
-
-    print("\n## leave one set out: gate fitted and rule chosen on the others")
-    print(f"{'left out':<10} {'rule':<44} " + " ".join(f"{g:>15}" for g in groups))
-    print(
-        f"{'today':<10} {'single pool, adaptive fusion':<44} "
-        + " ".join(f"{base[g]:>15.4f}" for g in groups)
-    )
-    for held in folds:
-        train = [f for f in folds if f != held]
-        train_groups = [g for g, (_, f, _) in groups.items() if f in train]
-        rules = candidates(fitted(train))
-        chosen = max(rules, key=lambda r: key(scores(r, train_groups)))
-        got = scores(chosen, list(groups))
-        print(
-            f"{held:<10} {chosen.label():<44} "
-            + " ".join(
-                f"{got[g]:>15.4f}"
-                if groups[g][1] == held
-                else f"{'(' + format(got[g], '.4f') + ')':>15}"
-                for g in groups
-            ),
-            flush=True,
+def candidates(gate_fit: tuple[float, list[float]]) -> list[MergeRule]:
+    """The rules swept around a fitted gate: shifted slots, and scaled intercepts."""
+    c, (best, share, peak_other, peak_own) = gate_fit
+    gate = MergeRule(c, best, share, peak_other, peak_own)
+    shift = [
+        replace(
+            gate,
+            intercept=c + bias,
+            scale=0.0,
+            steepness=st,
+            cutoff=cut,
+            slot=slot,
+            slot_floor=SLOT_FLOOR,
         )
-    rules = candidates(fitted(folds))
-    table = {r.label(): scores(r, list(groups)) for r in rules}
-    best = max(rules, key=lambda r: key(table[r.label()]))
-    print("\n## every rule, gate fitted on all sets (today first)")
-    for label, got in table.items():
-        print(f"{label:<44} " + " ".join(f"{got[g]:>15.4f}" for g in groups))
-    print(f"\nall sets -> {best}")
+        for st, cut, slot, bias in itertools.product(STEEPNESS, CUTOFF, SLOT, BIAS)
+    ]
+    scale = [
+        replace(gate, intercept=c + bias, scale=sc) for sc, bias in itertools.product(SCALE, BIAS)
+    ]
+    return shift + scale
+
+
+def print_by_kind(loaded: dict[str, Any], best: MergeRule) -> None:
+    """Whole sets by question kind: today, each retriever alone, the chosen rule."""
     for name, pools in loaded.items():  # whole sets, by question kind
         for kind in ("same", "cross"):
             qids = sorted(q for q in pools["qrels"] if pools["queries"][q]["kind"] == kind)
@@ -410,6 +366,65 @@ def stage_sweep(args: argparse.Namespace) -> None:
                     f"{name} {kind} ({len(qids)}): "
                     + ", ".join(f"{k} {v:.4f}" for k, v in figures.items())
                 )
+
+
+def sweep_key(got: dict[str, float], base: dict[str, float]) -> tuple[float, float, float]:
+    """Largest worst-case gain over today: a same-language set counts only a loss beyond
+    the tolerance; then the worst cross-language gain; then the mean."""
+    same = [min(0.0, v - base[g] + TOLERANCE) for g, v in got.items() if "cross" not in g]
+    cross = [v - base[g] for g, v in got.items() if "cross" in g]
+    return (min(same, default=0.0), min(cross, default=0.0), float(np.mean(cross or [0])))
+
+
+def stage_sweep(args: argparse.Namespace) -> None:
+    loaded = {n: pickle.loads((args.out / f"pools-{n}.pkl").read_bytes()) for n in args.sets}
+    groups = sweep_groups(loaded, args)
+    base = {g: ndcg(loaded[n], today, qids) for g, (n, _, qids) in groups.items()}
+    folds = sorted({f for _, f, _ in groups.values()})
+
+    def fitted(train: list[str]) -> tuple[float, list[float]]:
+        xs, ys = [], []
+        for n, f, qids in groups.values():
+            if f in train:
+                x, y = _gate_samples(loaded[n], qids)
+                if len(x):
+                    xs.append(x)
+                    ys.append(y)
+        return fit_gate(np.vstack(xs), np.concatenate(ys))
+
+    def scores(rule: MergeRule, names: list[str]) -> dict[str, float]:
+        return {g: ndcg(loaded[groups[g][0]], merged(rule), groups[g][2]) for g in names}
+
+    print("\n## leave one set out: gate fitted and rule chosen on the others")
+    print(f"{'left out':<10} {'rule':<44} " + " ".join(f"{g:>15}" for g in groups))
+    print(
+        f"{'today':<10} {'single pool, adaptive fusion':<44} "
+        + " ".join(f"{base[g]:>15.4f}" for g in groups)
+    )
+    for held in folds:
+        train = [f for f in folds if f != held]
+        train_groups = [g for g, (_, f, _) in groups.items() if f in train]
+        rules = candidates(fitted(train))
+        chosen = max(rules, key=lambda r: sweep_key(scores(r, train_groups), base))
+        got = scores(chosen, list(groups))
+        print(
+            f"{held:<10} {chosen.label():<44} "
+            + " ".join(
+                f"{got[g]:>15.4f}"
+                if groups[g][1] == held
+                else f"{'(' + format(got[g], '.4f') + ')':>15}"
+                for g in groups
+            ),
+            flush=True,
+        )
+    rules = candidates(fitted(folds))
+    table = {r.label(): scores(r, list(groups)) for r in rules}
+    best = max(rules, key=lambda r: sweep_key(table[r.label()], base))
+    print("\n## every rule, gate fitted on all sets (today first)")
+    for label, got in table.items():
+        print(f"{label:<44} " + " ".join(f"{got[g]:>15.4f}" for g in groups))
+    print(f"\nall sets -> {best}")
+    print_by_kind(loaded, best)
     (args.out / "sweep.json").write_text(
         json.dumps(
             {"today": base, "rules": table, "chosen": best.label(), "rule": best.__dict__}, indent=1
@@ -443,7 +458,6 @@ def stage_answerability(args: argparse.Namespace) -> None:
     this stage reports that model's AUROC and ECE on those searches next to the full
     model on the raw evidence, and the offline router's route for the answerable ones."""
     from graph import Context
-    from tools.evaluation.calibration import auroc, expected_calibration_error
     from tools.policy.offline import offline_route
 
     pools = pickle.loads((args.out / "pools-xquad.pkl").read_bytes())
@@ -480,6 +494,15 @@ def stage_answerability(args: argparse.Namespace) -> None:
                 }
             )
     print(f"# {len(rows)} searches in {time.perf_counter() - started:.0f} s")
+    print_answerability(rows, threshold)
+    kb.close()
+
+
+def print_answerability(rows: list[dict[str, Any]], threshold: float) -> None:
+    """AUROC and ECE of both models, by where the best hit's language lies; then what
+    the offline router and the web fallback do with the answerable questions."""
+    from tools.evaluation.calibration import auroc, expected_calibration_error
+
     for across in (False, True):
         part = [r for r in rows if r["across"] == across]
         if not part:
@@ -516,7 +539,6 @@ def stage_answerability(args: argparse.Namespace) -> None:
             f"{sum(r['route'] == 'knowledge' for r in off)}, answered with no web search "
             f"{sum(r['kb_only'] for r in off)}"
         )
-    kb.close()
 
 
 # -- examples --------------------------------------------------------------------------

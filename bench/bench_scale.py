@@ -298,51 +298,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             embedding_model=model,
         )
         kb.batch_documents = args.batch_documents  # type: ignore[misc]
-        t0 = time.perf_counter()
-        chunks = kb.ingest_documents(news_documents(rows)).chunks_written
-        news_chunks = chunks
-        generated = 0
-        while chunks < args.chunks:
-            # Each generated document is ~args.doc_chars characters (~9 chunks); ingest
-            # in rounds sized from the chunks still missing.
-            missing = args.chunks - chunks
-            count = max(1, min(2000, int(missing / args.chunks_per_doc) + 1))
-            batch = list(synthetic_documents(sentences, rng, generated, count, args.doc_chars))
-            report = kb.ingest_documents(batch)
-            generated += count
-            chunks += report.chunks_written
-            print(f"  ingested {chunks} chunks ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
-        ingest_s = time.perf_counter() - t0
-        result["ingest"] = {
-            "news_documents": len(rows),
-            "news_chunks": news_chunks,
-            "generated_documents": generated,
-            "chunks": chunks,
-            "seconds": round(ingest_s, 1),
-            "chunks_per_s": round(chunks / ingest_s, 1),
-        }
-        print(f"ingested {chunks} chunks in {ingest_s:.0f} s", file=sys.stderr)
+        result["ingest"] = ingest_corpus(kb, rows, sentences, rng, args)
 
-        t0 = time.perf_counter()
-        snap = kb.snapshot()
-        snapshot_s = time.perf_counter() - t0
-        result["bm25_build"] = {
-            "first_snapshot_s": round(snapshot_s - build.get("token_recording_s", 0.0), 1),
-            "bm25_index_s": round(build.get("bm25_index_s", 0.0), 1),
-            "token_recording_overhead_s": round(build.get("token_recording_s", 0.0), 2),
-            "chunks_indexed": len(snap.ids),
-        }
-        print(f"snapshot built in {snapshot_s:.0f} s", file=sys.stderr)
-
-        kb2 = KnowledgeBase(
-            KBConfig(home=home, collection="scale", chinese_tokenizer=args.tokenizer),
-            embedding_model=model,
-        )
-        t0 = time.perf_counter()
-        kb2.snapshot()
-        result["bm25_build"]["reload_from_disk_s"] = round(time.perf_counter() - t0, 2)
-        kb2.close()
-        del kb2
+        snap, result["bm25_build"] = build_snapshot(kb, home, model, args, build)
 
         queries = make_queries(sentences, rng, args.queries + args.warmup)
         for q in queries:
@@ -352,72 +310,161 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 kb.search(q, 10, mode=mode)
         measured = queries[args.warmup :]
 
-        prof = Profile()
-        instrument(kb, prof)
-        instrument_bm25(snap.bm25, prof)
-        latency: dict[str, dict[str, float]] = {}
-        profiles: dict[str, dict[str, dict[str, float]]] = {}
-        for mode in ("hybrid", "bm25", "vector"):
-            mode_t: SearchMode = mode  # type: ignore[assignment]
-            times: list[float] = []
-            prof.samples.clear()
-            prof.active = True
-            for q in measured:
-                started = time.perf_counter()
-                kb.search(q, args.k, mode=mode_t)
-                times.append((time.perf_counter() - started) * 1000)
-                prof.end_query()
-            prof.active = False
-            latency[mode] = summarise(times)
-            profiles[mode] = {label: summarise(v) for label, v in sorted(prof.samples.items())}
-        result["latency_excluding_query_embedding"] = latency
-        result["profile"] = profiles
-        result["queries"] = len(measured)
-        result["k"] = args.k
-        result["peak_rss_mb_after_kb"] = round(peak_rss_mb(), 0)
-
-        # The project's inverted index alone, for the baseline comparison.
-        bm_times = []
-        for q in measured:
-            started = time.perf_counter()
-            snap.bm25.search(q, 40)
-            bm_times.append((time.perf_counter() - started) * 1000)
-        result["bm25index_search"] = summarise(bm_times)
+        bm_times = measure_latency(kb, snap, measured, args, result)
         kb.close()
     finally:
         kb_module.BM25Index = BM25Index  # type: ignore[misc]
 
     if args.baseline and tokens_file.exists():
-        from rank_bm25 import BM25Okapi
-
-        tokenizer = snap.bm25.tokenizer
-        with tokens_file.open(encoding="utf-8") as fh:
-            corpus = [line.rstrip("\n").split("\x1f") for line in fh]
-        t0 = time.perf_counter()
-        okapi = BM25Okapi([c or ["\x00empty"] for c in corpus])
-        build_s = time.perf_counter() - t0
-        del corpus
-        n = min(args.baseline_queries, len(measured))
-        base_times = []
-        for q in measured[:n]:
-            toks = tokenizer(q)
-            started = time.perf_counter()
-            scores = okapi.get_scores(toks)
-            np.argsort(-scores)[:40]
-            base_times.append((time.perf_counter() - started) * 1000)
-        result["rank_bm25_baseline"] = {
-            "build_s": round(build_s, 1),
-            "queries": n,
-            **summarise(base_times),
-            "speedup_p50_vs_bm25index": round(
-                statistics.median(base_times) / max(1e-6, statistics.median(bm_times[:n])), 1
-            ),
-        }
-        tokens_file.unlink(missing_ok=True)
+        result["rank_bm25_baseline"] = rank_bm25_baseline(
+            tokens_file, snap, measured, bm_times, args
+        )
     result["peak_rss_mb_end"] = round(peak_rss_mb(), 0)
     if not args.keep:
         shutil.rmtree(home, ignore_errors=True)
     return result
+
+
+def build_snapshot(
+    kb: KnowledgeBase, home: Path, model: Any, args: argparse.Namespace, build: dict[str, float]
+) -> tuple[Any, dict[str, Any]]:
+    """The first snapshot (BM25 index built), then its reload from disk by a new instance."""
+    t0 = time.perf_counter()
+    snap = kb.snapshot()
+    snapshot_s = time.perf_counter() - t0
+    figures = {
+        "first_snapshot_s": round(snapshot_s - build.get("token_recording_s", 0.0), 1),
+        "bm25_index_s": round(build.get("bm25_index_s", 0.0), 1),
+        "token_recording_overhead_s": round(build.get("token_recording_s", 0.0), 2),
+        "chunks_indexed": len(snap.ids),
+    }
+    print(f"snapshot built in {snapshot_s:.0f} s", file=sys.stderr)
+
+    kb2 = KnowledgeBase(
+        KBConfig(home=home, collection="scale", chinese_tokenizer=args.tokenizer),
+        embedding_model=model,
+    )
+    t0 = time.perf_counter()
+    kb2.snapshot()
+    figures["reload_from_disk_s"] = round(time.perf_counter() - t0, 2)
+    kb2.close()
+    del kb2
+    return snap, figures
+
+
+def ingest_corpus(
+    kb: KnowledgeBase,
+    rows: list[dict[str, Any]],
+    sentences: list[str],
+    rng: random.Random,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """The news, then generated documents until ``args.chunks`` chunks are stored."""
+    t0 = time.perf_counter()
+    chunks = kb.ingest_documents(news_documents(rows)).chunks_written
+    news_chunks = chunks
+    generated = 0
+    while chunks < args.chunks:
+        # Each generated document is ~args.doc_chars characters (~9 chunks); ingest
+        # in rounds sized from the chunks still missing.
+        missing = args.chunks - chunks
+        count = max(1, min(2000, int(missing / args.chunks_per_doc) + 1))
+        batch = list(synthetic_documents(sentences, rng, generated, count, args.doc_chars))
+        report = kb.ingest_documents(batch)
+        generated += count
+        chunks += report.chunks_written
+        print(f"  ingested {chunks} chunks ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    ingest_s = time.perf_counter() - t0
+    figures = {
+        "news_documents": len(rows),
+        "news_chunks": news_chunks,
+        "generated_documents": generated,
+        "chunks": chunks,
+        "seconds": round(ingest_s, 1),
+        "chunks_per_s": round(chunks / ingest_s, 1),
+    }
+    print(f"ingested {chunks} chunks in {ingest_s:.0f} s", file=sys.stderr)
+    return figures
+
+
+def measure_latency(
+    kb: KnowledgeBase,
+    snap: Any,
+    measured: list[str],
+    args: argparse.Namespace,
+    result: dict[str, Any],
+) -> list[float]:
+    """Search latency per mode, profiled, then the inverted index alone (into ``result``);
+    the index's own times, for the baseline."""
+    prof = Profile()
+    instrument(kb, prof)
+    instrument_bm25(snap.bm25, prof)
+    latency: dict[str, dict[str, float]] = {}
+    profiles: dict[str, dict[str, dict[str, float]]] = {}
+    for mode in ("hybrid", "bm25", "vector"):
+        mode_t: SearchMode = mode  # type: ignore[assignment]
+        times: list[float] = []
+        prof.samples.clear()
+        prof.active = True
+        for q in measured:
+            started = time.perf_counter()
+            kb.search(q, args.k, mode=mode_t)
+            times.append((time.perf_counter() - started) * 1000)
+            prof.end_query()
+        prof.active = False
+        latency[mode] = summarise(times)
+        profiles[mode] = {label: summarise(v) for label, v in sorted(prof.samples.items())}
+    result["latency_excluding_query_embedding"] = latency
+    result["profile"] = profiles
+    result["queries"] = len(measured)
+    result["k"] = args.k
+    result["peak_rss_mb_after_kb"] = round(peak_rss_mb(), 0)
+
+    # The project's inverted index alone, for the baseline comparison.
+    bm_times = []
+    for q in measured:
+        started = time.perf_counter()
+        snap.bm25.search(q, 40)
+        bm_times.append((time.perf_counter() - started) * 1000)
+    result["bm25index_search"] = summarise(bm_times)
+    return bm_times
+
+
+def rank_bm25_baseline(
+    tokens_file: Path,
+    snap: Any,
+    measured: list[str],
+    bm_times: list[float],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """rank-bm25's ``get_scores`` on the same tokenised corpus and queries."""
+    from rank_bm25 import BM25Okapi
+
+    tokenizer = snap.bm25.tokenizer
+    with tokens_file.open(encoding="utf-8") as fh:
+        corpus = [line.rstrip("\n").split("\x1f") for line in fh]
+    t0 = time.perf_counter()
+    okapi = BM25Okapi([c or ["\x00empty"] for c in corpus])
+    build_s = time.perf_counter() - t0
+    del corpus
+    n = min(args.baseline_queries, len(measured))
+    base_times = []
+    for q in measured[:n]:
+        toks = tokenizer(q)
+        started = time.perf_counter()
+        scores = okapi.get_scores(toks)
+        np.argsort(-scores)[:40]
+        base_times.append((time.perf_counter() - started) * 1000)
+    figures = {
+        "build_s": round(build_s, 1),
+        "queries": n,
+        **summarise(base_times),
+        "speedup_p50_vs_bm25index": round(
+            statistics.median(base_times) / max(1e-6, statistics.median(bm_times[:n])), 1
+        ),
+    }
+    tokens_file.unlink(missing_ok=True)
+    return figures
 
 
 def print_report(r: dict[str, Any]) -> None:

@@ -111,27 +111,9 @@ def evaluate_rgb(
             config = KBConfig(
                 home=home or Path(tmp), collection=f"rgb-{i:04d}", embedding=embedding
             )
-            kb = kb_factory(config) if kb_factory else KnowledgeBase(config)
-            try:
-                kb.ingest_documents(docs)
-                resources.register_kb(kb)
-                ctx = Context(
-                    **{
-                        "search_provider": "none",
-                        "model": "offline",
-                        "fast_model": "offline",
-                        **(context or {}),
-                        "data_home": str(home or tmp),
-                        "collection": config.collection,
-                        "embedding": embedding,
-                    }
-                )
-                started = time.perf_counter()
-                out = asyncio.run(graph.ainvoke({"question": str(row["query"])}, context=ctx))
-                latencies.append((time.perf_counter() - started) * 1000)
-            finally:
-                kb.drop()
-                resources.close_all()
+            overrides = {**(context or {}), "data_home": str(home or tmp)}
+            out, ms = answer_over(graph, str(row["query"]), docs, config, kb_factory, overrides)
+            latencies.append(ms)
             answer = str(out.get("answer") or "")
             refused = any(marker in answer for marker in NO_INFO)
             right = not refused and _gold_found(answer, row.get("answer"))
@@ -156,6 +138,38 @@ def evaluate_rgb(
         passages=passages,
         noise=noise,
     )
+
+
+def answer_over(
+    graph: Any,
+    question: str,
+    docs: list[SourceDocument],
+    config: KBConfig,
+    kb_factory: Any,
+    overrides: dict[str, Any],
+) -> tuple[dict[str, Any], float]:
+    """The offline answer to ``question`` over a throw-away KB of ``docs``, and its
+    latency in ms; the KB is dropped afterwards."""
+    kb = kb_factory(config) if kb_factory else KnowledgeBase(config)
+    try:
+        kb.ingest_documents(docs)
+        resources.register_kb(kb)
+        ctx = Context(
+            **{
+                "search_provider": "none",
+                "model": "offline",
+                "fast_model": "offline",
+                **overrides,
+                "collection": config.collection,
+                "embedding": config.embedding,
+            }
+        )
+        started = time.perf_counter()
+        out = asyncio.run(graph.ainvoke({"question": question}, context=ctx))
+        return out, (time.perf_counter() - started) * 1000
+    finally:
+        kb.drop()
+        resources.close_all()
 
 
 def rgb_documents(

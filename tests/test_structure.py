@@ -23,9 +23,11 @@ def _tree(path: Path) -> ast.Module:
 
 
 def test_no_module_is_over_400_lines() -> None:
+    """bench/ aside: four benches are longer, and cutting them into files is left for a
+    pass that moves no other file (issue 42)."""
     long = {
         str(path.relative_to(ROOT)): n
-        for path in _modules("server", "graph", "nodes", "run", "tools")
+        for path in _modules("cli", "server", "graph", "nodes", "run", "tools")
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert not long, long
@@ -34,7 +36,7 @@ def test_no_module_is_over_400_lines() -> None:
 def test_no_function_is_over_60_lines() -> None:
     long = {
         f"{path.relative_to(ROOT)}:{node.lineno} {node.name}": length
-        for path in _modules("server", "graph", "nodes", "run", "tools")
+        for path in _modules("cli", "server", "graph", "nodes", "run", "tools", "bench")
         for node in ast.walk(_tree(path))
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         and (length := (node.end_lineno or node.lineno) - node.lineno + 1) > MAX_FUNCTION_LINES
