@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # types only: at run time nodes never import graph/
 
 
 def effective_reranker(ctx: Context, mode: str | None) -> str:
-    """``auto`` is ``lexical`` offline (it raised nDCG@10 on every dev set, README) and
+    """``auto`` is ``lexical`` offline (it raised nDCG@10 on every dev set, bench/README.md) and
     ``none`` with a model, whose own grading and answer already read the passages.
     ``mode`` is the run's resolved answering model (``State.mode``; None: offline)."""
     if ctx.reranker != "auto":

@@ -452,7 +452,7 @@ def test_documented_block_runs(block: Block, sandboxes: Sandboxes) -> None:
         pytest.fail(f"expected in the output: {missing}: {report}", pytrace=False)
 
 
-@pytest.mark.parametrize("doc", ["README.md", "docs/DEPLOYMENT.md"])
+@pytest.mark.parametrize("doc", ["docs/USING.md", "docs/DEPLOYMENT.md"])
 def test_persistence_snippets_keep_threads_in_the_data_home(doc: str, sandboxes: Sandboxes) -> None:
     # Regression: the snippets used a top-level `async with` (a SyntaxError in a script)
     # and one thread id for both graphs; now they run above, and the threads are on disk.

@@ -3,6 +3,16 @@
 (and the approval state of the step) from ``runtime.state``. No closure over a run: the
 two tools are built once, and the work is ``graph.agent.tool_work`` over the run's
 ``SearchService`` (``run.search_setup``), the same service the state graph searches with.
+
+Why :func:`run_calls` runs a step's calls itself rather than through LangGraph's
+``ToolNode`` (it injects the ``ToolRuntime`` exactly as ``ToolNode`` does): ``ToolNode``
+runs a step's calls concurrently, each against the same state, so two searches of one
+step would both label their first source ``[internal-1]``; here each call sees the
+sources the calls before it labelled (labels in call order, stable across calls), and the
+calls beyond ``max_tool_calls`` get a refusal message, a per-run budget ``ToolNode`` does
+not have. The reason is behavioural (tests/test_agent.py pins the labels and the budget),
+not a measured speed; moving to ``ToolNode`` with a labelling step after it is left for a
+change that may alter behaviour (issue 42).
 """
 
 from __future__ import annotations

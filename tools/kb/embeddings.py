@@ -3,7 +3,7 @@
 Specs:
 
 * ``local`` — the offline default bundled in a registry package (see
-  ``tools.kb.local_embeddings`` and the README's "Embedding choice").
+  ``tools.kb.local_embeddings`` and docs/HOW-IT-WORKS.md, "Embedding choice").
 * ``openai:<model>`` — any OpenAI-compatible embedding endpoint through
   langchain-openai (``openai:text-embedding-3-small``); ``base_url`` points it at
   Ollama, vLLM or another server. The key is read from ``OPENAI_API_KEY`` by the

