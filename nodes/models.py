@@ -104,7 +104,7 @@ def load_chat_model(spec: str, env: ModelEnv | None = None) -> BaseChatModel:
         raise env.problem
     # Everything that changes the client is part of the key: a new base URL or key in
     # the environment must not be served the client built for the old one.
-    key = (spec, env.base_url, _fingerprint(env.api_key), str(env.timeout))
+    key = (spec, env.base_url, _fingerprint(env.api_key), f"{env.timeout}/{env.max_tokens}")
     loop = _loop()
     with _lock:
         built = _built.setdefault(loop, {})
@@ -116,6 +116,9 @@ def load_chat_model(spec: str, env: ModelEnv | None = None) -> BaseChatModel:
         "temperature": 0,
         "max_retries": MAX_RETRIES,
         "timeout": env.timeout,
+        # Every call is bounded in tokens too (Context.max_output_tokens): a model that
+        # never stops would otherwise write until the timeout.
+        "max_tokens": env.max_tokens,
     }
     if provider == "openai":
         import openai  # lazily, like the model itself
