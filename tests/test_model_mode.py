@@ -15,11 +15,13 @@ from langchain_core.messages import ToolMessage
 
 from graph import Context, build_agent_graph, build_graph
 from nodes.crosslingual import planned_translations
-from nodes.models import register_chat_model, unregister_chat_model
+from nodes.models import load_chat_model, register_chat_model, unregister_chat_model
 from nodes.notices import localize
+from nodes.settings import ModelEnv
 from tests.agent_fakes import LocalLLMServer, ToolScriptedChatModel, ask, call
 from tests.local_provider import BlackHole
 from tests.test_agent import SEARCH_ENV
+from tools.policy.relevance import missing_terms, quotable_sources
 from tools.policy.translation import translation_problem
 from tools.text import count_cjk
 from tools.websearch import SearchCache, set_default_cache
@@ -79,14 +81,24 @@ def test_every_model_call_is_bounded_by_max_output_tokens(
                                                   max_output_tokens=64))  # fmt: skip
         bodies = list(server.requests)
     assert out["answer"] and bodies
-    limits = [b.get("max_tokens", b.get("max_completion_tokens")) for b in bodies]
-    assert limits == [64] * len(bodies), limits
+    # Both names: LangChain's max_completion_tokens, and max_tokens for the local servers
+    # that read only the older name (llama.cpp before 2026, llama-cpp-python).
+    limits = [(b.get("max_completion_tokens"), b.get("max_tokens")) for b in bodies]
+    assert limits == [(64, 64)] * len(bodies), limits
 
 
 def test_max_output_tokens_is_a_context_field_with_a_default() -> None:
     assert Context().max_output_tokens == 1024
     with pytest.raises(Exception, match="max_output_tokens"):
         Context(max_output_tokens=0)
+
+
+def test_only_a_local_server_also_gets_the_older_max_tokens() -> None:
+    local = load_chat_model("openai:probe", ModelEnv("http://127.0.0.1:8080/v1", max_tokens=99))
+    hosted = load_chat_model("openai:probe", ModelEnv("https://api.openai.com/v1", "sk-x"))
+    assert getattr(local, "extra_body", None) == {"max_tokens": 99}
+    assert getattr(hosted, "extra_body", None) is None
+    assert getattr(hosted, "max_tokens", None) == 1024
 
 
 # --- 2. the agent never re-runs an identical tool call ----------------------------------
@@ -179,6 +191,36 @@ def test_the_agents_bounded_answer_checks_relevance(
     out = run(build_agent_graph, BADGE_Q, context(sample_home, model="custom:weak"))
     assert any("replied with nothing" in w for w in out["warnings"]), out["warnings"]
     assert "vest" not in out["answer"] and out["answer"].startswith("No relevant"), out["answer"]
+
+
+@pytest.mark.parametrize(
+    ("question", "texts", "missing"),
+    [
+        ("What do visitors receive as a badge at reception?",
+         ["Visitors receive a vest and overshoes at the reception desk."], ["badge"]),
+        ("How many minutes does the D9 drone fly?", ["The D9 drone flies 42 minutes."], []),
+        ("Do visitors wear badges?", ["Every visitor wears a badge."], []),  # stems
+        ("What is the latest stable Python release today?",  # routing cues are not key
+         ["Python 3.14.2 is the latest stable release of Python."], []),
+        ("访客的胸牌是什么颜色？", ["访客领取背心。"], []),  # Chinese: not this rule's
+    ],
+)  # fmt: skip
+def test_key_terms_no_passage_mentions(question: str, texts: list[str], missing: list[str]) -> None:
+    assert missing_terms(question, texts) == missing
+
+
+def test_only_passages_on_the_point_are_quoted() -> None:
+    web = {
+        "kind": "web",
+        "title": "Tesla Model 3 price",
+        "text": "The Tesla Model 3 costs USD 42,490.",
+    }
+    note = {"kind": "internal", "text": "FleetCloud price replaces the per-site pricing model."}
+    other = {"kind": "internal", "lang": "zh", "text": "特斯拉的价格。"}
+    kept, missing = quotable_sources(
+        "What is the current price of a Tesla Model 3?", [note, web, other]
+    )
+    assert kept == [web, other] and missing == []
 
 
 # --- 5. notices in the user's language ---------------------------------------------------

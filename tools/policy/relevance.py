@@ -61,15 +61,19 @@ def key_terms(question: str) -> list[str]:
     ]
 
 
-def _forms(term: str) -> list[str]:
-    """The term and its stem ("badges" → "badg"): either found in a text mentions it."""
-    stems = [s for s in _stem()(term) if len(s) >= MIN_LETTERS]
-    return [term.casefold(), *stems]
+@lru_cache(maxsize=256)
+def _stems(text: str) -> frozenset[str]:
+    return frozenset(_stem()(text))
 
 
 def mentions(term: str, text: str) -> bool:
-    folded = text.casefold()
-    return any(form in folded for form in _forms(term))
+    """Whether ``text`` has ``term`` in it, or a word of the same stem ("badges" and
+    "badge", "flies" and "fly")."""
+    if term.casefold() in text.casefold():
+        return True
+    # Snowball leaves a short word as it is ("fly") but stems its plural ("flies": "fli").
+    forms = f"{term} {term[:-1]}ies" if term.endswith("y") else term
+    return bool(_stems(forms) & _stems(text))
 
 
 def missing_terms(question: str, texts: Sequence[str]) -> list[str]:
