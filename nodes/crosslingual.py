@@ -93,7 +93,8 @@ async def translated_queries(
         # (tools.kb.languages), and an answer quoting another language says so itself.
         report["note"] = (
             f"the knowledge base also holds {', '.join(others)} text; no translation was done "
-            "(offline mode): each language of the knowledge base is searched on its own"
+            "(no language model for this step): each language of the knowledge base is "
+            "searched on its own"
         )
         return [], report
     queries: list[str] = []
