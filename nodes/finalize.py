@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
+from run.deadline import stated_once
 from run.localize import localize_all
 from run.run_settings import settings_of
 from tools.evaluation.run_stats import record_run
@@ -53,6 +54,7 @@ async def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         log.warning("could not record run statistics: %s", exc)
     language = str(state.get("language") or "en")
     warnings = list(state.get("warnings") or [])
-    localized = localize_all(warnings, language)
+    once = stated_once(warnings, str(state.get("answer") or ""), ctx, language)
+    localized = localize_all(once, language)
     # The warnings in the answer's language (Overwrite: the reducer would append them).
     return {"warnings": Overwrite(localized)} if localized != warnings else {}

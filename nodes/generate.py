@@ -13,6 +13,7 @@ from langgraph.runtime import Runtime
 
 from prompts import answer as P
 from run.crosslingual import source_similarity
+from run.deadline import past_deadline
 from run.localize import localize
 from run.models import OFFLINE, load_chat_model, model_env
 from run.node_helpers import emit, timed
@@ -21,8 +22,9 @@ from tools.answer.citations import assign_labels, validate_citations
 from tools.answer.context_builder import BuiltContext, build_context
 from tools.answer.sources_block import with_sources
 from tools.policy.decisions import web_unavailable
-from tools.policy.offline import extractive_answer, no_information
+from tools.policy.offline import Similarity, extractive_answer, no_information
 from tools.policy.refusal import check_answer
+from tools.policy.relevance import quotable_sources
 from tools.text import estimate_tokens
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
@@ -88,6 +90,36 @@ def web_note(state: Mapping[str, Any], language: str) -> str:
     return "\n\n" + template.format(reason=localize(reason, language).rstrip("。."))
 
 
+def quoted_answer(
+    question: str,
+    sources: list[dict[str, Any]],
+    language: str,
+    *,
+    similarity: Similarity | None = None,
+) -> tuple[str, list[str]]:
+    """The extractive answer from the sources that mention the question's key terms
+    (``tools.policy.relevance``; every extractive answer of both graphs), and a warning
+    when none does (the answer is then the refusal)."""
+    quotable, missing = quotable_sources(question, sources)
+    if missing:
+        return no_information(language), [
+            f"no source mentions the question's key terms ({', '.join(missing)}): nothing quoted"
+        ]
+    return extractive_answer(question, quotable, language, similarity=similarity), []
+
+
+def extractive_note(state: Mapping[str, Any], language: str) -> str:
+    """Why the answer is quoted from the sources: offline mode (no model configured), or
+    the model failed; nothing past the deadline (the deadline sentence says it). A
+    model-mode run never calls itself "offline"."""
+    zh = language == "zh"
+    if past_deadline(state):
+        return ""
+    if state.get("mode", OFFLINE) == OFFLINE:
+        return P.OFFLINE_NOTE_ZH if zh else P.OFFLINE_NOTE_EN
+    return P.MODEL_FAILED_NOTE_ZH if zh else P.MODEL_FAILED_NOTE_EN
+
+
 async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     language = state.get("language", "en")
@@ -117,14 +149,15 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             if refuses(state):
                 answer = no_information(language)
             else:
-                answer = await asyncio.to_thread(
-                    extractive_answer,
+                answer, unmentioned = await asyncio.to_thread(
+                    quoted_answer,
                     state["question"],
                     built.included,
                     language,
                     similarity=source_similarity(ctx, settings_of(state, ctx)),
                 )
-            answer = f"{answer} {P.OFFLINE_NOTE_ZH if language == 'zh' else P.OFFLINE_NOTE_EN}"
+                warnings.extend(unmentioned)
+            answer = f"{answer} {extractive_note(state, language)}".rstrip()
         answer += web_note(state, language)
     return {
         "answer": answer,

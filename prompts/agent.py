@@ -36,6 +36,13 @@ NO_TOOLS_LEFT_ZH = "你已没有剩余的工具调用次数：请立即依据上
 BOUND_TOOL_MESSAGE = (
     "Not run: the max_tool_calls bound ({bound}) was reached. Answer from the results you have."
 )
+# A tool call identical to one already made this turn is not run again (a weak model asks
+# for the same search over and over); {labels}: what the first one found.
+REPEATED_TOOL_MESSAGE = (
+    "Not run again: {name} was already called with these arguments in this turn; its results "
+    "are above ({labels}). Answer from them now, or call a tool with different arguments."
+)
+REPEATED_NONE = "it found nothing"
 # {reason}: "the max_model_calls bound (8) was reached", "the model call failed", ...
 BOUND_NOTE_EN = (
     "(The agent stopped because {reason}; this answer is quoted from the sources gathered so far.)"

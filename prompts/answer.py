@@ -32,3 +32,8 @@ WEB_FAILURE_SENTENCE_EN = "Live web results were unavailable: {reason}."
 WEB_FAILURE_SENTENCE_ZH = "实时网络结果不可用：{reason}。"
 OFFLINE_NOTE_EN = "(Offline mode: extractive answer quoted from the sources, no language model.)"
 OFFLINE_NOTE_ZH = "（离线模式：从来源中摘录的回答，未使用语言模型。）"
+# Model mode, when the answer model failed: quoted too, but not "offline".
+MODEL_FAILED_NOTE_EN = (
+    "(The language model did not answer: this answer is quoted from the sources.)"
+)
+MODEL_FAILED_NOTE_ZH = "（语言模型未能作答：此回答摘录自来源。）"

@@ -10,8 +10,8 @@ resume with an ``InvalidDecisionError`` naming the problem and leaves the questi
 so it can be answered again.
 
 No question is asked when the switch is off, when web search is disabled or not
-configured (nothing to pay for), or when the user already skipped web search in this
-turn. Pausing needs a checkpointer: ``prepare`` checks for one upfront
+configured (nothing to pay for), when every query is in the search cache (it costs
+nothing), or when the user already skipped web search in this turn. Pausing needs a checkpointer: ``prepare`` checks for one upfront
 (:func:`require_checkpointer`), because LangGraph would otherwise return the pause as a
 finished run that cannot be resumed.
 
@@ -102,6 +102,8 @@ def web_search_decision(
         return SKIP  # skipped once this turn: do not ask again
     cache = cache or default_cache()
     request = approval_request(settings, queries, hl=hl, gl=gl, num=num, cache=cache)
+    if request["queries"] and len(request["cached_queries"]) == len(request["queries"]):
+        return None  # every query is answered from the cache: nothing to pay, nothing to ask
     try:
         return interrupt(request, response_schema=WebSearchDecision)
     except ValidationError as exc:  # LangGraph saved nothing: the question stays open

@@ -22,6 +22,7 @@ from tools.chat_models import validate_model_spec
 from tools.errors import ConfigError
 from tools.kb.rerankers import check_reranker
 from tools.kb.store import validate_collection_name
+from tools.settings import DEFAULT_MAX_OUTPUT_TOKENS
 from tools.websearch import valid_providers
 from tools.websearch.providers import CHOICE_PATTERN, provider_choice_problem
 from tools.websearch.snippets import GL_RE, HL_RE
@@ -221,6 +222,14 @@ class Context:
         True,
         "Add a translated query when the knowledge base holds another language than the "
         "question (needs a model; offline mode says no translation was done).",
+    )
+    max_output_tokens: int = _f(
+        DEFAULT_MAX_OUTPUT_TOKENS,
+        "Most tokens a model may write in one call (the request's max_tokens): every model "
+        "call (plan, grading, translation, answer, agent turn) stops there, so a model that "
+        "never stops costs tokens, not the whole model timeout.",
+        ge=16,
+        le=32000,
     )
     max_model_calls: int = _f(8, "Agent graph: most model calls per run.", ge=1, le=50)
     max_tool_calls: int = _f(8, "Agent graph: most tool calls per run.", ge=0, le=50)

@@ -21,6 +21,7 @@ from run.resources import get_kb
 from run.run_settings import RunSettings
 from tools.errors import HybridRagError
 from tools.policy.offline import Similarity
+from tools.policy.translation import translation_problem
 from tools.text import detect_language
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
@@ -53,15 +54,30 @@ def language_names(languages: list[str]) -> str:
 def planned_translations(
     question: str, languages: list[str], translations: list[str], report: dict[str, Any]
 ) -> tuple[list[str], dict[str, Any]]:
-    """The planner's translations (one per language, in order) as extra KB queries."""
+    """The planner's translations (one per language, in order) as extra KB queries; one
+    that is no translation (``tools.policy.translation``) is left out and reported."""
     report = {**report, "translated": []}
     queries: list[str] = []
     for lang, text in zip(languages, translations, strict=False):
-        text = text.strip()
-        if text and text != question:
-            queries.append(text)
-            report["translated"].append({"language": lang, "query": text})
+        keep_translation(question, lang, text, queries, report)
     return queries, report
+
+
+def keep_translation(
+    question: str, lang: str, text: str, queries: list[str], report: dict[str, Any]
+) -> None:
+    """Add ``text`` to ``queries`` (and the report) when it is a usable translation of
+    ``question`` into ``lang``; otherwise note in the report why it was rejected."""
+    text = text.strip()
+    problem = translation_problem(question, text, lang)
+    if not problem:
+        queries.append(text)
+        report["translated"].append({"language": lang, "query": text})
+    elif text and problem != "the question unchanged":
+        shown = text if len(text) <= 80 else f"{text[:80]}…"
+        report.setdefault("rejected", []).append(
+            {"language": lang, "query": shown, "reason": problem}
+        )
 
 
 async def translated_queries(
@@ -77,7 +93,8 @@ async def translated_queries(
         # (tools.kb.languages), and an answer quoting another language says so itself.
         report["note"] = (
             f"the knowledge base also holds {', '.join(others)} text; no translation was done "
-            "(offline mode): each language of the knowledge base is searched on its own"
+            "(no language model for this step): each language of the knowledge base is "
+            "searched on its own"
         )
         return [], report
     queries: list[str] = []
@@ -95,10 +112,7 @@ async def translated_queries(
             log.warning("translation into %s failed", lang, exc_info=True)
             report.setdefault("errors", []).append(f"{lang}: {type(exc).__name__}")
             continue
-        text = str(reply.content).strip()
-        if text and text != question:
-            queries.append(text)
-            report["translated"].append({"language": lang, "query": text})
+        keep_translation(question, lang, str(reply.content), queries, report)
     return queries, report
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
+from langgraph.types import Overwrite
 
 from prompts.notices import (
     DEADLINE_EN,
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 
 # Seconds a late node (offline rules, no network) may take before it is skipped.
 LATE_BUDGET_S = 10.0
+# The key a late node's state carries when the deadline cut the node off mid-way.
+CUT_OFF = "cut_off"
 # LangGraph's key for the task's scratchpad, whose ``resume`` holds the values a resumed
 # task receives (langgraph._internal._constants.CONFIG_KEY_SCRATCHPAD).
 _SCRATCHPAD = "__pregel_scratchpad"
@@ -95,12 +98,24 @@ async def within_deadline(
             except TimeoutError:
                 if not budget.expired():
                     raise  # the node's own timeout, not the deadline
+                # Cut off in the middle: its late form knows (the agent counts the model
+                # call the deadline cut off, ``model_calls``).
+                state = {**state, CUT_OFF: True}
         return {**await run_late(node, state, runtime, late), **refreshed}
+
+
+def past_deadline(state: Mapping[str, Any]) -> bool:
+    """Whether the run's deadline has passed (a node then runs late: see the module doc);
+    the answer's deadline sentence then says why it is extractive."""
+    deadline = state.get("deadline")
+    return deadline is not None and time.time() >= float(deadline)
 
 
 async def run_late(
     node: NodeFn, state: Mapping[str, Any], runtime: Runtime[Context], late: NodeFn | None
 ) -> dict[str, Any]:
+    """The node's late form. The deadline is stated once: the answer carries the sentence
+    and :func:`stated_once` drops the warning then (``finalize``)."""
     ctx = runtime.context
     offline = {**state, "mode": OFFLINE, "fast_mode": OFFLINE}
     warning = deadline_reason(ctx)
@@ -109,11 +124,20 @@ async def run_late(
             update = dict(await (late or node)(offline, runtime))
     except TimeoutError:
         update = {}
-    update["warnings"] = [*(update.get("warnings") or []), warning]
+    if not isinstance(update.get("warnings"), Overwrite):  # finalize's own final list stays
+        update["warnings"] = [*(update.get("warnings") or []), warning]
     sentence = deadline_sentence(ctx, str(state.get("language") or "en"))
     if update.get("answer") and sentence not in update["answer"]:  # cite keeps the draft's
         update["answer"] = f"{update['answer']}\n\n{sentence}"
     return update
+
+
+def stated_once(warnings: list[str], answer: str, ctx: Context, language: str) -> list[str]:
+    """``warnings`` without the deadline's when the answer already states it (the
+    deadline is said once: in the answer, else in the warnings)."""
+    if deadline_sentence(ctx, language) not in answer:
+        return warnings
+    return [w for w in warnings if w != deadline_reason(ctx)]
 
 
 S = TypeVar("S", bound="State")  # State, or the agent graph's AgentState

@@ -44,6 +44,9 @@ MAX_RETRIES = 1
 # (The former "langsmith:nostream" tag is not honoured by LangGraph 1.x.)
 NOSTREAM = RunnableConfig(tags=[TAG_NOSTREAM])
 
+# OpenAI's own API (a base URL naming it is not "a local compatible server").
+OPENAI_HOST = "api.openai.com"
+
 _lock = threading.Lock()
 
 
@@ -104,7 +107,7 @@ def load_chat_model(spec: str, env: ModelEnv | None = None) -> BaseChatModel:
         raise env.problem
     # Everything that changes the client is part of the key: a new base URL or key in
     # the environment must not be served the client built for the old one.
-    key = (spec, env.base_url, _fingerprint(env.api_key), str(env.timeout))
+    key = (spec, env.base_url, _fingerprint(env.api_key), f"{env.timeout}/{env.max_tokens}")
     loop = _loop()
     with _lock:
         built = _built.setdefault(loop, {})
@@ -116,6 +119,9 @@ def load_chat_model(spec: str, env: ModelEnv | None = None) -> BaseChatModel:
         "temperature": 0,
         "max_retries": MAX_RETRIES,
         "timeout": env.timeout,
+        # Every call is bounded in tokens too (Context.max_output_tokens): a model that
+        # never stops would otherwise write until the timeout.
+        "max_tokens": env.max_tokens,
     }
     if provider == "openai":
         import openai  # lazily, like the model itself
@@ -126,6 +132,12 @@ def load_chat_model(spec: str, env: ModelEnv | None = None) -> BaseChatModel:
         kwargs["timeout"] = openai.Timeout(env.timeout)
         if env.base_url:
             kwargs["base_url"] = env.base_url
+            if OPENAI_HOST not in env.base_url:
+                # LangChain sends the bound as max_completion_tokens, which llama.cpp's
+                # server ignored before 2026 and llama-cpp-python still ignores: a local
+                # compatible server also gets the older max_tokens (OpenAI's own API
+                # rejects it for reasoning models, so it gets only the new name).
+                kwargs["extra_body"] = {"max_tokens": env.max_tokens}
         kwargs["api_key"] = env.api_key or "not-needed"  # local compatible servers ignore it
     try:
         model: BaseChatModel = init_chat_model(spec, **kwargs)

@@ -12,6 +12,7 @@ a pause (a new run, maybe hours later), resolves it on first use.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,7 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tools.errors import HybridRagError
-from tools.settings import chroma_server_env, home_path, model_timeout
+from tools.settings import (
+    DEFAULT_MAX_OUTPUT_TOKENS,
+    chroma_server_env,
+    home_path,
+    model_timeout,
+)
 from tools.websearch import SearchCache, WebSearchSettings, default_cache
 from tools.websearch.pages import PageSettings
 
@@ -30,12 +36,14 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class ModelEnv:
     """What the environment says about chat models: an OpenAI-compatible base URL, the key
-    (kept out of reprs, the state and traces), the request time limit."""
+    (kept out of reprs, the state and traces), the request time limit; and the run's
+    ``Context.max_output_tokens`` (every call's ``max_tokens``)."""
 
     base_url: str = ""
     api_key: str = field(default="", repr=False)
     timeout: float = 60.0
     problem: HybridRagError | None = None  # a malformed $HYBRID_RAG_MODEL_TIMEOUT
+    max_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
 
     @classmethod
     def read(cls, env: Mapping[str, str] | None = None) -> ModelEnv:
@@ -120,7 +128,7 @@ def resolve_run_settings(ctx: Context, environ: Mapping[str, str] | None = None)
         web=web,
         web_problem=problem,
         chroma=chroma,
-        model=ModelEnv.read(env),
+        model=dataclasses.replace(ModelEnv.read(env), max_tokens=ctx.max_output_tokens),
         home=home_path(ctx.data_home or None, env),
         pages=PageSettings.from_env(env),
         cache=default_cache(),

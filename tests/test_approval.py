@@ -115,10 +115,12 @@ async def test_approve_runs_the_planned_search_only_after_approval(
     assert "[web-1]" in out["answer"] and out["citation_validity"] == 1.0
     assert out["citations"][0]["url"].startswith("https://www.python.org/")
     assert out["search_calls"] == 2 and out["search_cost"] == pytest.approx(0.002)
-    # Asked again on another thread: the results are cached, so the estimate is zero.
+    # Asked again on another thread: every query is cached, it costs nothing, so nothing
+    # is asked (a second approval for a free search was asked before) and nothing is sent.
     again = await graph.ainvoke({"question": WEB_Q}, thread("a2"), context=context)
-    cached = again["__interrupt__"][0].value
-    assert cached["cached_queries"] == request["queries"] and cached["estimated_cost_usd"] == 0
+    assert "__interrupt__" not in again and "[web-1]" in again["answer"]
+    assert searched(provider) == sorted(request["queries"])  # no second request
+    assert again["search_cost"] == 0
 
 
 async def test_edit_searches_the_new_queries(
@@ -355,3 +357,29 @@ def test_request_prices_cached_queries_at_zero_and_names_unknown_prices() -> Non
     assert free["price_per_query_usd"] is None and free["estimated_cost_usd"] is None
     assert "searxng has no known per-query price" in free["price_note"]
     assert "unknown" in free["message"]
+
+
+# --- the offline answer after an approved search (issue 46) ------------------------------
+
+CAR_Q = "What is the current price of a Tesla Model 3?"
+CAR_BODY = {"organic": [
+    {"title": "Tesla Model 3 price", "link": "https://cars.example.com/model3", "position": 1,
+     "snippet": "The Tesla Model 3 currently costs USD 42,490 in the United States."},
+    {"title": "Car prices", "link": "https://cars.example.com/prices", "position": 2,
+     "snippet": "Electric car prices fell this year."},
+]}  # fmt: skip
+
+
+@pytest.mark.parametrize("builder", [build_graph, build_agent_graph])
+async def test_the_offline_answer_quotes_the_approved_web_result_not_unrelated_kb_notes(
+    sample_kb: KnowledgeBase, provider: LocalServer, builder: Any
+) -> None:
+    provider.route("/search", Reply(CAR_BODY))
+    graph = builder(checkpointer=InMemorySaver())
+    out, asked = await ask_and_answer(
+        graph, thread(f"car-{builder.__name__}"), ctx(sample_kb.home), CAR_Q, "approve"
+    )
+    assert len(asked) == 1 and out["search_calls"] >= 1
+    assert "USD 42,490 in the United States. [web-1]" in out["answer"], out["answer"]
+    # The KB's FleetCloud price note shares only "price" with the question: not quoted.
+    assert "[internal-" not in out["answer"] and "FleetCloud" not in out["answer"], out["answer"]

@@ -164,9 +164,9 @@ def negatives_kb(tmp_path: Path) -> Iterator[KnowledgeBase]:
 @pytest.mark.parametrize(
     ("reply", "reason"),
     [
-        ("北京冬奥会双人滑金牌得主是隋文静和韩聪 [内部-1]。", "occur in the sources"),
-        ("资料中没有提到双人滑金牌得主。", "refusal reworded"),
-        ("隋文静和韩聪获得了金牌。", "cites no source"),
+        ("北京冬奥会双人滑金牌得主是隋文静和韩聪 [内部-1]。", "出现在它引用的来源中"),
+        ("资料中没有提到双人滑金牌得主。", "拒答的措辞已统一"),
+        ("隋文静和韩聪获得了金牌。", "没有引用任何来源"),
     ],
 )
 def test_graph_answers_the_negatives_with_the_refusal(
@@ -197,4 +197,5 @@ def test_graph_answers_the_negatives_with_the_refusal(
     )
     assert out["answer"].startswith("没找到相关信息。")
     assert out["citations"] == []
-    assert any(reason in w for w in out["warnings"])
+    # The warning says why, in the question's language (issue 46).
+    assert any(w.startswith("回答已替换为拒答：") and reason in w for w in out["warnings"])

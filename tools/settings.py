@@ -115,6 +115,12 @@ def seconds_env(
     return value
 
 
+# Most tokens a model writes in one call (``Context.max_output_tokens``): a weak model that
+# never stops (a real 135M model wrote 3,000-4,500 tokens per call) otherwise burns the
+# whole model timeout, twice with the retry.
+DEFAULT_MAX_OUTPUT_TOKENS = 1024
+
+
 def model_timeout(environ: Mapping[str, str] | None = None) -> float:
     """Seconds one chat-model or embedding request may take (``$HYBRID_RAG_MODEL_TIMEOUT``)."""
     return seconds_env("HYBRID_RAG_MODEL_TIMEOUT", 60.0, environ=environ)

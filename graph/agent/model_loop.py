@@ -38,8 +38,15 @@ from langchain_core.messages import (
 )
 from langgraph.runtime import Runtime
 
-from graph.agent.tool_node import AGENT_TOOLS, apply_outcomes, route_of, run_calls
-from nodes.generate import web_note
+from graph.agent.tool_node import (
+    AGENT_TOOLS,
+    apply_outcomes,
+    repeats_ignored,
+    route_of,
+    run_calls,
+    this_turn,
+)
+from nodes.generate import quoted_answer, web_note
 from nodes.prepare import prepare
 from prompts.agent import (
     AGENT_SYSTEM_EN,
@@ -50,12 +57,12 @@ from prompts.agent import (
     NO_TOOLS_LEFT_ZH,
 )
 from prompts.notices import DEADLINE_TOOL_MESSAGE
-from run.deadline import deadline_reason
+from run.deadline import CUT_OFF
+from run.localize import localize
 from run.models import OFFLINE, load_chat_model, model_env
 from run.node_helpers import emit
 from tools.errors import HybridRagError
 from tools.policy.decisions import Decision, Evidence, decide, record, turn_evidence
-from tools.policy.offline import extractive_answer
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from run.context import Context
@@ -65,16 +72,16 @@ log = logging.getLogger("hybrid_rag.nodes")
 
 # Why the offline rules took over a model's run (``degraded``; the answer's note says it).
 MODEL_FAILED = "the model call failed"
+# Why the agent stopped when the model, told once that a repeated call is not run, asks
+# for it again (graph.agent.tool_node.repeats_ignored).
+REPEATED = "the model asked again for a search it had already made"
 
 # --- helpers ---------------------------------------------------------------------------
 
 
 def turn_messages(messages: list[AnyMessage]) -> list[AnyMessage]:
     """This turn's tool-calling exchange: what follows the last human message."""
-    for i in range(len(messages) - 1, -1, -1):
-        if isinstance(messages[i], HumanMessage):
-            return list(messages[i + 1 :])
-    return []
+    return this_turn(messages)
 
 
 def _add_ms(state: Mapping[str, Any], key: str, started: float) -> dict[str, float]:
@@ -91,15 +98,19 @@ def answer_sources(state: Mapping[str, Any], ctx: Context) -> list[dict[str, Any
     return [*internal, *list(state.get("web_docs") or [])[: ctx.top_k_web]]
 
 
-def bounded_answer(state: Mapping[str, Any], ctx: Context, reason: str) -> dict[str, Any]:
-    """Stop gracefully: quote the gathered sources and say why the run ended."""
+def bounded_answer(state: Mapping[str, Any], ctx: Context, reason: str | None) -> dict[str, Any]:
+    """Stop gracefully: quote the gathered sources and say why the run ended (``reason``
+    None: the deadline, which the answer's deadline sentence states)."""
     language = state.get("language", "en")
     sources = answer_sources(state, ctx)
-    text = extractive_answer(state["question"], sources, language)
-    note = (BOUND_NOTE_ZH if language == "zh" else BOUND_NOTE_EN).format(reason=reason)
+    text, warnings = quoted_answer(state["question"], sources, language)
+    if reason is not None:
+        shown = localize(reason, language)
+        text += " " + (BOUND_NOTE_ZH if language == "zh" else BOUND_NOTE_EN).format(reason=shown)
+        warnings.append(f"agent stopped: {reason}; answered extractively from the sources gathered")
     return {
-        "answer": f"{text} {note}{web_note(state, language)}",
-        "warnings": [f"agent stopped: {reason}; answered extractively from the sources gathered"],
+        "answer": f"{text}{web_note(state, language)}",
+        "warnings": warnings,
         **route_of(state.get("tool_calls") or []),
         **_confidence(state, ctx),
     }
@@ -164,6 +175,8 @@ async def call_model(state: AgentState, runtime: Runtime[Context]) -> dict[str, 
         }
     update["timings"] = _add_ms(state, "call_model", started)
     if isinstance(reply, AIMessage) and reply.tool_calls:
+        if repeats_ignored(state.get("messages") or [], reply):
+            return {**update, **bounded_answer(state, ctx, REPEATED)}
         if tools_left <= 0:
             return {
                 **update,
@@ -269,8 +282,10 @@ async def late_run_tools(state: Mapping[str, Any], runtime: Runtime[Context]) ->
 
 async def late_call_model(state: Mapping[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
     """The agent's ``call_model`` past the deadline (``run.deadline``): the bounded
-    extractive answer."""
-    return bounded_answer(state, runtime.context, deadline_reason(runtime.context))
+    extractive answer (the deadline sentence ``run_late`` appends says why), counting the
+    model call the deadline cut off."""
+    calls = int(state.get("model_calls") or 0) + (1 if state.get(CUT_OFF) else 0)
+    return {"model_calls": calls, **bounded_answer(state, runtime.context, None)}
 
 
 # --- routing ---------------------------------------------------------------------------

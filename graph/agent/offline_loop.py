@@ -25,7 +25,7 @@ from graph.agent.tool_node import (
     apply_outcomes,
     run_calls,
 )
-from nodes.generate import build_prompt, web_note
+from nodes.generate import build_prompt, quoted_answer, web_note
 from prompts.agent import (
     AGENT_OFFLINE_NOTE_EN,
     AGENT_OFFLINE_NOTE_ZH,
@@ -33,6 +33,7 @@ from prompts.agent import (
     BOUND_NOTE_ZH,
 )
 from run.crosslingual import translated_queries
+from run.localize import localize
 from run.models import OFFLINE
 from run.node_helpers import emit, timed
 from run.run_settings import settings_of
@@ -45,7 +46,7 @@ from tools.policy.decisions import (
     strategy_label,
     turn_evidence,
 )
-from tools.policy.offline import extractive_answer, no_information, offline_route
+from tools.policy.offline import no_information, offline_route
 from tools.websearch.snippets import search_locale
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
@@ -152,7 +153,8 @@ def offline_note(state: Mapping[str, Any], language: str) -> str:
     """Why the rules answer: no model is configured, or the model failed mid-run."""
     degraded = state.get("degraded")
     if degraded:
-        return (BOUND_NOTE_ZH if language == "zh" else BOUND_NOTE_EN).format(reason=degraded)
+        reason = localize(str(degraded), language)
+        return (BOUND_NOTE_ZH if language == "zh" else BOUND_NOTE_EN).format(reason=reason)
     return AGENT_OFFLINE_NOTE_ZH if language == "zh" else AGENT_OFFLINE_NOTE_EN
 
 
@@ -173,7 +175,8 @@ async def offline_answer(state: AgentState, runtime: Runtime[Context]) -> dict[s
         if verdict["refuse"]:
             answer = no_information(language)
         else:
-            answer = extractive_answer(state["question"], built.included, language)
+            answer, unmentioned = quoted_answer(state["question"], built.included, language)
+            warnings.extend(unmentioned)
         answer = f"{answer} {offline_note(state, language)}{web_note(state, language)}"
     return {
         "answer": answer,

@@ -3,25 +3,16 @@
 (and the approval state of the step) from ``runtime.state``. No closure over a run: the
 two tools are built once, and the work is ``graph.agent.tool_work`` over the run's
 ``SearchService`` (``run.search_setup``), the same service the state graph searches with.
-
-Why :func:`run_calls` runs a step's calls itself rather than through LangGraph's
-``ToolNode`` (it injects the ``ToolRuntime`` exactly as ``ToolNode`` does): ``ToolNode``
-runs a step's calls concurrently, each against the same state, so two searches of one
-step would both label their first source ``[internal-1]``; here each call sees the
-sources the calls before it labelled (labels in call order, stable across calls), and the
-calls beyond ``max_tool_calls`` get a refusal message, a per-run budget ``ToolNode`` does
-not have. The reason is behavioural (tests/test_agent.py pins the labels and the budget),
-not a measured speed; moving to ``ToolNode`` with a labelling step after it is left for a
-change that may alter behaviour (issue 42).
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langchain_core.messages.tool import ToolCall
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
@@ -42,13 +33,14 @@ from graph.agent.tool_work import (
     validation_message,
 )
 from nodes.rerank import effective_reranker
-from prompts.agent import BOUND_TOOL_MESSAGE
+from prompts.agent import BOUND_TOOL_MESSAGE, REPEATED_NONE, REPEATED_TOOL_MESSAGE
 from run.approval_interrupt import APPROVAL_ERRORS
 from run.node_helpers import emit
 from run.search_setup import locale_setting, search_service
 from tools.answer.search_service import WebFound
 from tools.answer.turn import fold_web
 from tools.kb.rerankers import Reranker, make_reranker
+from tools.text import LABEL_RE
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from run.context import Context
@@ -169,18 +161,88 @@ async def execute_tool_call(
     return message, artifact
 
 
+# --- identical calls --------------------------------------------------------------------
+
+
+def call_key(call: Mapping[str, Any]) -> str:
+    """What makes two tool calls the same: the tool and its arguments (string arguments
+    with their spacing and case normalised)."""
+    args = {
+        k: " ".join(v.split()).casefold() if isinstance(v, str) else v
+        for k, v in sorted((call.get("args") or {}).items())
+        if k != "runtime"
+    }
+    return f"{call.get('name')}:{json.dumps(args, sort_keys=True, default=str)}"
+
+
+def this_turn(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
+    """The messages after the last human message: this turn's tool-calling exchange."""
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], HumanMessage):
+            return list(messages[i + 1 :])
+    return []
+
+
+def calls_made(messages: Sequence[AnyMessage]) -> dict[str, str]:
+    """The tool calls that ran this turn (by :func:`call_key`), each with the labels its
+    result showed the model ('' when it found nothing); repeats answered by the note are
+    not calls made."""
+    keys: dict[str, str] = {}
+    made: dict[str, str] = {}
+    for message in this_turn(messages):
+        if isinstance(message, AIMessage):
+            keys.update({str(c.get("id")): call_key(c) for c in message.tool_calls})
+        elif isinstance(message, ToolMessage) and message.status != "error":
+            if is_repeat_note(message):
+                continue
+            key = keys.get(message.tool_call_id)
+            if key is not None and key not in made:
+                labels = dict.fromkeys(m.group(0) for m in LABEL_RE.finditer(message.text))
+                made[key] = ", ".join(labels)
+    return made
+
+
+def is_repeat_note(message: AnyMessage) -> bool:
+    prefix = REPEATED_TOOL_MESSAGE.split("{", 1)[0]
+    return isinstance(message, ToolMessage) and message.text.startswith(prefix)
+
+
+def repeats_ignored(messages: Sequence[AnyMessage], reply: AIMessage) -> bool:
+    """The model asks only for calls it already made, after being told once this turn
+    that a repeat is not run: the agent stops instead of asking it again."""
+    made = calls_made(messages)
+    told = any(is_repeat_note(m) for m in this_turn(messages))
+    return told and bool(reply.tool_calls) and all(call_key(c) in made for c in reply.tool_calls)
+
+
+def repeat_reply(call: ToolCall, labels: str) -> ToolMessage:
+    """The answer to a call identical to one made before: not run, see its results."""
+    return ToolMessage(
+        REPEATED_TOOL_MESSAGE.format(name=call["name"], labels=labels or REPEATED_NONE),
+        tool_call_id=call.get("id") or f"call_{call['name']}",
+        name=call["name"],
+        artifact={"ok": True, "status": "repeated", "sources": []},
+    )
+
+
 async def run_calls(
     state: Mapping[str, Any], calls: list[ToolCall], runtime: Runtime[Context], budget: int
 ) -> tuple[list[ToolMessage], list[tuple[ToolCall, dict[str, Any]]], SourceRegistry]:
     """Run ``calls`` in order, at most ``budget`` of them (the others get a tool message
     saying why not: every call needs an answer). Each call's ``ToolRuntime.state`` holds
     the sources the calls before it labelled, so labels are numbered in call order, and
-    a web search the person skipped, so the step does not ask again."""
+    a web search the person skipped, so the step does not ask again. A call identical to
+    one made before in this turn is not run again: its reply points at the first one's
+    results (:func:`repeat_reply`)."""
     registry = registry_of(state)
     running = dict(state)
     replies: list[ToolMessage] = []
     done: list[tuple[ToolCall, dict[str, Any]]] = []
+    made = calls_made(state.get("messages") or [])
     for call in calls:
+        if call_key(call) in made:
+            replies.append(repeat_reply(call, made[call_key(call)]))
+            continue
         if len(done) >= budget:
             replies.append(
                 ToolMessage(
@@ -200,6 +262,9 @@ async def run_calls(
             running["web_skipped"] = True  # the step does not ask again
         replies.append(message)
         done.append((call, outcome))
+        if outcome.get("ok"):  # a failed call may be tried again
+            labels = [str(src.get("label")) for src in outcome.get("sources") or []]
+            made[call_key(call)] = ", ".join(labels)
     return replies, done, registry
 
 

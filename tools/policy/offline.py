@@ -370,16 +370,18 @@ def _source_units(
 
 
 def source_language_note(languages: set[str], language: str) -> str:
-    """Said in the answer's language when quoted sources are in another language (offline
-    answers quote them as written: nothing is translated)."""
+    """Said in the answer's language when quoted sources are in another language (an
+    extractive answer quotes them as written: nothing is translated). No "offline" in it:
+    a model-mode run answers extractively too (the agent's bounded answer, a failed model,
+    the deadline)."""
     known = sorted(lang for lang in languages if lang in LANGUAGE_NAMES)
     if not known:
         return ""
     if language == "zh":
         names = "、".join(LANGUAGE_NAMES[lang][1] for lang in known)
-        return f"（以下来源为{names}原文，离线模式未翻译。）"
+        return f"（以下来源为{names}原文，未经翻译。）"
     names = " and ".join(LANGUAGE_NAMES[lang][0] for lang in known)
-    return f"(The source below is in {names}, quoted as written: no translation offline.)"
+    return f"(The source below is in {names}, quoted as written, not translated.)"
 
 
 def answer_language(question: str, setting: str = "auto") -> str:

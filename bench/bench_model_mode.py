@@ -1,0 +1,191 @@
+"""Model mode on a real (small) model: per question, model calls, tokens in/out, wall time,
+answer or refusal, citation validity, for the state graph and the agent.
+
+Points the product at an OpenAI-compatible server (``--base-url``, default
+``$OPENAI_BASE_URL``; e.g. llama.cpp's ``llama-server`` serving SmolLM2-135M-Instruct on
+127.0.0.1, see docs/DEPLOYMENT.md "A local model") and runs sample questions
+(examples/questions.jsonl, the sample KB with hash embeddings) through both graphs. Every
+model call is seen through a LangChain callback: its ``max_tokens`` (checked against
+``--max-output-tokens``), and the tokens the server reports. Also checked per question:
+no identical tool call made twice by the agent, every citation valid.
+
+Without a server, ``--weak-fake`` plays what a real 135M model did (a scripted stand-in on
+127.0.0.1: it asks for the same ``internal_search`` again and again, rambles until its token
+limit, returns junk for structured steps): the plumbing is measured, not answer quality.
+A 135M model checks the plumbing too, not answer quality.
+
+    .venv/bin/python -m bench.bench_model_mode --base-url http://127.0.0.1:8080/v1 [--questions 6]
+    .venv/bin/python -m bench.bench_model_mode --weak-fake [--questions 6]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from langchain_core.callbacks import BaseCallbackHandler
+
+from bench.harness import SAMPLE_KB, SAMPLE_QUESTIONS, parser, write_json
+from graph import Context, build_agent_graph, build_graph
+from graph.agent.tool_node import call_key
+from run import resources
+from tests.agent_fakes import LocalLLMServer
+from tests.fakes import hash_model
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
+from tools.policy.refusal import is_refusal
+
+
+class CallMeter(BaseCallbackHandler):
+    """Counts the chat-model calls a run makes (a call cut off by a timeout included),
+    their ``max_tokens`` and the tokens the server reports."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.limits: list[int | None] = []
+        self.tokens_in = 0
+        self.tokens_out = 0
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+        self.calls += 1
+        params = kwargs.get("invocation_params") or {}
+        limit = params.get("max_tokens", params.get("max_completion_tokens"))
+        self.limits.append(int(limit) if limit is not None else None)
+
+    def on_llm_end(self, response: Any, **kwargs: Any) -> None:
+        for generations in response.generations:
+            for gen in generations:
+                usage = getattr(getattr(gen, "message", None), "usage_metadata", None) or {}
+                self.tokens_in += int(usage.get("input_tokens") or 0)
+                self.tokens_out += int(usage.get("output_tokens") or 0)
+
+
+def weak_model(body: dict[str, Any]) -> dict[str, Any]:
+    """What SmolLM2-135M did: the same tool call again, rambling, junk JSON."""
+    names = [t.get("function", {}).get("name") for t in body.get("tools") or []]
+    limit = int(body.get("max_tokens") or body.get("max_completion_tokens") or 4000)
+    ramble = " ".join(["the", "policy", "says"] * limit)[: limit * 4]
+    usage = {"prompt_tokens": len(json.dumps(body)) // 4, "completion_tokens": limit,
+             "total_tokens": len(json.dumps(body)) // 4 + limit}  # fmt: skip
+    if "internal_search" in names:
+        return {"tool_calls": [("internal_search", {"query": "policy"})], "usage": usage}
+    if names:  # a structured step (plan, grades, reflection): junk
+        return {"content": ",", "usage": usage}
+    return {"content": ramble, "usage": usage}
+
+
+def run_question(graph: Any, question: str, ctx: Context) -> dict[str, Any]:
+    """One question through ``graph``: the row the bench reports (and the test tier
+    checks)."""
+    meter = CallMeter()
+    started = time.perf_counter()
+    out = asyncio.run(
+        graph.ainvoke({"question": question}, context=ctx, config={"callbacks": [meter]})
+    )
+    keys = [call_key(c) for c in out.get("tool_calls") or []]
+    return {
+        "question": question,
+        "model_calls": meter.calls,
+        "reported_model_calls": out.get("model_calls"),
+        "tokens_in": meter.tokens_in,
+        "tokens_out": meter.tokens_out,
+        "max_tokens": sorted({m for m in meter.limits if m is not None}),
+        "unbounded_calls": sum(1 for m in meter.limits if m is None or m > ctx.max_output_tokens),
+        "wall_s": round(time.perf_counter() - started, 2),
+        "refused": is_refusal(out["answer"]),
+        "citation_validity": out.get("citation_validity"),
+        "repeated_tool_calls": len(keys) - len(set(keys)),
+        "warnings": out.get("warnings") or [],
+        "answer": out["answer"],
+    }
+
+
+@contextmanager
+def sample_kb() -> Iterator[str]:
+    """The sample KB (hash embeddings: no download) in a temporary data home."""
+    with tempfile.TemporaryDirectory() as tmp:
+        kb = KnowledgeBase(KBConfig(home=Path(tmp)), embedding_model=hash_model())
+        kb.ingest([SAMPLE_KB])
+        resources.register_kb(kb)
+        try:
+            yield tmp
+        finally:
+            resources.close_all()
+
+
+def questions(n: int) -> list[str]:
+    """``n`` sample questions, English and Chinese alternating, knowledge-base ones first."""
+    rows = [json.loads(line) for line in SAMPLE_QUESTIONS.read_text("utf-8").splitlines()]
+    kb = [r for r in rows if r.get("kind") == "kb"]
+    en = [r["question"] for r in kb if r["lang"] == "en"]
+    zh = [r["question"] for r in kb if r["lang"] == "zh"]
+    mixed = [q for pair in zip(en, zh, strict=False) for q in pair]
+    return mixed[:n]
+
+
+def run_all(base_url: str, model: str, n: int, ctx_values: dict[str, Any]) -> list[dict[str, Any]]:
+    os.environ["OPENAI_BASE_URL"] = base_url
+    os.environ.setdefault("OPENAI_API_KEY", "local")
+    rows: list[dict[str, Any]] = []
+    with sample_kb() as home:
+        ctx = Context(data_home=home, model=model, search_provider="none", **ctx_values)
+        for name, builder in (("state", build_graph), ("agent", build_agent_graph)):
+            graph = builder()
+            rows += [{"graph": name, **run_question(graph, q, ctx)} for q in questions(n)]
+    return rows
+
+
+def report(rows: list[dict[str, Any]]) -> None:
+    print(f"{'graph':<6} {'calls':>5} {'in':>6} {'out':>6} {'wall s':>7} {'valid':>5}  answer")
+    for r in rows:
+        shown = "refusal" if r["refused"] else r["answer"][:60].replace("\n", " ")
+        print(f"{r['graph']:<6} {r['model_calls']:>5} {r['tokens_in']:>6} {r['tokens_out']:>6} "
+              f"{r['wall_s']:>7.1f} {r['citation_validity']!s:>5}  {shown}")  # fmt: skip
+    for graph in ("state", "agent"):
+        mine = [r for r in rows if r["graph"] == graph]
+        if not mine:
+            continue
+        n = len(mine)
+        print(f"\n{graph}: {sum(r['model_calls'] for r in mine) / n:.1f} calls, "
+              f"{sum(r['tokens_in'] for r in mine) / n:.0f} tokens in, "
+              f"{sum(r['tokens_out'] for r in mine) / n:.0f} out, "
+              f"{sum(r['wall_s'] for r in mine) / n:.1f} s per question; "
+              f"{sum(r['refused'] for r in mine)}/{n} refusals; "
+              f"unbounded calls {sum(r['unbounded_calls'] for r in mine)}, "
+              f"repeated tool calls {sum(r['repeated_tool_calls'] for r in mine)}")  # fmt: skip
+
+
+def main() -> None:
+    warnings.filterwarnings("ignore", message="Pydantic serializer warnings")
+    # A weak model's unusable outputs are expected here; the rows say what happened.
+    logging.getLogger("hybrid_rag").setLevel(logging.ERROR)
+    ap = parser(__doc__, json_out=True)
+    ap.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL", ""))
+    ap.add_argument("--model", default="openai:local", help="the spec the product is given")
+    ap.add_argument("--questions", type=int, default=6)
+    ap.add_argument("--max-output-tokens", type=int, default=256)
+    ap.add_argument("--run-timeout", type=float, default=120.0, help="run_timeout_s per question")
+    ap.add_argument("--weak-fake", action="store_true", help="a scripted weak model, no server")
+    args = ap.parse_args()
+    values = {"max_output_tokens": args.max_output_tokens, "run_timeout_s": args.run_timeout}
+    if args.weak_fake:
+        with LocalLLMServer(respond=weak_model) as server:
+            rows = run_all(f"{server.base_url}/v1", args.model, args.questions, values)
+    elif args.base_url:
+        rows = run_all(args.base_url, args.model, args.questions, values)
+    else:
+        raise SystemExit("error: pass --base-url (or set OPENAI_BASE_URL), or --weak-fake")
+    report(rows)
+    write_json(args.json, rows)
+
+
+if __name__ == "__main__":
+    main()
