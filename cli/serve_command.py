@@ -18,12 +18,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 import graph
+from tools.access.users import USERS_FILE_ENV
 from tools.errors import ConfigError
 from tools.settings import data_home
 
@@ -75,6 +77,17 @@ def langgraph_cli() -> str:
     )
 
 
+def server_environment(environ: Mapping[str, str], home: Path) -> dict[str, str]:
+    """The server's environment: this one, with the data home, and a relative users file
+    made absolute against this command's working directory (the server runs in
+    ``<home>/server``, where the same relative path names nothing)."""
+    env = {**environ, "HYBRID_RAG_HOME": str(home)}
+    users = env.get(USERS_FILE_ENV, "").strip()
+    if users and not Path(users).expanduser().is_absolute():
+        env[USERS_FILE_ENV] = str(Path(users).absolute())
+    return env
+
+
 def wait_ready(process: subprocess.Popen[bytes], url: str) -> bool:
     """Poll ``/ok`` until the server answers, exits, or the deadline passes."""
     started = time.monotonic()
@@ -96,7 +109,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     cmd = [langgraph_cli(), "dev", "--no-browser", "--no-reload", "--host", args.host,
            "--port", str(args.port), "--n-jobs-per-worker", str(args.jobs),
            "--config", str(server_config(folder))]  # fmt: skip
-    env = {**os.environ, "HYBRID_RAG_HOME": str(home)}
+    env = server_environment(os.environ, home)
     process = subprocess.Popen(cmd, cwd=folder, env=env)
     url = f"http://{args.host}:{args.port}"
     # A SIGTERM to this command stops the server too (no orphaned langgraph dev).
