@@ -55,6 +55,8 @@ function dialog() {
   const text = document.createElement("pre");
   text.className = "viewer-text";
   text.tabIndex = 0;
+  // Escape closes this dialog only, not the source card under it.
+  box.addEventListener("keydown", (e) => { if (e.key === "Escape") e.stopPropagation(); });
   head.append(title, saveButton, close);
   box.append(head, note, text);
   document.body.append(box);
