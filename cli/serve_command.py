@@ -1,8 +1,8 @@
 """``hybrid-rag serve``: the LangGraph server with both graphs, the document API and the
 page at ``/ui``, on this machine; prints the page's address.
 
-It runs ``langgraph dev`` (the LangGraph CLI, ``pip install 'langgraph-cli[inmem]'``) with
-a configuration written to ``<data home>/server/langgraph.json`` whose paths point at
+It runs ``langgraph dev`` (the LangGraph CLI: the ``serve`` extra, which ``make demo``
+installs) with a configuration written to ``<data home>/server/langgraph.json`` whose paths point at
 this installation, so it works from any directory and from an installed copy. The
 server keeps its threads in that folder too. Offline on the demo knowledge base
 (``hybrid-rag demo``) it needs no key.
@@ -72,8 +72,8 @@ def langgraph_cli() -> str:
     if on_path:
         return on_path
     raise ConfigError(
-        "hybrid-rag serve needs the LangGraph CLI: pip install 'langgraph-cli[inmem]' "
-        "(it is in the dev extra: pip install -e '.[dev]')"
+        "hybrid-rag serve needs the LangGraph CLI: run 'make demo' (or 'make install') in "
+        "the project's folder, or pip install -e '.[serve]'"
     )
 
 
