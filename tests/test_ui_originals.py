@@ -178,3 +178,30 @@ def test_the_hostile_upload_is_refused_as_an_overwrite_by_api(
     with httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {tokens['carol']}"},
                       timeout=60) as carol:  # fmt: skip
         assert upload(carol, [("hr-policy.html", b"<p>x</p>")]).status_code == 403
+
+
+def test_a_sign_in_the_server_cannot_check_says_the_servers_reason(
+    site: tuple[LocalServer, dict[str, str], Listener], browser: Any
+) -> None:
+    # Issue 43 item 19: a users file the server cannot read is 503 with its reason; the
+    # sign-in said "This token was not accepted", contradicting the banner.
+    srv, tokens, _ = site
+    reason = "users file unavailable: /srv/users.json does not exist"
+    context = browser.new_context(viewport=DESKTOP, locale="en-US")
+    try:
+        # No token: 401 (the sign-in shows); with one: the server cannot check it.
+        def answer(route: Any) -> None:
+            signed = "authorization" in route.request.headers
+            route.fulfill(status=503 if signed else 401, json={"detail": reason})
+
+        context.route(re.compile(r".*/threads/search$"), answer)
+        page = context.new_page()
+        page.set_default_timeout(WAIT_MS)
+        page.goto(f"{srv.url}/ui/")
+        page.fill("#token", tokens["carol"])
+        page.press("#token", "Enter")
+        note = page.locator("#signin-note")
+        note.filter(has_text=reason).wait_for()
+        assert "not accepted" not in note.inner_text()
+    finally:
+        context.close()
