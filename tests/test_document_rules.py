@@ -103,6 +103,24 @@ def test_an_upload_names_the_documents_its_sender_may_not_change(library: Librar
     assert owned_by_others(library, mine, "other", lambda owner: False) == []
 
 
+def test_two_uploads_of_one_new_name_at_once_never_replace_each_other(library: Library) -> None:
+    # Both checked before either ran: the second to run finds the other's document.
+    alice = plan(library, [Upload("pay.md", b"# Pay\n\nORCA-41.\n")], owner="alice",
+                 acl=("group:hr",), folder="hr")  # fmt: skip
+    bob = plan(library, [Upload("pay.md", b"# Pay\n\nSHARK-9.\n")], owner="bob",
+               acl=("user:bob",), folder="hr")  # fmt: skip
+    again = plan(library, [Upload("pay.md", b"# Pay\n\nORCA-42.\n")], owner="alice",
+                 acl=("group:hr",), folder="hr")  # fmt: skip
+    for owner, (files, items) in (("alice", alice), ("bob", bob), ("alice", again)):
+        run_job(library, library.catalog.new_job("upload", owner, files), items)
+    assert bob[0][0].status == "failed" and "meanwhile" in bob[0][0].reason
+    assert again[0][0].status == "done"  # her own name, sent twice at once: fine
+    row = library.catalog.get("upload:hr/pay.md")
+    assert row is not None and row.owner == "alice" and row.acl == "group:hr"
+    text = str(library.chunks("upload:hr/pay.md", Reader.everyone()))
+    assert "ORCA-42" in text and "SHARK" not in text
+
+
 def test_originals_a_browser_may_run_are_attachments() -> None:
     for name in ("a.html", "a.htm", "a.svg", "a.xml", "a.xhtml", "a.docx", "a", "a.js"):
         assert serving(name)[1] == "attachment", name

@@ -132,7 +132,9 @@ def plan(
         size = len(upload.data)
         files.append(JobFile(upload.name, path, doc_id, blob=blob, sha256=sha, size=size,
                              acl=list(acl)))  # fmt: skip
-        items.append(Item(doc_id, path, blob, sha, size, acl, "upload", owner))
+        row = None if doc_ids else library.catalog.get(doc_id)
+        expected = None if doc_ids else (row.owner if row else "")
+        items.append(Item(doc_id, path, blob, sha, size, acl, "upload", owner, expected))
     return files, items
 
 
@@ -210,6 +212,17 @@ def _saver(catalog: Catalog, job: Job, file: JobFile) -> Callable[[str, float], 
     return status
 
 
+def _still_expected(catalog: Catalog, item: Item) -> None:
+    """Raise ``InputError`` when another user's document took the item's name after the
+    upload was checked (two uploads of one new name at once): it is not replaced."""
+    if item.expected_owner is None:
+        return
+    row = catalog.get(item.doc_id)
+    if row is not None and row.owner not in (item.expected_owner, item.owner):
+        raise InputError(f"{item.path}: another user's document of that name was added "
+                         "meanwhile; only its owner or an admin may replace it")  # fmt: skip
+
+
 def run_job(
     library: Library, job: Job, items: Sequence[Item | None], limits: LoadLimits | None = None
 ) -> None:
@@ -221,6 +234,7 @@ def run_job(
         if item is None:
             continue
         try:
+            _still_expected(catalog, item)
             outcome = library.ingest(item, limits, _saver(catalog, job, file))
         except HybridRagError as exc:
             file.status, file.reason = "failed", str(exc)
