@@ -13,8 +13,9 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# With the serve extra: `hybrid-rag serve` (the page) works right after `make demo`.
 install: $(BIN)/python
-	$(BIN)/pip install --quiet -c constraints.txt -e .
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[serve]'
 
 install-dev: $(BIN)/python
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
@@ -24,8 +25,8 @@ LOCK_VENV := .lock-venv
 lock:
 	rm -rf $(LOCK_VENV) && $(PYTHON) -m venv $(LOCK_VENV)
 	$(LOCK_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(LOCK_VENV)/bin/pip install --quiet -e '.[dev,postgres,redis,server]'
-	{ echo "# Pinned by 'make lock' (pip freeze of .[dev,postgres,redis,server]); used by make and deploy/Dockerfile."; \
+	$(LOCK_VENV)/bin/pip install --quiet -e '.[dev,postgres,redis,server,serve]'
+	{ echo "# Pinned by 'make lock' (pip freeze of .[dev,postgres,redis,server,serve]); used by make and deploy/Dockerfile."; \
 	  $(LOCK_VENV)/bin/pip freeze --exclude-editable | grep -v -i '^hybrid-rag'; } > constraints.txt
 	rm -rf $(LOCK_VENV)
 

@@ -1,8 +1,8 @@
 """``hybrid-rag serve``: the LangGraph server with both graphs, the document API and the
 page at ``/ui``, on this machine; prints the page's address.
 
-It runs ``langgraph dev`` (the LangGraph CLI, ``pip install 'langgraph-cli[inmem]'``) with
-a configuration written to ``<data home>/server/langgraph.json`` whose paths point at
+It runs ``langgraph dev`` (the LangGraph CLI: the ``serve`` extra, which ``make demo``
+installs) with a configuration written to ``<data home>/server/langgraph.json`` whose paths point at
 this installation, so it works from any directory and from an installed copy. The
 server keeps its threads in that folder too. Offline on the demo knowledge base
 (``hybrid-rag demo``) it needs no key.
@@ -18,12 +18,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 import server
+from tools.access.users import USERS_FILE_ENV
 from tools.errors import ConfigError
 from tools.settings import data_home
 
@@ -70,9 +72,20 @@ def langgraph_cli() -> str:
     if on_path:
         return on_path
     raise ConfigError(
-        "hybrid-rag serve needs the LangGraph CLI: pip install 'langgraph-cli[inmem]' "
-        "(it is in the dev extra: pip install -e '.[dev]')"
+        "hybrid-rag serve needs the LangGraph CLI: run 'make demo' (or 'make install') in "
+        "the project's folder, or pip install -e '.[serve]'"
     )
+
+
+def server_environment(environ: Mapping[str, str], home: Path) -> dict[str, str]:
+    """The server's environment: this one, with the data home, and a relative users file
+    made absolute against this command's working directory (the server runs in
+    ``<home>/server``, where the same relative path names nothing)."""
+    env = {**environ, "HYBRID_RAG_HOME": str(home)}
+    users = env.get(USERS_FILE_ENV, "").strip()
+    if users and not Path(users).expanduser().is_absolute():
+        env[USERS_FILE_ENV] = str(Path(users).absolute())
+    return env
 
 
 def wait_ready(process: subprocess.Popen[bytes], url: str) -> bool:
@@ -96,7 +109,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     cmd = [langgraph_cli(), "dev", "--no-browser", "--no-reload", "--host", args.host,
            "--port", str(args.port), "--n-jobs-per-worker", str(args.jobs),
            "--config", str(server_config(folder))]  # fmt: skip
-    env = {**os.environ, "HYBRID_RAG_HOME": str(home)}
+    env = server_environment(os.environ, home)
     process = subprocess.Popen(cmd, cwd=folder, env=env)
     url = f"http://{args.host}:{args.port}"
     # A SIGTERM to this command stops the server too (no orphaned langgraph dev).

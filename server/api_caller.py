@@ -16,6 +16,7 @@ from pathlib import Path
 
 from starlette.requests import Request
 
+from server.auth import bearer_token
 from tools.access.acl import ACL, Reader, may_change
 from tools.access.users import USERS_FILE_ENV, UserDirectory
 from tools.errors import ConfigError
@@ -68,9 +69,8 @@ def caller(request: Request) -> Caller:
     path = os.environ.get(USERS_FILE_ENV, "").strip()
     if not path:
         return Caller(LOCAL_USER, Reader.everyone(), admin=True)
-    scheme, _, token = request.headers.get("authorization", "").strip().partition(" ")
-    try:
-        user = _directory(path).authenticate(token.strip() if scheme.lower() == "bearer" else "")
+    try:  # the graphs' rule: Authorization: Bearer <token>, else x-api-key: <token>
+        user = _directory(path).authenticate(bearer_token(request.headers))
     except ConfigError as exc:  # a broken users file refuses everyone, and says why
         raise Refused(503, str(exc)) from None
     if user is None:

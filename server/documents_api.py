@@ -25,13 +25,14 @@ from run.context import Context
 from run.resources import get_kb
 from run.run_settings import resolve_run_settings
 from server.api_caller import Caller, Refused, caller
+from server.web_headers import API_HEADERS, add_missing
 from tools.access.acl import ACL, parse_acl
 from tools.errors import ConfigError, HybridRagError, InputError, StoreError
 from tools.kb.catalog import TERMINAL_JOB
 from tools.kb.formats import LoadLimits
-from tools.kb.jobs import JobRunner, Upload, plan, resume_unfinished
+from tools.kb.jobs import JobRunner, Upload, owned_by_others, plan, resume_unfinished
 from tools.kb.library import Library
-from tools.kb.originals import content_type
+from tools.kb.originals import serving
 
 MAX_FILES = 100  # file parts per upload request
 MAX_PAGE = 500
@@ -64,9 +65,15 @@ def error(status: int, message: str) -> JSONResponse:
 
 
 def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
-    """Authenticate, run ``handler``, and turn the project's errors into JSON."""
+    """Authenticate, run ``handler``, and turn the project's errors into JSON; every
+    answer carries the API's security headers (``server.web_headers``)."""
 
     async def run(request: Request) -> Response:
+        response = await answer(request)
+        add_missing(response.headers, API_HEADERS)
+        return response
+
+    async def answer(request: Request) -> Response:
         try:
             who = await asyncio.to_thread(caller, request)  # it may re-read the users file
             return await handler(request, who)
@@ -125,16 +132,15 @@ async def upload(request: Request, who: Caller) -> Response:
     limits = LoadLimits.from_env()
     uploads, fields = await _uploads(request, limits)
     acl = _acl(who, fields.get("acl"))
+    folder = fields.get("folder", "")
     library, runner = await blocking(services)
+    taken = await blocking(owned_by_others, library, uploads, folder, who.may_change)
+    if taken:  # nothing stored, nothing changed: the PUT rule
+        raise Refused(403, f"{', '.join(taken)}: a document of that name belongs to someone "
+                      "else; only its owner or an admin may replace it (choose another name "
+                      "or folder)")  # fmt: skip
     files, items = await blocking(
-        lambda: plan(
-            library,
-            uploads,
-            owner=who.identity,
-            acl=acl,
-            folder=fields.get("folder", ""),
-            limits=limits,
-        )
+        lambda: plan(library, uploads, owner=who.identity, acl=acl, folder=folder, limits=limits)
     )
     job = await blocking(library.catalog.new_job, "upload", who.identity, files)
     if job.state not in TERMINAL_JOB:
@@ -158,6 +164,8 @@ async def job_status(request: Request, who: Caller) -> Response:
 
 
 async def job_events(request: Request, who: Caller) -> Response:
+    """The job's views as Server-Sent Events until it ends; the caller is checked again
+    at each step, and a refused one gets an ``error`` event (its reason) and the end."""
     first = await _job_view(request, who)  # 404 before the stream starts
 
     async def stream() -> AsyncIterator[str]:
@@ -170,7 +178,11 @@ async def job_events(request: Request, who: Caller) -> Response:
             if view["state"] in TERMINAL_JOB or await request.is_disconnected():
                 return
             await asyncio.sleep(EVENTS_POLL_S)
-            view = await _job_view(request, who)
+            try:  # the caller again at each step: a rotated token or a disabled user ends it
+                view = await _job_view(request, await asyncio.to_thread(caller, request))
+            except Refused as exc:
+                yield f"event: error\ndata: {json.dumps({'error': exc.message, 'status': exc.status})}\n\n"
+                return
 
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
@@ -240,8 +252,9 @@ async def document_original(request: Request, who: Caller) -> Response:
     if found is None:
         return error(404, "the original file of this document is not kept")
     path, name = found
+    media_type, disposition = serving(name)
     return FileResponse(
-        path, media_type=content_type(name), filename=name, content_disposition_type="inline"
+        path, media_type=media_type, filename=name, content_disposition_type=disposition
     )
 
 

@@ -15,6 +15,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from server.web_headers import PAGE_HEADERS, WithHeaders
+
 UI_PATH = "/ui"
 
 
@@ -24,12 +26,14 @@ def static_dir() -> Path:
 
 
 async def _to_page(request: Request) -> Response:
-    return RedirectResponse(f"{UI_PATH}/", status_code=307)
+    return RedirectResponse(f"{UI_PATH}/", status_code=307, headers=PAGE_HEADERS)
 
 
 def ui_routes() -> list[BaseRoute]:
-    """``/ui`` → ``/ui/``, and the files under it (``index.html`` for the folder)."""
+    """``/ui`` → ``/ui/``, and the files under it (``index.html`` for the folder), each
+    with the page's security headers (``server.web_headers``)."""
+    files = StaticFiles(directory=static_dir(), html=True)
     return [
         Route(UI_PATH, _to_page, methods=["GET"]),
-        Mount(UI_PATH, app=StaticFiles(directory=static_dir(), html=True), name="ui"),
+        Mount(UI_PATH, app=WithHeaders(files, PAGE_HEADERS), name="ui"),
     ]

@@ -23,9 +23,10 @@ START_DEADLINE_S = 90.0
 STOP_DEADLINE_S = 20.0
 
 
-def production_command(port: int) -> list[str]:
-    """The server command of deploy/compose.yaml, on loopback."""
-    return [str(UVICORN), "aegra_api.main:app", "--host", "127.0.0.1", "--port", str(port)]
+def production_command(port: int, uvicorn: Path = UVICORN) -> list[str]:
+    """The server command of deploy/compose.yaml, on loopback (``uvicorn``: of another
+    environment, as .ci/production-install's)."""
+    return [str(uvicorn), "aegra_api.main:app", "--host", "127.0.0.1", "--port", str(port)]
 
 
 def production_env(
@@ -48,6 +49,7 @@ class Production:
     env: dict[str, str]
     log: Path
     process: subprocess.Popen[bytes] | None = None
+    uvicorn: Path = UVICORN
 
     def start(self) -> Production:
         """Start it and wait (bounded) until ``/health`` answers."""
@@ -59,7 +61,7 @@ class Production:
         port = int(self.url.rsplit(":", 1)[1])
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
-                production_command(port), cwd=REPO, env=self.env, stdout=out,
+                production_command(port, self.uvicorn), cwd=REPO, env=self.env, stdout=out,
                 stderr=subprocess.STDOUT,
             )  # fmt: skip
         return self

@@ -141,7 +141,7 @@ def test_a_long_file_prints_a_heartbeat_with_what_happens_inside(
     assert lines == ["ingest: 0/1 (0%)", "ingest: 0/1 (0%) embedded 512/50,000 chunks"]
 
 
-# Packages of the dev extra and of the server, absent after `make demo` (`pip install -e .`).
+# Packages of the dev extra and of the servers, absent from a plain `pip install .` (no extra).
 NOT_INSTALLED_BY_DEMO = (
     "starlette", "fastapi", "langgraph_api", "langgraph_cli", "langgraph_runtime_inmem", "mcp",
     "playwright", "moto", "boto3", "botocore", "aegra_api", "uvicorn", "pytest", "reportlab",
@@ -150,7 +150,7 @@ NOT_INSTALLED_BY_DEMO = (
 
 
 def test_every_command_loads_without_the_dev_and_server_packages(tmp_path: Path) -> None:
-    """`make demo` installs no extra: a fresh clone's demo failed when `hybrid-rag serve`'s
+    """A plain install has no extra: a fresh clone's demo failed when `hybrid-rag serve`'s
     module imported the page's Starlette route at load time."""
     import subprocess
     import sys

@@ -280,7 +280,7 @@ def test_constraints_pin_every_dependency_that_make_and_the_image_install() -> N
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     extras = project["optional-dependencies"]
     wanted = {_name(r) for r in project["dependencies"]}
-    for extra in ("dev", "postgres", "redis", "server"):
+    for extra in ("dev", "postgres", "redis", "server", "serve"):
         wanted |= {_name(r) for r in extras[extra]}
     lines = (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines()
     pins = dict(line.split("==", 1) for line in lines if line and not line.startswith("#"))

@@ -41,7 +41,9 @@ def test_each_bad_file_fails_alone_with_its_reason(tmp_path: Path) -> None:
         assert reasons["old.doc"][0] == "failed" and ".doc" in reasons["old.doc"][1]
         assert reasons["big.txt"][0] == "failed" and "2 MB limit" in reasons["big.txt"][1]
         assert reasons["empty.txt"] == ("failed", "empty file")
-        assert files[4].path == "team/passwd.md"  # a name, never a path out of the folder
+        # A name never leads out of the folder: '..' parts are refused, saying so.
+        assert reasons["../../etc/passwd.md"][0] == "failed"
+        assert "'..'" in reasons["../../etc/passwd.md"][1]
         job = library.catalog.new_job("upload", "alice", files)
         run_job(library, job, items)
         saved = library.catalog.job(job.job_id).view()
@@ -51,7 +53,7 @@ def test_each_bad_file_fails_alone_with_its_reason(tmp_path: Path) -> None:
             "failed",
             "failed",
             "failed",
-            "done",
+            "failed",
         ]
         assert saved["files"][0]["chunks"] == 1
         library.close()

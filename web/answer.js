@@ -1,7 +1,7 @@
 // An answer with its citation pills, and the source card a pill opens.
 
-import { openOriginal } from "./api.js";
 import { lang, t } from "./i18n.js";
+import { openOriginal } from "./viewer.js";
 
 export const LABEL_RE = /\[(内部|网络|internal|web)\s*-\s*(\d{1,3})\]/gi;
 const KIND = { 内部: "internal", internal: "internal", 网络: "web", web: "web" };
@@ -214,7 +214,7 @@ export function showSource(cite, sentence, from) {
         href, class: "original", target: "_blank", rel: "noopener",
         onclick: (e) => {
           e.preventDefault();
-          openOriginal(cite.doc_id, cite.page).catch((err) => window.dispatchEvent(new CustomEvent("app-error", { detail: err })));
+          openOriginal(cite.doc_id, { path: cite.path, page: cite.page }).catch((err) => window.dispatchEvent(new CustomEvent("app-error", { detail: err })));
         },
       }, t("openOriginal"))));
     }

@@ -111,17 +111,7 @@ export async function* stream(path, { json, signal } = {}) {
   }
 }
 
-/** Open a document's original (fetched with the token) in a new tab, at a PDF page. */
-export async function openOriginal(docId, page) {
-  const tab = window.open("", "_blank");
-  try {
-    const response = await send(`/kb/documents/${encodeURIComponent(docId)}/original`);
-    const url = URL.createObjectURL(await response.blob());
-    const target = page ? `${url}#page=${page}` : url;
-    if (tab) tab.location.href = target;
-    else window.location.assign(target);
-  } catch (err) {
-    if (tab) tab.close();
-    throw err;
-  }
+/** A document's original (fetched with the token): a Response, shown by viewer.js. */
+export function fetchOriginal(docId) {
+  return send(`/kb/documents/${encodeURIComponent(docId)}/original`);
 }

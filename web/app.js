@@ -16,14 +16,18 @@ function showSignIn(expired) {
   $("token").focus();
 }
 
+/** Sign in with the stored token; returns the failure (null when signed in). */
 async function start() {
   // One cheap call tells whether this server wants a token and whether ours is good.
   try {
     await api("/threads/search", { method: "POST", json: { limit: 1 } });
   } catch (err) {
-    if (err instanceof ApiError && err.status === 401) return showSignIn(Boolean(token.get()));
+    if (err instanceof ApiError && err.status === 401) {
+      showSignIn(Boolean(token.get()));
+      return err;
+    }
     showError(err, start);
-    return;
+    return err;
   }
   $("signin").hidden = true;
   $("app").hidden = false;
@@ -31,6 +35,7 @@ async function start() {
   hideError();
   await loadThreads().catch((err) => showError(err, loadThreads));
   $("question").focus();
+  return null;
 }
 
 function showView(name) {
@@ -49,8 +54,13 @@ function init() {
     e.preventDefault();
     token.set($("token").value);
     $("token").value = "";
-    await start();
-    if (!$("signin").hidden) $("signin-note").textContent = t("badToken");
+    const failure = await start();
+    // Only a 401 says the token is wrong; anything else (a users file the server cannot
+    // read: 503) is said as the server says it.
+    if (failure && !$("signin").hidden) {
+      $("signin-note").textContent = failure.status === 401
+        ? t("badToken") : t("signInFailed", { message: failure.message });
+    }
   });
   $("signout").addEventListener("click", () => {
     token.clear();

@@ -1,10 +1,11 @@
 // The documents the user may read (the document API, /kb), uploads with live progress,
 // and the synced sources.
 
-import { ApiError, api, openOriginal, stream } from "./api.js";
+import { ApiError, api, stream } from "./api.js";
 import { el } from "./answer.js";
 import { lang, t } from "./i18n.js";
 import { showError } from "./notify.js";
+import { openOriginal } from "./viewer.js";
 
 const PAGE = 25;
 const MAX_JOB_EVENTS = 10000; // a job stream ends at a terminal state; this bounds a stuck one
@@ -49,7 +50,7 @@ export async function loadDocuments() {
   docs.total = page.total ?? page.documents.length;
   const rows = page.documents.map((d) => el("tr", {},
     el("td", {}, el("a", { href: `/kb/documents/${encodeURIComponent(d.doc_id)}/original`, class: "doc-link",
-      onclick: (e) => { e.preventDefault(); openOriginal(d.doc_id).catch((err) => showError(err)); } },
+      onclick: (e) => { e.preventDefault(); openOriginal(d.doc_id, { path: d.path }).catch((err) => showError(err)); } },
     d.title || d.path), el("br"), el("code", {}, d.path)),
     el("td", {}, d.format || ""),
     el("td", {}, when(d.updated_at)),
@@ -90,18 +91,27 @@ function fileRow(name) {
 }
 
 function showJob(job, rows) {
-  for (const f of job.files || []) {
-    const name = f.name || f.path;
-    if (!rows.has(name)) {
-      const r = fileRow(name);
-      rows.set(name, r);
-      $("upload-files").append(r.row);
+  // Row n is file n of the request (two files may share a name).
+  (job.files || []).forEach((f, n) => {
+    if (!rows[n]) {
+      rows[n] = fileRow(f.name || f.path);
+      $("upload-files").append(rows[n].row);
     }
-    const r = rows.get(name);
+    const r = rows[n];
     const done = ["done", "skipped", "failed"].includes(f.status);
     r.bar.value = done ? 1 : Number(f.progress || 0);
     r.status.textContent = `${t(`status.${f.status}`)}${f.reason ? ` — ${f.reason}` : ""}`;
     r.row.dataset.status = f.status;
+  });
+}
+
+/** The request failed as a whole: each file says so, with the server's reason. */
+function failRows(rows, err) {
+  for (const r of rows) {
+    if (["done", "skipped", "failed"].includes(r.row.dataset.status)) continue;
+    r.bar.value = 1;
+    r.status.textContent = `${t("status.failed")} — ${err.message || err}`;
+    r.row.dataset.status = "failed";
   }
 }
 
@@ -116,19 +126,15 @@ async function upload(e) {
   const list = $("acl-list").value.trim();
   if ($("acl-public").checked) form.append("acl", "public");
   else if ($("acl-restricted").checked && list) form.append("acl", list);
-  const rows = new Map();
-  $("upload-files").replaceChildren();
-  for (const f of files) {
-    const r = fileRow(f.name);
-    rows.set(f.name, r);
-    $("upload-files").append(r.row);
-  }
+  const rows = files.map((f) => fileRow(f.name));
+  $("upload-files").replaceChildren(...rows.map((r) => r.row));
   $("upload-state").textContent = t("uploading");
   let job;
   try {
     job = await api("/kb/uploads", { method: "POST", form });
     let n = 0;
-    for await (const { data } of stream(`/kb/jobs/${encodeURIComponent(job.job_id)}/events`)) {
+    for await (const { event, data } of stream(`/kb/jobs/${encodeURIComponent(job.job_id)}/events`)) {
+      if (event === "error") throw new ApiError(data?.status || 500, data?.error || String(data));
       if (data && typeof data === "object") {
         showJob(data, rows);
         $("upload-state").textContent = t(`status.${data.state}`);
@@ -137,6 +143,7 @@ async function upload(e) {
     }
   } catch (err) {
     $("upload-state").textContent = "";
+    failRows(rows, err);
     showError(err, job ? null : () => upload(e));
     return;
   }

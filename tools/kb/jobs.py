@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
 from tools.access.acl import ACL
 from tools.errors import HybridRagError, InputError
@@ -44,14 +43,40 @@ class Upload:
 
 
 def clean_path(folder: str, name: str) -> str:
-    """``folder/name`` as a relative POSIX path; raises ``InputError`` naming the problem."""
-    base = PurePosixPath(name.replace("\\", "/")).name.strip()
-    if not base or base in (".", "..") or len(base) > MAX_NAME:
+    """``folder/name`` as a relative POSIX path, the folders in ``name`` kept
+    (``sub/a.md``); raises ``InputError`` naming the problem."""
+    parts = [p.strip() for p in name.replace("\\", "/").split("/") if p.strip()]
+    if not parts or name.replace("\\", "/").rstrip().endswith("/"):
         raise InputError(f"file name {name!r} is not usable: give the file a name")
-    parts = [p for p in folder.replace("\\", "/").split("/") if p.strip()]
     if any(p in (".", "..") or len(p) > MAX_NAME for p in parts):
+        raise InputError(f"file name {name!r} is not usable: no '.' or '..' parts")
+    folders = [p for p in folder.replace("\\", "/").split("/") if p.strip()]
+    if any(p in (".", "..") or len(p) > MAX_NAME for p in folders):
         raise InputError(f"folder {folder!r} is not usable: no '.' or '..' parts")
-    return "/".join([*parts, base])
+    return "/".join([*folders, *parts])
+
+
+def upload_id(path: str) -> str:
+    """The doc_id of an uploaded document at ``path``."""
+    return f"{UPLOAD_PREFIX}{path}"
+
+
+def owned_by_others(
+    library: Library, uploads: Sequence[Upload], folder: str, may_change: Callable[[str], bool]
+) -> list[str]:
+    """The paths of ``uploads`` that name a document whose owner ``may_change`` does not
+    allow: an upload never replaces a document its sender may not change (the rule of
+    the document API's PUT)."""
+    taken = []
+    for upload in uploads:
+        try:
+            path = clean_path(folder, upload.name)
+        except InputError:
+            continue  # refused on its own by plan()
+        row = library.catalog.get(upload_id(path))
+        if row is not None and not may_change(row.owner):
+            taken.append(path)
+    return taken
 
 
 def _check(upload: Upload, limits: LoadLimits) -> str:
@@ -83,6 +108,7 @@ def plan(
     limits = limits or LoadLimits.from_env()
     files: list[JobFile] = []
     items: list[Item | None] = []
+    first: dict[str, str] = {}  # path -> the name of the file of this request that has it
     for n, upload in enumerate(uploads):
         try:
             path = clean_path(folder, upload.name)
@@ -90,7 +116,13 @@ def plan(
             files.append(JobFile(upload.name, "", "", "failed", str(exc)))
             items.append(None)
             continue
-        doc_id = doc_ids[n] if doc_ids else f"{UPLOAD_PREFIX}{path}"
+        doc_id = doc_ids[n] if doc_ids else upload_id(path)
+        if path in first:  # two files of one request never become one document
+            reason = f"{path} is already a file of this upload ({first[path]!r}): rename one"
+            files.append(JobFile(upload.name, path, doc_id, "failed", reason))
+            items.append(None)
+            continue
+        first[path] = upload.name
         problem = _check(upload, limits)
         if problem:
             files.append(JobFile(upload.name, path, doc_id, "failed", problem))
@@ -100,7 +132,9 @@ def plan(
         size = len(upload.data)
         files.append(JobFile(upload.name, path, doc_id, blob=blob, sha256=sha, size=size,
                              acl=list(acl)))  # fmt: skip
-        items.append(Item(doc_id, path, blob, sha, size, acl, "upload", owner))
+        row = None if doc_ids else library.catalog.get(doc_id)
+        expected = None if doc_ids else (row.owner if row else "")
+        items.append(Item(doc_id, path, blob, sha, size, acl, "upload", owner, expected))
     return files, items
 
 
@@ -178,6 +212,17 @@ def _saver(catalog: Catalog, job: Job, file: JobFile) -> Callable[[str, float], 
     return status
 
 
+def _still_expected(catalog: Catalog, item: Item) -> None:
+    """Raise ``InputError`` when another user's document took the item's name after the
+    upload was checked (two uploads of one new name at once): it is not replaced."""
+    if item.expected_owner is None:
+        return
+    row = catalog.get(item.doc_id)
+    if row is not None and row.owner not in (item.expected_owner, item.owner):
+        raise InputError(f"{item.path}: another user's document of that name was added "
+                         "meanwhile; only its owner or an admin may replace it")  # fmt: skip
+
+
 def run_job(
     library: Library, job: Job, items: Sequence[Item | None], limits: LoadLimits | None = None
 ) -> None:
@@ -189,6 +234,7 @@ def run_job(
         if item is None:
             continue
         try:
+            _still_expected(catalog, item)
             outcome = library.ingest(item, limits, _saver(catalog, job, file))
         except HybridRagError as exc:
             file.status, file.reason = "failed", str(exc)

@@ -39,6 +39,9 @@ class Item:
     acl: ACL
     origin: str  # "upload" or "source:<id>"
     owner: str = ""
+    # An upload's compare-and-set: the owner its name had when it was checked ("" none);
+    # another owner by the time it runs fails the file. None: no check.
+    expected_owner: str | None = None
 
 
 @dataclass(frozen=True)

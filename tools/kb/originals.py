@@ -26,6 +26,10 @@ CONTENT_TYPES = {
     ".csv": "text/csv; charset=utf-8",
     ".tsv": "text/tab-separated-values; charset=utf-8",
 }
+# Shown by a browser without running anything of theirs (and served sandboxed anyway):
+# a PDF in its viewer, plain text as text. Any other original (HTML, SVG, XML, XHTML,
+# office files ...) is served as an attachment: a browser may render it actively.
+INLINE = frozenset({".pdf", ".txt", ".md", ".markdown", ".csv", ".tsv"})
 
 
 def suffix_of(name: str) -> str:
@@ -72,3 +76,8 @@ def content_type(name: str) -> str:
         return CONTENT_TYPES[suffix]
     guessed, _ = mimetypes.guess_type(f"x{suffix}")
     return guessed or "application/octet-stream"
+
+
+def serving(name: str) -> tuple[str, str]:
+    """How an original named ``name`` is served: (Content-Type, "inline" | "attachment")."""
+    return content_type(name), "inline" if suffix_of(name) in INLINE else "attachment"

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from tools.access.acl import ACL, FolderRules
 from tools.errors import HybridRagError, InputError
 from tools.kb.formats import LoadLimits
 from tools.kb.identity import find_files
@@ -57,6 +58,7 @@ class Entry:
     name: str  # the document's path as people see it
     suffix: str  # the loader's format (".html" for a page)
     fetch: Callable[[], bytes]
+    acl: ACL | None = None  # who may read it, when not the source's acl (a folder's .acl)
 
 
 def list_source(source: Source, limits: LoadLimits) -> tuple[list[Entry], int]:
@@ -85,12 +87,20 @@ def _folder(source: Source, limits: LoadLimits) -> tuple[list[Entry], int]:
         found, _ = find_files([root])
     except InputError as exc:
         raise SourceError(str(exc)) from exc
+    # The .acl files under it decide as they do for `hybrid-rag ingest` (the same rule);
+    # a bad one stops the listing, so nothing is added with the wrong readers.
+    rules = FolderRules(source.acl)
     entries, left_out = [], 0
     for f in found[:MAX_ENTRIES]:
         if not _supported(f.name):
             left_out += 1
             continue
-        entries.append(Entry(f.name, f.name, suffix_of(f.name), _file_reader(f.path, limits)))
+        try:
+            acl = rules.acl_for(f.path)
+        except InputError as exc:
+            raise SourceError(str(exc)) from exc
+        reader = _file_reader(f.path, limits)
+        entries.append(Entry(f.name, f.name, suffix_of(f.name), reader, acl))
     return entries, left_out
 
 

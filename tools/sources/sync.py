@@ -117,11 +117,11 @@ def _read(
         return "failed", str(exc), None
     sha = hashlib.sha256(data).hexdigest()
     row = rows.get(doc_id)
-    acl = ",".join(source.acl)
-    if row is not None and row.sha256 == sha and row.acl == acl and doc_id in active:
+    acl = source.acl if entry.acl is None else entry.acl
+    if row is not None and row.sha256 == sha and row.acl == ",".join(acl) and doc_id in active:
         return "unchanged", "", None
     _, blob = library.originals.put(data, entry.suffix)
-    return "changed", "", Item(doc_id, entry.name, blob, sha, len(data), source.acl, source.origin)
+    return "changed", "", Item(doc_id, entry.name, blob, sha, len(data), acl, source.origin)
 
 
 def _flush(
