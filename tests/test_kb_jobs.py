@@ -105,7 +105,7 @@ def _dead_pid() -> int:
     return int(done.stdout)
 
 
-def _wait_for_end(catalog: Catalog, job_id: str, bound_s: float = 60.0) -> dict[str, Any]:
+def wait_for_end(catalog: Catalog, job_id: str, bound_s: float = 60.0) -> dict[str, Any]:
     deadline = time.monotonic() + bound_s
     while time.monotonic() < deadline:
         view = catalog.job(job_id).view()
@@ -133,7 +133,7 @@ def test_a_job_left_by_a_stopped_process_is_finished_from_its_originals(tmp_path
 
         runner = JobRunner(library)
         assert resume_unfinished(library, runner) == [job.job_id]
-        view = _wait_for_end(library.catalog, job.job_id)
+        view = wait_for_end(library.catalog, job.job_id)
         assert view["state"] == "done" and [f["status"] for f in view["files"]] == ["done"] * 2
         assert not {"blob", "sha256", "size", "acl"} & set(view["files"][0])  # never shown
         row = library.catalog.get("upload:b.md")

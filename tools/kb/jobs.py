@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -27,6 +27,8 @@ from tools.kb.formats.common import MB
 from tools.kb.library import Item, Library
 from tools.kb.loaders import SUPPORTED_SUFFIXES
 from tools.kb.originals import suffix_of
+from tools.kb.scheduler import FairPool
+from tools.settings import job_workers
 
 UPLOAD_PREFIX = "upload:"  # uploaded documents' doc_ids: "upload:hr/policy.pdf"
 SAVE_EVERY_S = 0.25  # progress inside a file is saved at most this often
@@ -128,22 +130,26 @@ def resume_items(library: Library, job: Job) -> list[Item | None] | None:
 
 
 class JobRunner:
-    """Runs jobs one at a time on one thread (the knowledge base has one writer anyway)."""
+    """Runs jobs on ``workers`` threads (default ``$HYBRID_RAG_JOB_WORKERS``), fairly
+    between their owners (``tools.kb.scheduler``): files are parsed side by side, each in
+    its bounded child process, and committed one at a time by the knowledge base's writer."""
 
-    def __init__(self, library: Library, limits: LoadLimits | None = None) -> None:
+    def __init__(
+        self, library: Library, limits: LoadLimits | None = None, workers: int | None = None
+    ) -> None:
         self.library = library
         self.limits = limits
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-jobs")
+        self._pool = FairPool(workers or job_workers())
 
     def submit(self, job: Job, items: Sequence[Item | None]) -> Future[None]:
-        return self._pool.submit(run_job, self.library, job, items, self.limits)
+        return self._pool.submit(job.owner, lambda: run_job(self.library, job, items, self.limits))
 
-    def call(self, work: Callable[[], None]) -> Future[None]:
+    def call(self, work: Callable[[], None], owner: str = "sync") -> Future[None]:
         """Run other knowledge-base work (a source's sync) in the same queue."""
-        return self._pool.submit(work)
+        return self._pool.submit(owner, work)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.close()
 
 
 def resume_unfinished(library: Library, runner: JobRunner) -> list[str]:
