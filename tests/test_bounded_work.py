@@ -5,21 +5,29 @@ a dead server's job taken over by a live replica, leftovers removed. No model, n
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.fakes import hash_model
 from tests.hostile_files import line_drawing_pdf, shared_stream_pdf
 from tests.test_kb_jobs import wait_for_end
+from tools.access.acl import Reader
 from tools.kb.formats import LoadLimits
 from tools.kb.jobs import JobRunner, Upload, plan
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.kb.library import Library
+from tools.kb.originals import Originals
 from tools.kb.scheduler import FairPool
 
+REPO = Path(__file__).resolve().parent.parent
 HOSTILE_LIMITS = LoadLimits(parse_memory_mb=512, parse_seconds=8)
 
 
@@ -87,3 +95,119 @@ def test_one_owner_never_holds_every_worker() -> None:
     second.result(timeout=30)
     assert order == ["alice-1", "bob", "alice-2"]
     pool.close()
+
+
+# -- uploads: streamed, bounded per file and per request ---------------------------------
+
+
+@pytest.fixture
+def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Library]]:
+    """The document API's routes on a hash-model knowledge base, as the local admin (no
+    users file), through Starlette's test client (no server process)."""
+    from starlette.applications import Starlette
+    from starlette.testclient import TestClient
+
+    from graph import documents_api
+
+    with KnowledgeBase(KBConfig(home=tmp_path / "home"), embedding_model=hash_model()) as kb:
+        library = Library(kb)
+        runner = JobRunner(library, workers=2)
+        monkeypatch.setattr(documents_api, "services", lambda: (library, runner))
+        with TestClient(Starlette(routes=documents_api.routes())) as client:
+            yield client, library
+        runner.close()
+        library.close()
+
+
+def leftovers(library: Library) -> list[str]:
+    """Files under originals/ that are not stored originals (parts, temporary files)."""
+    root = library.originals.directory
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                  if p.is_file() and (p.name.startswith(".") or p.parent.name.startswith(".")))  # fmt: skip
+
+
+def test_101_files_are_refused_as_json_naming_the_limit(api: tuple[Any, Library]) -> None:
+    client, library = api
+    files = [("file", (f"f{n}.md", b"# F\n\nx\n")) for n in range(101)]
+    r = client.post("/kb/uploads", files=files)
+    assert (
+        r.status_code == 400 and "too many files: at most 100" in r.json()["error"]
+    )  # was {"detail"}
+    assert leftovers(library) == []
+
+
+def test_a_file_over_the_limit_names_its_real_size_and_nothing_of_it_stays(
+    api: tuple[Any, Library], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, library = api
+    monkeypatch.setenv("HYBRID_RAG_MAX_FILE_MB", "1")
+    big = b"# Big\n\n" + b"word " * 700_000  # 3.3 MB
+    r = client.post("/kb/uploads", files=[("file", ("big.md", big)),
+                                          ("file", ("ok.md", b"# Ok\n\nPLUM-4 is fine.\n"))])  # fmt: skip
+    assert r.status_code == 202, r.text
+    view = wait_for_end(library.catalog, r.json()["job_id"])
+    big_file, ok_file = view["files"]
+    assert big_file["status"] == "failed"
+    assert big_file["reason"].startswith("file is 3.3 MB, over the 1 MB limit"), big_file
+    assert ok_file["status"] == "done"
+    stored = [p for p in library.originals.directory.rglob("*") if p.is_file()]
+    assert len(stored) == 1 and stored[0].read_bytes().startswith(b"# Ok")
+    assert leftovers(library) == []
+
+
+def test_a_request_over_the_request_limit_is_refused_before_it_is_read(
+    api: tuple[Any, Library], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, library = api
+    monkeypatch.setenv("HYBRID_RAG_MAX_UPLOAD_MB", "2")
+    files = [("file", (f"part{n}.md", b"# P\n\n" + b"x" * 900_000)) for n in range(3)]
+    r = client.post("/kb/uploads", files=files)
+    assert r.status_code == 413
+    assert r.json()["error"].startswith(
+        "the request is 2.6 MB, over the 2 MB limit per upload request"
+    )
+    assert leftovers(library) == [] and library.catalog.rows() == {}
+
+
+def test_a_full_disk_during_an_upload_or_a_replace_is_507_naming_it(
+    api: tuple[Any, Library], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, library = api
+    r = client.post("/kb/uploads", files=[("file", ("a.md", b"# A\n\nFIG-2.\n"))])
+    wait_for_end(library.catalog, r.json()["job_id"])
+    full = tmp_path / "full"
+    monkeypatch.setattr(library.originals, "part_path", lambda: full)
+    for method, url in (("POST", "/kb/uploads"), ("PUT", "/kb/documents/upload%3Aa.md")):
+        full.symlink_to("/dev/full")  # every write: ENOSPC (the link, not the device, is removed)
+        r = client.request(method, url, files=[("file", ("a.md", b"# A\n\n" + b"y" * 200_000))])
+        assert r.status_code == 507, (method, r.text)
+        assert "disk is full" in r.json()["error"]
+        assert not full.exists()  # the part's file removed
+    assert Path("/dev/full").exists()
+    assert "FIG-2" in library.chunks("upload:a.md", Reader.everyone())[0]["text"]  # unchanged
+
+
+def test_what_a_killed_process_was_writing_is_removed_at_the_next_start(tmp_path: Path) -> None:
+    """``kill -9`` during an upload left a 44 MB part under originals/; the next server
+    start removes it (and a half-stored original), never a live process's."""
+    store = tmp_path / "originals"
+    script = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from tools.kb.originals import Originals\n"
+        f"o = Originals(Path({str(store)!r}))\n"
+        "part = o.part_path(); part.write_bytes(b'x' * 2_000_000)\n"
+        "tmp = o.directory / 'ab' / ('.ab' + 'c' * 62 + '.md.' + part.name[:-5] + '.tmp')\n"
+        "tmp.parent.mkdir(); tmp.write_bytes(b'half')\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, timeout=60, check=False)
+    assert done.returncode == -signal.SIGKILL
+    originals = Originals(store)
+    mine = originals.part_path()
+    mine.write_bytes(b"arriving")  # this (live) process's upload
+    left = sorted(p.name for p in store.rglob("*") if p.is_file())
+    assert len(left) == 3
+    removed = originals.sweep()
+    assert len(removed) == 2 and {p.suffix for p in removed} == {".part", ".tmp"}
+    assert [p for p in store.rglob("*") if p.is_file()] == [mine]

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.errors import InputError
+from tools.kb.originals import process_alive
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -238,13 +239,7 @@ class Catalog(SharedFile):
 def _alive(pid: int) -> bool:
     if pid == os.getpid():
         return False  # this process is starting: nothing of its own runs yet
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return pid > 0
+    return process_alive(pid)
 
 
 def _files_json(files: list[JobFile]) -> str:

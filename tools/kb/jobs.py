@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from tools.access.acl import ACL
 from tools.errors import HybridRagError, InputError
@@ -39,10 +39,24 @@ log = logging.getLogger("hybrid_rag.kb")
 
 @dataclass(frozen=True)
 class Upload:
-    """One file of a request."""
+    """One file of a request: its bytes, or the file it was streamed to on arrival
+    (``graph/upload_stream.py``: ``spooled`` is None when it was over the size limit and
+    not kept; ``size`` is then its real size)."""
 
     name: str
-    data: bytes
+    data: bytes = b""
+    spooled: Path | None = None
+    size: int = -1  # set when streamed: all its bytes, kept or not
+    sha256: str = ""  # set when streamed
+    blank: bool = False  # set when streamed: nothing but whitespace
+
+    @property
+    def length(self) -> int:
+        return self.size if self.size >= 0 else len(self.data)
+
+    @property
+    def empty(self) -> bool:
+        return self.blank if self.size >= 0 else not self.data.strip()
 
 
 def clean_path(folder: str, name: str) -> str:
@@ -62,10 +76,10 @@ def _check(upload: Upload, limits: LoadLimits) -> str:
     if suffix not in SUPPORTED_SUFFIXES:
         kinds = ", ".join(sorted(SUPPORTED_SUFFIXES))
         return f"unsupported file type {suffix or 'without a suffix'!r}: use one of {kinds}"
-    if len(upload.data) > limits.max_file_bytes:
-        size = len(upload.data) / MB
-        return f"file is {size:.1f} MB, over the {limits.max_file_mb:g} MB limit ($HYBRID_RAG_MAX_FILE_MB)"
-    if not upload.data.strip():
+    if upload.length > limits.max_file_bytes:
+        size = upload.length / MB
+        return f"file is {size:,.1f} MB, over the {limits.max_file_mb:g} MB limit ($HYBRID_RAG_MAX_FILE_MB)"
+    if upload.empty:
         return "empty file"
     return ""
 
@@ -98,8 +112,13 @@ def plan(
             files.append(JobFile(upload.name, path, doc_id, "failed", problem))
             items.append(None)
             continue
-        sha, blob = library.originals.put(upload.data, suffix_of(upload.name))
-        size = len(upload.data)
+        if upload.spooled is not None:
+            sha, blob = library.originals.adopt(
+                upload.spooled, upload.sha256, suffix_of(upload.name)
+            )
+        else:
+            sha, blob = library.originals.put(upload.data, suffix_of(upload.name))
+        size = upload.length
         files.append(JobFile(upload.name, path, doc_id, blob=blob, sha256=sha, size=size,
                              acl=list(acl)))  # fmt: skip
         items.append(Item(doc_id, path, blob, sha, size, acl, "upload", owner))

@@ -17,7 +17,9 @@ machine (or the rest of the folder) down:
 * ``parse_memory_mb`` (``$HYBRID_RAG_PARSE_MEMORY_MB``, default 2048) and
   ``parse_seconds`` (``$HYBRID_RAG_PARSE_SECONDS``, default 300): a document is parsed
   in a child process with that much address space, stopped after that long
-  (``tools.kb.formats.isolated``); a file over either fails alone with the limit named.
+  (``tools.kb.formats.isolated``); a file over either fails alone with the limit named;
+* ``max_upload_mb`` (``$HYBRID_RAG_MAX_UPLOAD_MB``, default 1000): what one upload
+  request to the document API may carry, all its files together.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class LoadLimits:
     max_columns: int = 64
     parse_memory_mb: float = 2048.0  # address space of the child process parsing a file
     parse_seconds: float = 300.0  # time the child process may take for one file
+    max_upload_mb: float = 1000.0  # bytes one upload request may carry, all files together
 
     def __post_init__(self) -> None:
         if not 64 <= self.parse_memory_mb <= 1_000_000:
@@ -70,7 +73,7 @@ class LoadLimits:
             raise ConfigError(
                 f"parse_seconds must be between 0.1 and 86400, got {self.parse_seconds}"
             )
-        for name in ("max_file_mb", "max_unzipped_mb"):
+        for name in ("max_file_mb", "max_unzipped_mb", "max_upload_mb"):
             value = getattr(self, name)
             if not 0 < value <= 100_000:
                 raise ConfigError(f"{name} must be between 0 and 100000 MB, got {value}")
@@ -86,6 +89,10 @@ class LoadLimits:
         return int(self.max_file_mb * MB)
 
     @property
+    def max_upload_bytes(self) -> int:
+        return int(self.max_upload_mb * MB)
+
+    @property
     def max_unzipped_bytes(self) -> int:
         return int(self.max_unzipped_mb * MB)
 
@@ -93,7 +100,7 @@ class LoadLimits:
     def from_env(cls, **overrides: float | int | None) -> LoadLimits:
         """Defaults, then ``$HYBRID_RAG_MAX_FILE_MB`` / ``$HYBRID_RAG_MAX_UNZIPPED_MB`` /
         ``$HYBRID_RAG_MAX_SHEET_ROWS`` / ``$HYBRID_RAG_PARSE_MEMORY_MB`` /
-        ``$HYBRID_RAG_PARSE_SECONDS``, then ``overrides`` that are not None."""
+        ``$HYBRID_RAG_PARSE_SECONDS`` / ``$HYBRID_RAG_MAX_UPLOAD_MB``, then ``overrides`` that are not None."""
         values: dict[str, float | int] = {}
         for name, raw in (
             ("max_file_mb", os.environ.get("HYBRID_RAG_MAX_FILE_MB")),
@@ -101,6 +108,7 @@ class LoadLimits:
             ("max_sheet_rows", os.environ.get("HYBRID_RAG_MAX_SHEET_ROWS")),
             ("parse_memory_mb", os.environ.get("HYBRID_RAG_PARSE_MEMORY_MB")),
             ("parse_seconds", os.environ.get("HYBRID_RAG_PARSE_SECONDS")),
+            ("max_upload_mb", os.environ.get("HYBRID_RAG_MAX_UPLOAD_MB")),
         ):
             if raw and raw.strip():
                 values[name] = _env_value(name, raw.strip())
