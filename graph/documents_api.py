@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -79,7 +80,7 @@ def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
             return error(503, f"knowledge base unavailable: {exc}")
         except HybridRagError as exc:
             return error(500, str(exc))
-        except OSError as exc:  # the data home: full disk, lost mount, permissions
+        except (OSError, sqlite3.OperationalError) as exc:  # the data home: full disk, ...
             return error(*disk_error(exc))
         finally:
             receiver = getattr(request.state, "upload_receiver", None)

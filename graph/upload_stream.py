@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import errno
 import hashlib
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,12 +170,12 @@ def _guard(write: Callable[[], T]) -> T:
         raise Refused(*disk_error(exc)) from None
 
 
-def disk_error(exc: OSError) -> tuple[int, str]:
-    """The status and message of a failed write to the data home: 507 for a full disk
-    or quota, 503 otherwise (never a bare 500)."""
-    if exc.errno in NO_SPACE:
+def disk_error(exc: OSError | sqlite3.OperationalError) -> tuple[int, str]:
+    """The status and message of a failed write to the data home (a file, or the
+    catalog's SQLite): 507 for a full disk or quota, 503 otherwise (never a bare 500)."""
+    if getattr(exc, "errno", None) in NO_SPACE or "disk is full" in str(exc):
         return 507, "the server's disk is full: nothing was stored (free space in its data home)"
-    return 503, f"the server cannot write to its data home: {exc.strerror or exc}"
+    return 503, f"the server cannot write to its data home: {getattr(exc, 'strerror', '') or exc}"
 
 
 async def receive(request: Request, limits: LoadLimits, receiver: Receiver) -> None:

@@ -6,6 +6,7 @@ a dead server's job taken over by a live replica, leftovers removed. No model, n
 from __future__ import annotations
 
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -184,6 +185,16 @@ def test_a_full_disk_during_an_upload_or_a_replace_is_507_naming_it(
         assert "disk is full" in r.json()["error"]
         assert not full.exists()  # the part's file removed
     assert Path("/dev/full").exists()
+    monkeypatch.delattr(library.originals, "part_path")  # parts are stored again; now the
+    # catalog's SQLite is full
+
+    def full_catalog(*_: Any) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(library.catalog, "new_job", full_catalog)
+    r = client.post("/kb/uploads", files=[("file", ("b.md", b"# B\n\nFIG-3.\n"))])
+    assert r.status_code == 507 and "disk is full" in r.json()["error"]
+    assert leftovers(library) == []
     assert "FIG-2" in library.chunks("upload:a.md", Reader.everyone())[0]["text"]  # unchanged
 
 
