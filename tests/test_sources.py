@@ -85,6 +85,27 @@ def test_a_folder_source_holds_exactly_the_folder(library: Library, tmp_path: Pa
     assert (third.added, third.updated, third.removed, third.unchanged) == (0, 0, 0, 3)
 
 
+def test_a_folder_sync_names_the_links_it_left_out(library: Library, tmp_path: Path) -> None:
+    """Issue 43: links out of the folder were left out silently ("0 skipped")."""
+    outside = tmp_path / "private"
+    outside.mkdir()
+    (outside / "salaries.md").write_text("# Salaries\n\nSECRET-9\n")
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text(f"# A\n\n{fact(1)}\n")
+    (folder / "pay.md").symlink_to(outside / "salaries.md")
+    (folder / "private").symlink_to(outside)
+    (folder / "gone.md").symlink_to(tmp_path / "nowhere.md")
+    (folder / "photo.bin").write_bytes(b"\x00")
+    result = sync(library, Source("docs", "folder", str(folder)))
+    assert (result.added, result.skipped) == (1, 4)
+    named = {line.partition(": ")[0]: line.partition(": ")[2] for line in result.left_out}
+    assert set(named) == {"pay.md", "private", "gone.md", "photo.bin"}, result.left_out
+    assert "outside the folder: not followed" in named["pay.md"]
+    assert "outside the folder: not followed" in named["private"]
+    assert "unsupported file type '.bin'" in named["photo.bin"]
+
+
 def test_a_source_that_cannot_be_listed_removes_nothing(library: Library, tmp_path: Path) -> None:
     folder = tmp_path / "docs"
     folder.mkdir()

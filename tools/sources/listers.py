@@ -8,8 +8,9 @@
   now disallows, is gone;
 * s3: the objects under a bucket prefix (boto3, any S3-compatible server).
 
-Files whose type no loader reads are left out of the listing (counted as skipped). A
-listing that fails as a whole raises ``SourceError``: the sync then removes nothing.
+Files whose type no loader reads, and a folder's links that are not followed, are left
+out of the listing, each named with the reason in the sync's report. A listing that
+fails as a whole raises ``SourceError``: the sync then removes nothing.
 """
 
 from __future__ import annotations
@@ -59,12 +60,13 @@ class Entry:
     fetch: Callable[[], bytes]
 
 
-def list_source(source: Source, limits: LoadLimits) -> tuple[list[Entry], int]:
-    """The entries of ``source`` and how many items were left out (unsupported types)."""
+def list_source(source: Source, limits: LoadLimits) -> tuple[list[Entry], list[str]]:
+    """The entries of ``source`` and the items left out, one line each with the reason
+    (an unsupported type, a link not followed)."""
     if source.kind == "folder":
         return _folder(source, limits)
     if source.kind in ("urls", "sitemap"):
-        return _pages(source)
+        return _pages(source), []
     if source.kind == "s3":
         return _s3(source, limits)
     raise SourceError(f"unknown source kind {source.kind!r}")
@@ -74,24 +76,38 @@ def _supported(name: str) -> bool:
     return suffix_of(name) in SUPPORTED_SUFFIXES
 
 
+def _unsupported(name: str) -> str:
+    return f"{name}: unsupported file type {suffix_of(name) or 'without a suffix'!r}"
+
+
 # -- folder ------------------------------------------------------------------------------
 
 
-def _folder(source: Source, limits: LoadLimits) -> tuple[list[Entry], int]:
+def _folder(source: Source, limits: LoadLimits) -> tuple[list[Entry], list[str]]:
     root = Path(source.location)
     if not root.is_dir():
         raise SourceError(f"folder {root} does not exist or is not a folder")
     try:
-        found, _ = find_files([root])
+        found, skipped = find_files([root])
     except InputError as exc:
         raise SourceError(str(exc)) from exc
-    entries, left_out = [], 0
+    left_out = [f"{_relative(s.source, root)}: {s.reason}" for s in skipped]
+    entries = []
     for f in found[:MAX_ENTRIES]:
         if not _supported(f.name):
-            left_out += 1
+            left_out.append(_unsupported(f.name))
             continue
         entries.append(Entry(f.name, f.name, suffix_of(f.name), _file_reader(f.path, limits)))
     return entries, left_out
+
+
+def _relative(path: str, root: Path) -> str:
+    for base in (root, root.resolve()):
+        try:
+            return Path(path).relative_to(base).as_posix()
+        except ValueError:
+            continue
+    return path
 
 
 def _file_reader(path: Path, limits: LoadLimits) -> Callable[[], bytes]:
@@ -111,12 +127,12 @@ def _file_reader(path: Path, limits: LoadLimits) -> Callable[[], bytes]:
 # -- web pages ---------------------------------------------------------------------------
 
 
-def _pages(source: Source) -> tuple[list[Entry], int]:
+def _pages(source: Source) -> list[Entry]:
     try:
         fetched = asyncio.run(_fetch_all(source))
     except PageError as exc:  # the sitemap itself
         raise SourceError(f"cannot read the sitemap {source.location}: {exc}") from exc
-    return [Entry(url, url, ".html", _outcome_reader(url, outcome)) for url, outcome in fetched], 0
+    return [Entry(url, url, ".html", _outcome_reader(url, outcome)) for url, outcome in fetched]
 
 
 def _outcome_reader(url: str, outcome: bytes | Exception) -> Callable[[], bytes]:
@@ -202,10 +218,11 @@ def s3_client(source: Source) -> Any:
     )
 
 
-def _s3(source: Source, limits: LoadLimits) -> tuple[list[Entry], int]:
+def _s3(source: Source, limits: LoadLimits) -> tuple[list[Entry], list[str]]:
     bucket, prefix = parse_s3(source.location)
     client = s3_client(source)
-    entries, left_out = [], 0
+    entries: list[Entry] = []
+    left_out: list[str] = []
     try:
         pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
         for page in pages:
@@ -214,7 +231,7 @@ def _s3(source: Source, limits: LoadLimits) -> tuple[list[Entry], int]:
                 if key.endswith("/"):  # a "folder" marker
                     continue
                 if not _supported(key):
-                    left_out += 1
+                    left_out.append(_unsupported(key))
                     continue
                 reader = _object_reader(client, bucket, key, int(obj.get("Size", 0)), limits)
                 entries.append(Entry(key, f"s3://{bucket}/{key}", suffix_of(key), reader))
