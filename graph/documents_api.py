@@ -57,6 +57,7 @@ def services() -> tuple[Library, JobRunner]:
             runner = JobRunner(library)
             library.originals.sweep()  # what a killed server was writing
             resume_unfinished(library, runner)
+            runner.watch()  # leases: a replica takes over a dead server's jobs
             _services[key] = (library, runner)
         return _services[key]
 

@@ -21,6 +21,7 @@ from tests.fakes import hash_model
 from tests.hostile_files import line_drawing_pdf, shared_stream_pdf
 from tests.test_kb_jobs import wait_for_end
 from tools.access.acl import Reader
+from tools.kb.catalog import Catalog, JobFile
 from tools.kb.formats import LoadLimits
 from tools.kb.jobs import JobRunner, Upload, plan
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
@@ -222,3 +223,76 @@ def test_what_a_killed_process_was_writing_is_removed_at_the_next_start(tmp_path
     removed = originals.sweep()
     assert len(removed) == 2 and {p.suffix for p in removed} == {".part", ".tmp"}
     assert [p for p in store.rglob("*") if p.is_file()] == [mine]
+
+
+# -- a dead server's job is taken over by a live replica ----------------------------------
+
+SERVER_A = """
+import sys, time
+from pathlib import Path
+from tests.fakes import hash_model
+from tests.hostile_files import shared_stream_pdf
+from tools.kb.formats import LoadLimits
+from tools.kb.jobs import JobRunner, Upload, plan
+from tools.kb.knowledge_base import KBConfig, KnowledgeBase
+from tools.kb.library import Library
+kb = KnowledgeBase(KBConfig(home=Path(sys.argv[1])), embedding_model=hash_model())
+library = Library(kb)
+runner = JobRunner(library, LoadLimits(parse_seconds=600), workers=1)
+runner.watch(0.3)
+uploads = [Upload("slow.pdf", shared_stream_pdf()), Upload("notes.md", b"# N\\n\\nLIME-6 here.\\n")]
+files, items = plan(library, uploads, owner="alice", acl=("user:alice",))
+job = library.catalog.new_job("upload", "alice", files)
+runner.submit(job, items)
+print(job.job_id, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.slow
+def test_a_live_replica_takes_over_the_job_of_a_server_killed_mid_job(tmp_path: Path) -> None:
+    """Two processes on one data home: server A is parsing an upload when it is killed
+    with ``kill -9``; server B, already running, finishes the job (it once waited for
+    the next server started on that data home, forever if none was)."""
+    home = tmp_path / "home"
+    a = subprocess.Popen([sys.executable, "-c", SERVER_A, str(home)], cwd=REPO,
+                         stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert a.stdout is not None
+        job_id = a.stdout.readline().strip()
+        with KnowledgeBase(KBConfig(home=home), embedding_model=hash_model()) as kb:
+            library = Library(kb)
+            runner = JobRunner(library, LoadLimits(parse_seconds=2), workers=2)
+            runner.watch(0.3)
+            deadline = time.monotonic() + 60
+            while library.catalog.job(job_id).files[0].status != "parsing":
+                assert time.monotonic() < deadline, "server A never started parsing"
+                time.sleep(0.1)
+            time.sleep(1.5)  # several rounds of B's watch: A is alive and keeps its lease
+            assert library.catalog.job(job_id).files[0].status == "parsing"
+            a.kill()  # kill -9
+            a.wait(30)
+            view = wait_for_end(library.catalog, job_id, 120)
+            slow, notes = view["files"]
+            assert view["state"] == "done" and notes["status"] == "done"
+            assert slow["status"] == "failed" and "parse_seconds" in slow["reason"]  # B's limit
+            assert "LIME-6" in kb.search("LIME-6", 1)[0].text
+            runner.close()
+            library.close()
+    finally:
+        a.kill()
+        a.wait(30)
+
+
+def test_a_job_whose_lease_expired_on_another_host_is_taken_over(tmp_path: Path) -> None:
+    catalog = Catalog(tmp_path / "c.sqlite", lease_s=60)
+    job = catalog.new_job("upload", "alice", [JobFile("a.md", "a.md", "upload:a.md")])
+    catalog._db.execute(
+        "UPDATE jobs SET host = 'elsewhere', instance = 'theirs', pid = 1, lease = ?",
+        (time.time() + 1.0,),
+    )
+    assert catalog.claim_unfinished() == []  # its lease holds: pid 1 there is not ours to judge
+    time.sleep(1.2)
+    assert [j.job_id for j in catalog.claim_unfinished()] == [job.job_id]
+    assert catalog.claim_unfinished() == []  # now ours: claimed once
+    catalog.close()

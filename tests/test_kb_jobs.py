@@ -70,7 +70,8 @@ def test_a_job_left_by_a_stopped_process_is_reported_interrupted(tmp_path: Path)
                                               JobFile("b.md", "b.md", "upload:b.md")])  # fmt: skip
     job.state = "running"
     catalog.save_job(job)
-    catalog._db.execute("UPDATE jobs SET pid = ? WHERE job_id = ?", (int(dead.stdout), job.job_id))
+    catalog._db.execute("UPDATE jobs SET pid = ?, instance = 'stopped' WHERE job_id = ?",
+                        (int(dead.stdout), job.job_id))  # fmt: skip
     claimed = catalog.claim_unfinished()
     for left in claimed:
         catalog.interrupt(left)
@@ -129,7 +130,7 @@ def test_a_job_left_by_a_stopped_process_is_finished_from_its_originals(tmp_path
         sync.state = "running"
         library.catalog.save_job(sync)
         dead = _dead_pid()
-        library.catalog._db.execute("UPDATE jobs SET pid = ?", (dead,))
+        library.catalog._db.execute("UPDATE jobs SET pid = ?, instance = 'stopped'", (dead,))
 
         runner = JobRunner(library)
         assert resume_unfinished(library, runner) == [job.job_id]

@@ -5,14 +5,16 @@ A job's state lives in the catalog (``tools.kb.catalog``), so any request (or pr
 can follow it. A bad file (unsupported type, over the size limit, unreadable by its
 loader) fails alone with the reason; the others go on. Each file is committed whole or
 not at all (the registry protocol), so a job stopped by a restart leaves every document
-as it was before or as it is after that file. When the server starts again it claims
-such jobs (``Catalog.claim_unfinished``) and finishes them from the stored originals
-(``resume_items``); one it cannot resume is reported interrupted.
+as it was before or as it is after that file. A running server keeps a lease on its jobs;
+when it dies (or stops renewing), a live replica, or the next server started, claims such
+jobs (``Catalog.claim_unfinished``, ``JobRunner.watch``) and finishes them from the stored
+originals (``resume_items``); one it cannot resume is reported interrupted.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -159,6 +161,8 @@ class JobRunner:
         self.library = library
         self.limits = limits
         self._pool = FairPool(workers or job_workers())
+        self._stopped = threading.Event()
+        self._watcher: threading.Thread | None = None
 
     def submit(self, job: Job, items: Sequence[Item | None]) -> Future[None]:
         return self._pool.submit(job.owner, lambda: run_job(self.library, job, items, self.limits))
@@ -167,7 +171,27 @@ class JobRunner:
         """Run other knowledge-base work (a source's sync) in the same queue."""
         return self._pool.submit(owner, work)
 
+    def watch(self, every: float | None = None) -> None:
+        """Keep this process's jobs leased, and every ``every`` seconds (a quarter of the
+        lease) take over the jobs whose runner died (``resume_unfinished``), so a live
+        replica finishes a killed server's job, not only the next server started."""
+        if self._watcher is None:
+            period = every or self.library.catalog.lease_s / 4
+            self._watcher = threading.Thread(
+                target=self._watch, args=(period,), name="kb-job-leases", daemon=True
+            )
+            self._watcher.start()
+
+    def _watch(self, period: float) -> None:
+        while not self._stopped.wait(period):
+            try:
+                self.library.catalog.renew_leases()
+                resume_unfinished(self.library, self)
+            except Exception:  # the next round tries again
+                log.exception("job leases: renewing or taking over failed")
+
     def close(self) -> None:
+        self._stopped.set()
         self._pool.close()
 
 
@@ -184,7 +208,7 @@ def resume_unfinished(library: Library, runner: JobRunner) -> list[str]:
         library.catalog.save_job(job)
         runner.submit(job, items)
         resumed.append(job.job_id)
-        log.info("job %s: resumed after a restart", job.job_id)
+        log.info("job %s: taken over from a stopped server", job.job_id)
     return resumed
 
 
