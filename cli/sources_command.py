@@ -17,6 +17,7 @@ from tools.kb.library import Library, catalog_path
 from tools.sources.model import KINDS, LastSync, Source, SourceStore, interval_s
 from tools.sources.sync import remove_documents, sync
 from tools.sources.worker import POLL_S, run_worker
+from tools.text import shown_name
 
 
 def register(subparsers: Any) -> None:
@@ -127,6 +128,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
                 print(f"{source.id}: {result.summary()}")
                 for error in result.errors[:10]:
                     print(f"  error: {error}")
+                for line in result.left_out[:10]:
+                    print(f"  left out: {shown_name(line)}")
     if args.json:
         print_json({k: asdict(v) for k, v in results.items()})
     return 0 if all(r.finished for r in results.values()) else 1

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
@@ -25,6 +25,7 @@ from run.context import Context
 from run.resources import get_kb
 from run.run_settings import resolve_run_settings
 from server.api_caller import Caller, Refused, caller
+from server.upload_stream import Receiver, disk_error, receive
 from server.web_headers import API_HEADERS, add_missing
 from tools.access.acl import ACL, parse_acl
 from tools.errors import ConfigError, HybridRagError, InputError, StoreError
@@ -34,7 +35,6 @@ from tools.kb.jobs import JobRunner, Upload, owned_by_others, plan, resume_unfin
 from tools.kb.library import Library
 from tools.kb.originals import serving
 
-MAX_FILES = 100  # file parts per upload request
 MAX_PAGE = 500
 EVENTS_POLL_S = 0.3
 EVENTS_MAX_S = 3600.0  # an event stream ends after an hour; the client reconnects
@@ -47,7 +47,8 @@ _services: dict[str, tuple[Library, JobRunner]] = {}
 
 def services() -> tuple[Library, JobRunner]:
     """The library and job runner of the server's knowledge base (opened on first use;
-    jobs a stopped server left unfinished are then finished, or reported interrupted)."""
+    files a killed server was writing are then removed, and jobs a stopped server left
+    unfinished are finished, or reported interrupted)."""
     ctx = Context()
     kb = get_kb(ctx, resolve_run_settings(ctx), create=True)
     key = f"{kb.home}|{kb.config.collection}"
@@ -55,7 +56,9 @@ def services() -> tuple[Library, JobRunner]:
         if key not in _services:
             library = Library(kb)
             runner = JobRunner(library)
+            library.originals.sweep()  # what a killed server was writing
             resume_unfinished(library, runner)
+            runner.watch()  # leases: a replica takes over a dead server's jobs
             _services[key] = (library, runner)
         return _services[key]
 
@@ -85,6 +88,12 @@ def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
             return error(503, f"knowledge base unavailable: {exc}")
         except HybridRagError as exc:
             return error(500, str(exc))
+        except (OSError, sqlite3.OperationalError) as exc:  # the data home: full disk, ...
+            return error(*disk_error(exc))
+        finally:
+            receiver = getattr(request.state, "upload_receiver", None)
+            if receiver is not None:
+                await blocking(receiver.discard)
 
     return run
 
@@ -97,23 +106,16 @@ async def blocking(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 async def _uploads(request: Request, limits: LoadLimits) -> tuple[list[Upload], dict[str, str]]:
-    """The request's file parts (each read up to one byte past the size limit, so an
-    oversized file is refused without holding it) and its text fields."""
-    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
-        raise InputError("send the files as multipart/form-data, one 'file' part each")
-    form = await request.form(max_files=MAX_FILES, max_fields=20)
-    uploads: list[Upload] = []
-    fields: dict[str, str] = {}
-    for key, value in form.multi_items():
-        if isinstance(value, UploadFile):
-            if key == "file":
-                data = await value.read(limits.max_file_bytes + 1)
-                uploads.append(Upload(value.filename or "", data))
-        else:
-            fields[key] = value
-    if not uploads:
+    """The request's file parts, streamed to disk as they arrive within the size limits
+    (``server.upload_stream``), and its text fields. What is not stored as an original by
+    the end of the request is removed then (``endpoint``)."""
+    library, _ = await blocking(services)
+    receiver = Receiver(limits, library.originals)
+    request.state.upload_receiver = receiver
+    await receive(request, limits, receiver)
+    if not receiver.uploads:
         raise InputError("no file: send one or more multipart parts named 'file'")
-    return uploads, fields
+    return receiver.uploads, receiver.fields
 
 
 def _acl(who: Caller, text: str | None) -> ACL:

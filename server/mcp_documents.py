@@ -16,6 +16,7 @@ import httpx
 
 TOOL = "kb_documents"
 DEFAULT_LIMIT, MAX_LIMIT = 50, 200
+MAX_CONTAINS = 500  # characters: a path or title filter, sent in the URL's query
 TIMEOUT_S = 30.0  # a listing reads the registry only: no search, no model
 FIELDS = ("path", "title", "format", "chunks", "updated_at")
 # The API's answers that are about the caller, not the call: the endpoint passes them on
@@ -27,6 +28,7 @@ INPUT_SCHEMA: dict[str, Any] = {
     "properties": {
         "contains": {
             "type": "string",
+            "maxLength": MAX_CONTAINS,
             "description": "only documents whose path or title contains this text",
         },
         "limit": {
@@ -87,8 +89,14 @@ def bad_arguments(arguments: Any) -> str | None:
     unknown = sorted(set(arguments) - {"contains", "limit"})
     if unknown:
         return f'unknown argument(s) {", ".join(unknown)}: send {{"contains": "...", "limit": 50}}'
-    if not isinstance(arguments.get("contains", ""), str):
+    contains = arguments.get("contains", "")
+    if not isinstance(contains, str):
         return "contains must be text"
+    if len(contains) > MAX_CONTAINS:
+        return (
+            f"contains is {len(contains):,} characters, over the limit of {MAX_CONTAINS}: "
+            "send a part of a path or title"
+        )
     limit = arguments.get("limit", DEFAULT_LIMIT)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         return f"limit must be a whole number in 1..{MAX_LIMIT}, got {limit!r}"
@@ -127,8 +135,13 @@ async def call(base_url: str, headers: Mapping[str, str], arguments: Any) -> dic
         "limit": int(args.get("limit", DEFAULT_LIMIT)),
         "q": str(args.get("contains", "")),
     }
-    async with httpx.AsyncClient(base_url=base_url, headers=dict(headers), timeout=TIMEOUT_S) as h:
-        response = await h.get("/kb/documents", params=params)
+    try:
+        async with httpx.AsyncClient(
+            base_url=base_url, headers=dict(headers), timeout=TIMEOUT_S
+        ) as h:
+            response = await h.get("/kb/documents", params=params)
+    except httpx.TransportError as exc:  # the connection dropped or timed out
+        return _error(f"the document list failed: {type(exc).__name__}: {exc}")
     if response.status_code in CALLER_ERRORS:
         response.raise_for_status()
     if response.status_code != 200:

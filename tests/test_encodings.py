@@ -100,6 +100,23 @@ def test_a_utf16_bom_file_is_noted_with_its_encoding(tmp_path: Path) -> None:
     assert isinstance(doc, SourceDocument) and doc.notes == ("decoded as utf-16 (BOM)",)
 
 
+@pytest.mark.parametrize(
+    ("name", "codec", "bom"),
+    [("t.csv", "utf-16-le", b"\xff\xfe"), ("t.tsv", "utf-16-be", b"\xfe\xff"),
+     ("u.csv", "utf-32-le", b"\xff\xfe\x00\x00")],
+)  # fmt: skip
+def test_a_utf16_or_utf32_table_with_a_bom_is_decoded(
+    tmp_path: Path, name: str, codec: str, bom: bytes
+) -> None:
+    """Issue 43: a UTF-16 CSV/TSV (Excel's "Unicode text") was skipped as binary."""
+    sep = "\t" if name.endswith(".tsv") else ","
+    path = tmp_path / name
+    path.write_bytes(bom + f"城市{sep}人口\nMünchen{sep}1500000\n北京{sep}21540000\n".encode(codec))
+    doc = load_file(path, name)
+    assert isinstance(doc, SourceDocument), doc
+    assert "| 城市 | 人口 |" in doc.text and "| München | 1500000 |" in doc.text
+
+
 def test_a_utf16_file_without_a_bom_is_still_binary(tmp_path: Path) -> None:
     path = tmp_path / "w.txt"
     path.write_bytes("Grüße, 年假\n".encode("utf-16-le"))

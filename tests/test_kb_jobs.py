@@ -72,7 +72,8 @@ def test_a_job_left_by_a_stopped_process_is_reported_interrupted(tmp_path: Path)
                                               JobFile("b.md", "b.md", "upload:b.md")])  # fmt: skip
     job.state = "running"
     catalog.save_job(job)
-    catalog._db.execute("UPDATE jobs SET pid = ? WHERE job_id = ?", (int(dead.stdout), job.job_id))
+    catalog._db.execute("UPDATE jobs SET pid = ?, instance = 'stopped' WHERE job_id = ?",
+                        (int(dead.stdout), job.job_id))  # fmt: skip
     claimed = catalog.claim_unfinished()
     for left in claimed:
         catalog.interrupt(left)
@@ -107,7 +108,7 @@ def _dead_pid() -> int:
     return int(done.stdout)
 
 
-def _wait_for_end(catalog: Catalog, job_id: str, bound_s: float = 60.0) -> dict[str, Any]:
+def wait_for_end(catalog: Catalog, job_id: str, bound_s: float = 60.0) -> dict[str, Any]:
     deadline = time.monotonic() + bound_s
     while time.monotonic() < deadline:
         view = catalog.job(job_id).view()
@@ -131,11 +132,11 @@ def test_a_job_left_by_a_stopped_process_is_finished_from_its_originals(tmp_path
         sync.state = "running"
         library.catalog.save_job(sync)
         dead = _dead_pid()
-        library.catalog._db.execute("UPDATE jobs SET pid = ?", (dead,))
+        library.catalog._db.execute("UPDATE jobs SET pid = ?, instance = 'stopped'", (dead,))
 
         runner = JobRunner(library)
         assert resume_unfinished(library, runner) == [job.job_id]
-        view = _wait_for_end(library.catalog, job.job_id)
+        view = wait_for_end(library.catalog, job.job_id)
         assert view["state"] == "done" and [f["status"] for f in view["files"]] == ["done"] * 2
         assert not {"blob", "sha256", "size", "acl"} & set(view["files"][0])  # never shown
         row = library.catalog.get("upload:b.md")

@@ -353,7 +353,13 @@ def test_a_pdf_with_some_scanned_pages_is_indexed_with_a_note(tmp_path: Path) ->
         ("noise.pdf", lambda good: b"%PDF-1.7\n" + bytes(range(256)) * 50 + b"\n%%EOF\n",
          "corrupt or unreadable PDF (PdfReadError: "),
         ("renamed.pdf", lambda good: b"PK\x03\x04 this is a zip, not a pdf" + b"%%EOF",
-         "not a PDF file (no %PDF header)"),
+         "the file is a ZIP archive, not the .pdf its name says"),
+        ("noheader.pdf", lambda good: b"just text, not a pdf\n%%EOF", "not a PDF file (no %PDF header)"),
+        # Issue 43: PNG bytes named .html were indexed as control characters.
+        ("picture.html", lambda good: b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 4,
+         "the file is a PNG image, not the .html its name says"),
+        ("picture.md", lambda good: b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"x" * 300,
+         "the file is a JPEG image, not the .md its name says"),
         ("cut.docx", lambda good: good["docx"][: len(good["docx"]) // 2],
          "corrupt or truncated Word file (not a valid ZIP container: "),
         ("text.xlsx", lambda good: b"id,name\n1,a\n", "corrupt or truncated Excel file"),
@@ -423,6 +429,7 @@ def test_a_parser_crash_becomes_a_reason(tmp_path: Path, monkeypatch: pytest.Mon
         raise RuntimeError("boom\nsecond line")
 
     monkeypatch.setitem(formats._LOADERS, "html", (explode, 1, "HTML page"))
+    monkeypatch.setattr("tools.kb.loaders.parse", formats.extract)  # in this process
     page = tmp_path / "p.html"
     page.write_text(html_page([("p", "x")], title="t"), encoding="utf-8")
     assert skipped(page) == "corrupt or unreadable HTML page (RuntimeError: boom)"
@@ -491,7 +498,7 @@ def test_unchanged_documents_are_not_parsed_again(
         calls.append(fmt)
         return real_extract(fmt, data, limits)
 
-    monkeypatch.setattr("tools.kb.loaders.extract", counting)
+    monkeypatch.setattr("tools.kb.loaders.parse", counting)
     again = hash_kb.ingest([mixed_folder])
     assert len(again.unchanged) == 5 and again.added == again.updated == again.deleted == []
     assert sorted(calls) == ["docx", "docx", "pdf", "pdf"]  # only the files that fail to load

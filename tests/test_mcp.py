@@ -178,6 +178,8 @@ async def test_the_documents_tool_on_an_empty_data_home(tmp_path: Path) -> None:
         ({"limit": "5"}, "limit must be a whole number"),
         ({"contains": 3}, "contains must be text"),
         ({"query": "x"}, "unknown argument(s) query"),
+        # ~65k characters: once an HTTP 500 and a reset connection (an over-long URL).
+        ({"contains": "x" * 65_000}, "contains is 65,000 characters, over the limit of 500"),
     ],
 )
 def test_the_documents_tool_names_a_bad_argument(arguments: Any, problem: str | None) -> None:

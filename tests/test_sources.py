@@ -85,6 +85,27 @@ def test_a_folder_source_holds_exactly_the_folder(library: Library, tmp_path: Pa
     assert (third.added, third.updated, third.removed, third.unchanged) == (0, 0, 0, 3)
 
 
+def test_a_folder_sync_names_the_links_it_left_out(library: Library, tmp_path: Path) -> None:
+    """Issue 43: links out of the folder were left out silently ("0 skipped")."""
+    outside = tmp_path / "private"
+    outside.mkdir()
+    (outside / "salaries.md").write_text("# Salaries\n\nSECRET-9\n")
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text(f"# A\n\n{fact(1)}\n")
+    (folder / "pay.md").symlink_to(outside / "salaries.md")
+    (folder / "private").symlink_to(outside)
+    (folder / "gone.md").symlink_to(tmp_path / "nowhere.md")
+    (folder / "photo.bin").write_bytes(b"\x00")
+    result = sync(library, Source("docs", "folder", str(folder)))
+    assert (result.added, result.skipped) == (1, 4)
+    named = {line.partition(": ")[0]: line.partition(": ")[2] for line in result.left_out}
+    assert set(named) == {"pay.md", "private", "gone.md", "photo.bin"}, result.left_out
+    assert "outside the folder: not followed" in named["pay.md"]
+    assert "outside the folder: not followed" in named["private"]
+    assert "unsupported file type '.bin'" in named["photo.bin"]
+
+
 def test_a_source_that_cannot_be_listed_removes_nothing(library: Library, tmp_path: Path) -> None:
     folder = tmp_path / "docs"
     folder.mkdir()
@@ -189,6 +210,40 @@ def test_a_sitemap_source_follows_robots_and_removes_gone_pages(
         third = sync(library, source)  # a page that fails this time is kept
         assert third.failed == 1 and third.removed == 0
         assert_exactly(library, source, {f"{site.url}/a.html": fact(1, 2)})
+    finally:
+        site.server.shutdown()
+
+
+def test_a_sitemap_sync_holds_a_few_pages_at_a_time(
+    library: Library, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 43: every page of a sitemap was fetched and held before the first was
+    stored (300 pages of 1.9 MB peaked at 943 MB). Now pages are fetched a window at a
+    time as the sync stores them: when a page is stored, at most one window of pages
+    has been fetched and not yet stored."""
+    from tools.sources.listers import PAGE_CONCURRENCY
+
+    monkeypatch.setenv("HYBRID_RAG_PAGES_ALLOW_HOSTS", HOST)
+    site = Site()
+    try:
+        site.pages["/robots.txt"] = (200, "text/plain", "User-agent: *\n")
+        pages = [f"/p{n}.html" for n in range(16)]
+        for n, path in enumerate(pages):
+            site.page(path, f"Page {n}", fact(n))
+        locs = "".join(f"<url><loc>{site.url}{p}</loc></url>" for p in pages)
+        site.pages["/sitemap.xml"] = (200, "application/xml", f"<urlset>{locs}</urlset>")
+        held: list[int] = []
+        put = library.originals.put
+
+        def counting_put(data: bytes, suffix: str) -> tuple[str, str]:
+            fetched = sum(1 for p in site.asked if p.startswith("/p"))
+            held.append(fetched - len(held))
+            return put(data, suffix)
+
+        monkeypatch.setattr(library.originals, "put", counting_put)
+        result = sync(library, Source("site", "sitemap", f"{site.url}/sitemap.xml"))
+        assert result.added == 16 and len(held) == 16
+        assert max(held) <= PAGE_CONCURRENCY, held  # was 16: every page before the first
     finally:
         site.server.shutdown()
 

@@ -137,6 +137,18 @@ def write_lock_timeout() -> float:
     return seconds_env("HYBRID_RAG_WRITE_LOCK_TIMEOUT", 600.0, low=0.0, high=86400.0)
 
 
+def job_workers(environ: Mapping[str, str] | None = None) -> int:
+    """Threads running a server's upload and sync jobs (``$HYBRID_RAG_JOB_WORKERS``,
+    default 2, 1..16): jobs are shared fairly between their owners (``tools.kb.scheduler``),
+    so with two or more one user's slow file never holds up another user's upload."""
+    raw = (os.environ if environ is None else environ).get("HYBRID_RAG_JOB_WORKERS", "").strip()
+    if not raw:
+        return 2
+    if not raw.isdigit() or not 1 <= int(raw) <= 16:
+        raise ConfigError(f"$HYBRID_RAG_JOB_WORKERS must be a whole number in 1..16, got {raw!r}")
+    return int(raw)
+
+
 def write_lock_dir(home: Path) -> Path:
     """Lock files of the knowledge bases' writers (one per store and collection)."""
     return home / "locks"

@@ -11,8 +11,10 @@ leaves a row to rewrite on the next run, never a listed document that is not the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import sqlite3
 import threading
 import time
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.errors import InputError
+from tools.kb.originals import process_alive
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -36,6 +39,16 @@ CREATE TABLE IF NOT EXISTS jobs (
     created REAL NOT NULL, files TEXT NOT NULL, error TEXT NOT NULL DEFAULT '',
     pid INTEGER NOT NULL DEFAULT 0);
 """
+# Added later: who runs a job (host, this process's start) and until when that holds
+# unless renewed. A catalog without them gets them when it is opened.
+LEASE_COLUMNS = {
+    "host": "TEXT NOT NULL DEFAULT ''",
+    "instance": "TEXT NOT NULL DEFAULT ''",
+    "lease": "REAL NOT NULL DEFAULT 0",
+}
+LEASE_S = 60.0  # a job's runner renews its lease every LEASE_S / 4; past it, others take over
+HOST = socket.gethostname()
+INSTANCE = uuid.uuid4().hex  # this process (a restarted process with the same pid is another)
 TERMINAL_JOB = frozenset({"done", "failed", "interrupted"})
 TERMINAL_FILE = frozenset({"done", "skipped", "failed"})
 FILE_STATES = ("queued", "parsing", "embedding", "done", "skipped", "failed")
@@ -128,8 +141,15 @@ class SharedFile:
 class Catalog(SharedFile):
     """The catalog of one collection (thread-safe; several processes share the file)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, lease_s: float = LEASE_S) -> None:
         super().__init__(path, SCHEMA)
+        self.lease_s = lease_s
+        with self._lock:
+            have = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
+            for name, kind in LEASE_COLUMNS.items():
+                if name not in have:
+                    with contextlib.suppress(sqlite3.OperationalError):  # another process did
+                        self._db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {kind}")
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -180,10 +200,11 @@ class Catalog(SharedFile):
             job.state = "done" if any(f.status == "done" for f in files) else "failed"
         with self._tx() as db:
             db.execute(
-                "INSERT INTO jobs (job_id, kind, owner, state, created, files, pid) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (job.job_id, kind, owner, job.state, time.time(), _files_json(files), os.getpid()),
-            )
+                "INSERT INTO jobs (job_id, kind, owner, state, created, files, pid, host, "
+                "instance, lease) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (job.job_id, kind, owner, job.state, time.time(), _files_json(files),
+                 os.getpid(), HOST, INSTANCE, time.time() + self.lease_s),
+            )  # fmt: skip
         return job
 
     def save_job(self, job: Job) -> None:
@@ -205,25 +226,38 @@ class Catalog(SharedFile):
         return Job(row[0], row[1], row[2], row[3], files, row[5])
 
     def claim_unfinished(self) -> list[Job]:
-        """The jobs that stopped processes left unfinished, now this process's: a job is
-        claimed by compare-and-set on its process id, so when several replicas start at
-        once each job has one claimant."""
+        """The unfinished jobs whose runner is gone, now this process's: a process of
+        this host that is no longer running, or any runner (another host's, a hung one)
+        that let its lease expire. A job is claimed by compare-and-set on its runner, so
+        when several replicas look at once each job has one claimant."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT job_id, pid FROM jobs WHERE state IN ('queued', 'running')"
+                "SELECT job_id, pid, host, instance, lease FROM jobs "
+                "WHERE state IN ('queued', 'running') AND instance != ?",
+                (INSTANCE,),
             ).fetchall()
         claimed = []
-        for job_id, pid in rows:
-            if _alive(pid):
+        for job_id, pid, host, instance, lease in rows:
+            if not _orphaned(pid, host, lease):
                 continue
             with self._tx() as db:
                 took = db.execute(
-                    "UPDATE jobs SET pid = ? WHERE job_id = ? AND pid = ?",
-                    (os.getpid(), job_id, pid),
-                ).rowcount
+                    "UPDATE jobs SET pid = ?, host = ?, instance = ?, lease = ? "
+                    "WHERE job_id = ? AND pid = ? AND instance = ?",
+                    (os.getpid(), HOST, INSTANCE, time.time() + self.lease_s, job_id, pid,
+                     instance),
+                ).rowcount  # fmt: skip
             if took == 1:
                 claimed.append(self.job(job_id))
         return claimed
+
+    def renew_leases(self) -> int:
+        """Extend the leases of this process's unfinished jobs; returns how many."""
+        with self._tx() as db:
+            return db.execute(
+                "UPDATE jobs SET lease = ? WHERE instance = ? AND state IN ('queued', 'running')",
+                (time.time() + self.lease_s, INSTANCE),
+            ).rowcount
 
     def interrupt(self, job: Job) -> None:
         """Report a claimed job as interrupted (its finished files stay done: each
@@ -235,16 +269,11 @@ class Catalog(SharedFile):
         self.save_job(job)
 
 
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return False  # this process is starting: nothing of its own runs yet
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return pid > 0
+def _orphaned(pid: int, host: str, lease: float) -> bool:
+    """Whether a job run by another process start has lost its runner."""
+    if host in (HOST, "") and (pid == os.getpid() or not process_alive(pid)):
+        return True  # gone from this host (the same pid: this process restarted)
+    return lease < time.time()
 
 
 def _files_json(files: list[JobFile]) -> str:

@@ -5,18 +5,21 @@ A job's state lives in the catalog (``tools.kb.catalog``), so any request (or pr
 can follow it. A bad file (unsupported type, over the size limit, unreadable by its
 loader) fails alone with the reason; the others go on. Each file is committed whole or
 not at all (the registry protocol), so a job stopped by a restart leaves every document
-as it was before or as it is after that file. When the server starts again it claims
-such jobs (``Catalog.claim_unfinished``) and finishes them from the stored originals
-(``resume_items``); one it cannot resume is reported interrupted.
+as it was before or as it is after that file. A running server keeps a lease on its jobs;
+when it dies (or stops renewing), a live replica, or the next server started, claims such
+jobs (``Catalog.claim_unfinished``, ``JobRunner.watch``) and finishes them from the stored
+originals (``resume_items``); one it cannot resume is reported interrupted.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
+from pathlib import Path
 
 from tools.access.acl import ACL
 from tools.errors import HybridRagError, InputError
@@ -26,6 +29,8 @@ from tools.kb.formats.base import MB
 from tools.kb.library import Item, Library
 from tools.kb.loaders import SUPPORTED_SUFFIXES
 from tools.kb.originals import suffix_of
+from tools.kb.scheduler import FairPool
+from tools.settings import job_workers
 
 UPLOAD_PREFIX = "upload:"  # uploaded documents' doc_ids: "upload:hr/policy.pdf"
 SAVE_EVERY_S = 0.25  # progress inside a file is saved at most this often
@@ -36,10 +41,24 @@ log = logging.getLogger("hybrid_rag.kb")
 
 @dataclass(frozen=True)
 class Upload:
-    """One file of a request."""
+    """One file of a request: its bytes, or the file it was streamed to on arrival
+    (``server/upload_stream.py``: ``spooled`` is None when it was over the size limit and
+    not kept; ``size`` is then its real size)."""
 
     name: str
-    data: bytes
+    data: bytes = b""
+    spooled: Path | None = None
+    size: int = -1  # set when streamed: all its bytes, kept or not
+    sha256: str = ""  # set when streamed
+    blank: bool = False  # set when streamed: nothing but whitespace
+
+    @property
+    def length(self) -> int:
+        return self.size if self.size >= 0 else len(self.data)
+
+    @property
+    def empty(self) -> bool:
+        return self.blank if self.size >= 0 else not self.data.strip()
 
 
 def clean_path(folder: str, name: str) -> str:
@@ -85,10 +104,10 @@ def _check(upload: Upload, limits: LoadLimits) -> str:
     if suffix not in SUPPORTED_SUFFIXES:
         kinds = ", ".join(sorted(SUPPORTED_SUFFIXES))
         return f"unsupported file type {suffix or 'without a suffix'!r}: use one of {kinds}"
-    if len(upload.data) > limits.max_file_bytes:
-        size = len(upload.data) / MB
-        return f"file is {size:.1f} MB, over the {limits.max_file_mb:g} MB limit ($HYBRID_RAG_MAX_FILE_MB)"
-    if not upload.data.strip():
+    if upload.length > limits.max_file_bytes:
+        size = upload.length / MB
+        return f"file is {size:,.1f} MB, over the {limits.max_file_mb:g} MB limit ($HYBRID_RAG_MAX_FILE_MB)"
+    if upload.empty:
         return "empty file"
     return ""
 
@@ -128,8 +147,13 @@ def plan(
             files.append(JobFile(upload.name, path, doc_id, "failed", problem))
             items.append(None)
             continue
-        sha, blob = library.originals.put(upload.data, suffix_of(upload.name))
-        size = len(upload.data)
+        if upload.spooled is not None:
+            sha, blob = library.originals.adopt(
+                upload.spooled, upload.sha256, suffix_of(upload.name)
+            )
+        else:
+            sha, blob = library.originals.put(upload.data, suffix_of(upload.name))
+        size = upload.length
         files.append(JobFile(upload.name, path, doc_id, blob=blob, sha256=sha, size=size,
                              acl=list(acl)))  # fmt: skip
         row = None if doc_ids else library.catalog.get(doc_id)
@@ -162,22 +186,48 @@ def resume_items(library: Library, job: Job) -> list[Item | None] | None:
 
 
 class JobRunner:
-    """Runs jobs one at a time on one thread (the knowledge base has one writer anyway)."""
+    """Runs jobs on ``workers`` threads (default ``$HYBRID_RAG_JOB_WORKERS``), fairly
+    between their owners (``tools.kb.scheduler``): files are parsed side by side, each in
+    its bounded child process, and committed one at a time by the knowledge base's writer."""
 
-    def __init__(self, library: Library, limits: LoadLimits | None = None) -> None:
+    def __init__(
+        self, library: Library, limits: LoadLimits | None = None, workers: int | None = None
+    ) -> None:
         self.library = library
         self.limits = limits
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-jobs")
+        self._pool = FairPool(workers or job_workers())
+        self._stopped = threading.Event()
+        self._watcher: threading.Thread | None = None
 
     def submit(self, job: Job, items: Sequence[Item | None]) -> Future[None]:
-        return self._pool.submit(run_job, self.library, job, items, self.limits)
+        return self._pool.submit(job.owner, lambda: run_job(self.library, job, items, self.limits))
 
-    def call(self, work: Callable[[], None]) -> Future[None]:
+    def call(self, work: Callable[[], None], owner: str = "sync") -> Future[None]:
         """Run other knowledge-base work (a source's sync) in the same queue."""
-        return self._pool.submit(work)
+        return self._pool.submit(owner, work)
+
+    def watch(self, every: float | None = None) -> None:
+        """Keep this process's jobs leased, and every ``every`` seconds (a quarter of the
+        lease) take over the jobs whose runner died (``resume_unfinished``), so a live
+        replica finishes a killed server's job, not only the next server started."""
+        if self._watcher is None:
+            period = every or self.library.catalog.lease_s / 4
+            self._watcher = threading.Thread(
+                target=self._watch, args=(period,), name="kb-job-leases", daemon=True
+            )
+            self._watcher.start()
+
+    def _watch(self, period: float) -> None:
+        while not self._stopped.wait(period):
+            try:
+                self.library.catalog.renew_leases()
+                resume_unfinished(self.library, self)
+            except Exception:  # the next round tries again
+                log.exception("job leases: renewing or taking over failed")
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._stopped.set()
+        self._pool.close()
 
 
 def resume_unfinished(library: Library, runner: JobRunner) -> list[str]:
@@ -193,7 +243,7 @@ def resume_unfinished(library: Library, runner: JobRunner) -> list[str]:
         library.catalog.save_job(job)
         runner.submit(job, items)
         resumed.append(job.job_id)
-        log.info("job %s: resumed after a restart", job.job_id)
+        log.info("job %s: taken over from a stopped server", job.job_id)
     return resumed
 
 

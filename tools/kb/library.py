@@ -19,6 +19,7 @@ from tools.access.acl import ACL, Reader
 from tools.errors import InputError
 from tools.kb.catalog import Catalog, DocumentRow
 from tools.kb.formats import LoadLimits
+from tools.kb.ingest import version_of
 from tools.kb.knowledge_base import KnowledgeBase
 from tools.kb.loaders import FileBytes, SkippedFile, SourceDocument, read_file
 from tools.kb.originals import Originals, suffix_of
@@ -88,14 +89,19 @@ class Library:
         limits = limits or LoadLimits.from_env()
         outcomes: dict[str, Outcome] = {}
         docs: list[SourceDocument | FileBytes] = []
+        known = self.kb.registry.records()
         for item in items:
             if status:
                 status(item.doc_id, "parsing", 0.0)
             doc = read_file(self.originals.path(item.blob), item.doc_id, limits)
+            if not isinstance(doc, SkippedFile):
+                doc = replace(doc, source=item.path, acl=item.acl)
+            if isinstance(doc, FileBytes) and not _unchanged(doc, known.get(item.doc_id)):
+                doc = doc.load()  # parsed now, in its bounded process, not under the writer's lock
             if isinstance(doc, SkippedFile):
                 outcomes[item.doc_id] = Outcome("failed", doc.reason)
             else:
-                docs.append(replace(doc, source=item.path, acl=item.acl))
+                docs.append(doc)
 
         def progress(done: int, total: int, note: str) -> None:
             doc_id, sep, where = note.rpartition(": chunk ")  # "doc: chunk 12/40"
@@ -253,6 +259,16 @@ def _view(doc_id: str, record: DocRecord, row: DocumentRow | None) -> dict[str, 
         "updated_at": str(record.get("ingested_at", "")),
         "bytes": row.bytes if row else _size(source),
     }
+
+
+def _unchanged(doc: FileBytes, record: DocRecord | None) -> bool:
+    """Whether the knowledge base already holds this version of the file (the ingest
+    then skips it without parsing)."""
+    return (
+        record is not None
+        and record.get("version") == version_of(doc)
+        and record.get("source") == doc.source
+    )
 
 
 def _size(source: str) -> int | None:

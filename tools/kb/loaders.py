@@ -6,7 +6,9 @@ decides the encoding; else strict UTF-8; else UTF-8 with a few broken bytes repl
 (GB18030 for legacy Chinese files, cp1252 for Western ones, ...). The ingest report
 notes any decoding but plain UTF-8; without a plausible guess the file is skipped with
 the reason. Binary files (a NUL byte in the first 8 KiB and no UTF-16/32
-BOM), empty files and unsupported suffixes are skipped with the reason, never half-read. Their content hash is over the decoded text.
+BOM), empty files, unsupported suffixes and bytes that are not what the name says (a
+PNG image named ``.html``) are skipped with the reason, never half-read. Their content
+hash is over the decoded text.
 
 Documents: ``.pdf``, ``.docx``, ``.html``/``.htm``/``.xhtml``, ``.xlsx``/``.xlsm``,
 ``.csv``/``.tsv`` are turned into Markdown by ``tools.kb.formats``; their content hash is
@@ -24,8 +26,9 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.kb.formats import FORMATS, LEGACY, LoadError, LoadLimits, extract, extraction_tag
-from tools.kb.formats.base import MB, decode_bytes, has_bom
+from tools.kb.formats import FORMATS, LEGACY, LoadError, LoadLimits, extraction_tag
+from tools.kb.formats.base import MB, decode_bytes, has_bom, mismatch
+from tools.kb.formats.isolated import parse
 
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
 TEXT_SUFFIXES = frozenset({".txt"})
@@ -80,9 +83,10 @@ class FileBytes:
     acl: tuple[str, ...] = ()
 
     def load(self) -> SourceDocument | SkippedFile:
-        """Extract the Markdown text, or say why the file cannot be used."""
+        """Extract the Markdown text (in a bounded child process), or say why the file
+        cannot be used."""
         try:
-            result = extract(self.fmt, self.data, self.limits)
+            result = parse(self.fmt, self.data, self.limits)
         except LoadError as exc:
             return SkippedFile(self.source, str(exc))
         if not result.text.strip():
@@ -126,8 +130,9 @@ def read_file(
         raw = path.read_bytes()
     except OSError as exc:
         return SkippedFile(source, f"cannot read: {exc.strerror or exc}")
-    if not raw.strip():
-        return SkippedFile(source, "empty file")
+    problem = mismatch(suffix, raw) if raw.strip() else "empty file"
+    if problem:
+        return SkippedFile(source, problem)
     if suffix in DOCUMENT_SUFFIXES:
         fmt = FORMATS[suffix]
         return FileBytes(

@@ -8,10 +8,13 @@ half of one; the suffix is kept because the loaders choose the format by it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import mimetypes
 import os
 import re
+import socket
+import time
 import uuid
 from pathlib import Path
 
@@ -19,6 +22,11 @@ from tools.errors import InputError
 
 _SUFFIX = re.compile(r"^\.[A-Za-z0-9]{1,10}$")
 _BLOB = re.compile(r"^[0-9a-f]{64}(\.[A-Za-z0-9]{1,10})?$")
+# A file being written: "<pid>~<host>~<8 hex>" then ".tmp" (an original being stored) or
+# ".part" (an upload's file part arriving, under INCOMING).
+_WRITING = re.compile(r"(\d+)~([^~/]+)~[0-9a-f]{8}\.(?:tmp|part)$")
+INCOMING = ".incoming"
+FOREIGN_STALE_S = 86_400.0  # another host's leftover is removed after a day
 CONTENT_TYPES = {
     ".md": "text/markdown; charset=utf-8",
     ".markdown": "text/markdown; charset=utf-8",
@@ -52,13 +60,55 @@ class Originals:
         if target.exists() and target.stat().st_size == len(data):
             return digest, name
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+        tmp = target.with_name(f".{name}.{_writer()}.tmp")
         try:
             tmp.write_bytes(data)
             tmp.replace(target)
         finally:
             tmp.unlink(missing_ok=True)
         return digest, name
+
+    def part_path(self) -> Path:
+        """A new file for an upload's part to arrive in (see ``adopt``)."""
+        incoming = self.directory / INCOMING
+        incoming.mkdir(parents=True, exist_ok=True)
+        return incoming / f"{_writer()}.part"
+
+    def adopt(self, part: Path, digest: str, suffix: str) -> tuple[str, str]:
+        """Store a received file whose SHA-256 is ``digest`` by renaming it (same file
+        system); returns ``(sha256, blob name)``. Already stored: the part is removed."""
+        name = f"{digest}{suffix if _SUFFIX.match(suffix) else ''}"
+        target = self.path(name)
+        if target.exists() and target.stat().st_size == part.stat().st_size:
+            part.unlink(missing_ok=True)
+            return digest, name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part.replace(target)
+        return digest, name
+
+    def sweep(self) -> list[Path]:
+        """Remove what a killed process was writing (a half-stored original, an upload's
+        part): files of this host whose process is gone, another host's after a day."""
+        removed: list[Path] = []
+        if not self.directory.is_dir():
+            return removed
+        host = socket.gethostname()
+        for folder in self.directory.iterdir():
+            if not folder.is_dir():
+                continue
+            for entry in os.scandir(folder):
+                match = _WRITING.search(entry.name)
+                if match is None or not entry.is_file():
+                    continue
+                pid, where = int(match.group(1)), match.group(2)
+                mine = where == host
+                if (mine and not process_alive(pid)) or (
+                    not mine and time.time() - entry.stat().st_mtime > FOREIGN_STALE_S
+                ):
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
+                        removed.append(Path(entry.path))
+        return removed
 
     def path(self, name: str) -> Path:
         if not _BLOB.match(name):
@@ -81,3 +131,19 @@ def content_type(name: str) -> str:
 def serving(name: str) -> tuple[str, str]:
     """How an original named ``name`` is served: (Content-Type, "inline" | "attachment")."""
     return content_type(name), "inline" if suffix_of(name) in INLINE else "attachment"
+
+
+def _writer() -> str:
+    """The name part saying who writes a file: process, host, and a random tag."""
+    return f"{os.getpid()}~{socket.gethostname().replace('~', '-')}~{uuid.uuid4().hex[:8]}"
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host is running."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return pid > 0

@@ -44,6 +44,7 @@ class LastSync:
     skipped: int = 0
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)  # "name: reason" of each skipped item
     finished: bool = True  # False: the listing failed, nothing was removed
 
     def summary(self) -> str:

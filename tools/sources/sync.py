@@ -56,12 +56,13 @@ def _sync(library: Library, source: Source, limits: LoadLimits, on_item: ItemFn 
     started = time.perf_counter()
     result = LastSync(at=datetime.now(UTC).isoformat(timespec="seconds"))
     try:
-        entries, result.skipped = list_source(source, limits)
+        entries, left_out = list_source(source, limits)
     except SourceError as exc:
         result.errors.append(str(exc))
         result.finished = False
         result.seconds = time.perf_counter() - started
         return result
+    result.skipped, result.left_out = len(left_out), left_out[:MAX_ERRORS]
     rows = library.catalog.rows(origin=source.origin)
     active = {
         d for d, r in library.kb.registry.records().items()

@@ -143,9 +143,13 @@ async def check_target(url: str, settings: PageSettings) -> _Target:
 class PageCache:
     """Fetched pages and robots.txt rules by URL / origin, for ``ttl_s`` seconds."""
 
-    def __init__(self, maxsize: int = 500, ttl_s: float = 600.0) -> None:
+    def __init__(
+        self, maxsize: int = 500, ttl_s: float = 600.0, robots_maxsize: int | None = None
+    ) -> None:
         self._pages: TTLCache[str, Page] = TTLCache(maxsize=maxsize, ttl=ttl_s)
-        self._robots: TTLCache[str, RobotFileParser] = TTLCache(maxsize=maxsize, ttl=ttl_s * 6)
+        self._robots: TTLCache[str, RobotFileParser] = TTLCache(
+            maxsize=robots_maxsize or maxsize, ttl=ttl_s * 6
+        )
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0

@@ -13,7 +13,13 @@ machine (or the rest of the folder) down:
   inflates a member past its declared size, so the declared sizes bound the work);
 * ``max_sheet_rows`` (``$HYBRID_RAG_MAX_SHEET_ROWS``, default 10,000) rows per sheet or
   CSV file and ``max_columns`` (64) columns: the rest is left out and the document says
-  so in its notes.
+  so in its notes;
+* ``parse_memory_mb`` (``$HYBRID_RAG_PARSE_MEMORY_MB``, default 2048) and
+  ``parse_seconds`` (``$HYBRID_RAG_PARSE_SECONDS``, default 300): a document is parsed
+  in a child process with that much address space, stopped after that long
+  (``tools.kb.formats.isolated``); a file over either fails alone with the limit named;
+* ``max_upload_mb`` (``$HYBRID_RAG_MAX_UPLOAD_MB``, default 1000): what one upload
+  request to the document API may carry, all its files together.
 """
 
 from __future__ import annotations
@@ -54,9 +60,20 @@ class LoadLimits:
     max_unzipped_mb: float = 200.0
     max_sheet_rows: int = 10_000
     max_columns: int = 64
+    parse_memory_mb: float = 2048.0  # address space of the child process parsing a file
+    parse_seconds: float = 300.0  # time the child process may take for one file
+    max_upload_mb: float = 1000.0  # bytes one upload request may carry, all files together
 
     def __post_init__(self) -> None:
-        for name in ("max_file_mb", "max_unzipped_mb"):
+        if not 64 <= self.parse_memory_mb <= 1_000_000:
+            raise ConfigError(
+                f"parse_memory_mb must be between 64 and 1000000 MB, got {self.parse_memory_mb}"
+            )
+        if not 0.1 <= self.parse_seconds <= 86_400:
+            raise ConfigError(
+                f"parse_seconds must be between 0.1 and 86400, got {self.parse_seconds}"
+            )
+        for name in ("max_file_mb", "max_unzipped_mb", "max_upload_mb"):
             value = getattr(self, name)
             if not 0 < value <= 100_000:
                 raise ConfigError(f"{name} must be between 0 and 100000 MB, got {value}")
@@ -72,18 +89,26 @@ class LoadLimits:
         return int(self.max_file_mb * MB)
 
     @property
+    def max_upload_bytes(self) -> int:
+        return int(self.max_upload_mb * MB)
+
+    @property
     def max_unzipped_bytes(self) -> int:
         return int(self.max_unzipped_mb * MB)
 
     @classmethod
     def from_env(cls, **overrides: float | int | None) -> LoadLimits:
         """Defaults, then ``$HYBRID_RAG_MAX_FILE_MB`` / ``$HYBRID_RAG_MAX_UNZIPPED_MB`` /
-        ``$HYBRID_RAG_MAX_SHEET_ROWS``, then ``overrides`` that are not None."""
+        ``$HYBRID_RAG_MAX_SHEET_ROWS`` / ``$HYBRID_RAG_PARSE_MEMORY_MB`` /
+        ``$HYBRID_RAG_PARSE_SECONDS`` / ``$HYBRID_RAG_MAX_UPLOAD_MB``, then ``overrides`` that are not None."""
         values: dict[str, float | int] = {}
         for name, raw in (
             ("max_file_mb", os.environ.get("HYBRID_RAG_MAX_FILE_MB")),
             ("max_unzipped_mb", os.environ.get("HYBRID_RAG_MAX_UNZIPPED_MB")),
             ("max_sheet_rows", os.environ.get("HYBRID_RAG_MAX_SHEET_ROWS")),
+            ("parse_memory_mb", os.environ.get("HYBRID_RAG_PARSE_MEMORY_MB")),
+            ("parse_seconds", os.environ.get("HYBRID_RAG_PARSE_SECONDS")),
+            ("max_upload_mb", os.environ.get("HYBRID_RAG_MAX_UPLOAD_MB")),
         ):
             if raw and raw.strip():
                 values[name] = _env_value(name, raw.strip())
@@ -272,9 +297,38 @@ def decode_text(raw: bytes) -> str | None:
     return decoded.text if decoded else None
 
 
-# -- containers -----------------------------------------------------------------------------
+# -- what the bytes are ---------------------------------------------------------------------
 
 OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+# Leading bytes of common binary files, with the suffixes whose files may start so.
+_MAGIC: tuple[tuple[bytes, str, frozenset[str]], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "PNG image", frozenset()),
+    (b"\xff\xd8\xff", "JPEG image", frozenset()),
+    (b"GIF87a", "GIF image", frozenset()),
+    (b"GIF89a", "GIF image", frozenset()),
+    (b"%PDF-", "PDF file", frozenset({".pdf"})),
+    (b"PK\x03\x04", "ZIP archive", frozenset({".docx", ".xlsx", ".xlsm"})),
+    (OLE_MAGIC, "legacy Office file", frozenset({".docx", ".xlsx", ".xlsm"})),
+    (b"\x1f\x8b", "gzip archive", frozenset()),
+    (b"\x7fELF", "program (ELF)", frozenset()),
+    (b"MZ", "Windows program", frozenset()),
+    (b"7z\xbc\xaf\x27\x1c", "7-Zip archive", frozenset()),
+    (b"Rar!\x1a\x07", "RAR archive", frozenset()),
+)
+
+
+def mismatch(suffix: str, raw: bytes) -> str:
+    """Why bytes are not what a file's name says (a PNG image named ``.html``), or "".
+    Only unmistakable signatures count: text files start with anything else."""
+    for magic, kind, allowed in _MAGIC:
+        if raw.startswith(magic) and suffix not in allowed:
+            if magic == b"MZ" and b"This program" not in raw[:512]:
+                continue  # "MZ" alone begins ordinary text too
+            return f"the file is a {kind}, not the {suffix} its name says: rename or convert it"
+    return ""
+
+
+# -- containers -----------------------------------------------------------------------------
 
 
 def open_zip(data: bytes, limits: LoadLimits, kind: str) -> zipfile.ZipFile:

@@ -1,8 +1,9 @@
 """CSV and TSV: one Markdown table, the first non-empty row as its header.
 
 Read with the standard library's ``csv`` module (the format's reference reader; quoting
-and embedded newlines handled). Text is decoded as UTF-8 (a BOM dropped) or GB18030,
-like ``.txt``; the delimiter is sniffed among ``, ; \\t |`` (``.tsv`` is tab-separated).
+and embedded newlines handled). Text is decoded like ``.txt`` (a UTF-8/16/32 BOM
+decides; else UTF-8; else the most plausible legacy encoding, GB18030 for Chinese); the
+delimiter is sniffed among ``, ; \\t |`` (``.tsv`` is tab-separated).
 The same bounds as a spreadsheet sheet apply (``max_sheet_rows``, ``max_columns``) and
 are reported in the notes with the file's real row count.
 """
@@ -12,7 +13,14 @@ from __future__ import annotations
 import csv
 import io
 
-from tools.kb.formats.base import Extraction, LoadError, LoadLimits, decode_text, markdown_table
+from tools.kb.formats.base import (
+    Extraction,
+    LoadError,
+    LoadLimits,
+    decode_text,
+    has_bom,
+    markdown_table,
+)
 from tools.kb.formats.spreadsheet import bounded_table, table_notes
 
 REVISION = 1
@@ -20,7 +28,7 @@ SNIFF_BYTES = 64 * 1024
 
 
 def load_delimited(data: bytes, limits: LoadLimits, *, tab: bool = False) -> Extraction:
-    if b"\x00" in data[:8192]:
+    if b"\x00" in data[:8192] and not has_bom(data):  # UTF-16/32 text has NULs, and a BOM
         raise LoadError("binary file (contains NUL bytes)")
     text = decode_text(data)
     if text is None:

@@ -81,6 +81,8 @@ def load_pdf(data: bytes, limits: LoadLimits) -> Extraction:
             if blocks is None:
                 try:
                     blocks = [("lines", page.extract_text() or "")]
+                except MemoryError:
+                    raise  # the parse memory limit: the document fails, named
                 except Exception:  # one bad page never costs the document
                     failed.append(index + 1)
                     continue
@@ -160,6 +162,8 @@ class _TableReader:
         pypdf's text)."""
         try:
             return self._blocks(index)
+        except MemoryError:
+            raise
         except Exception:  # pdfminer gave up on this page: pypdf's text is still there
             return None
 
