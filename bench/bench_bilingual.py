@@ -41,7 +41,7 @@ import numpy as np
 
 from tools.evaluation.datasets import DEV_SETS, BeirData, load_beir, score_run, to_documents
 from tools.kb.answerability import fit_logistic
-from tools.kb.centring import centre_cosines, sample_positions
+from tools.kb.centring import centre_cosines, centring_applies, sample_positions
 from tools.kb.fusion import fuse
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.kb.languages import Fusion, MergeRule, gate_features, merge_language_pools
@@ -251,7 +251,9 @@ def _with_centres(name: str, pools: dict[str, Any], args: argparse.Namespace) ->
     saved = np.load(args.out / f"vectors-{name}.npz")
     chunks, qvecs = saved["chunks"], saved["queries"]
     langs = np.array(pools["langs"])
-    if len(set(langs.tolist())) < 2:
+    if not centring_applies(
+        {lang: int(np.count_nonzero(langs == lang)) for lang in set(langs.tolist())}
+    ):
         return
     centres = {}
     for lang in sorted(set(langs.tolist())):

@@ -123,7 +123,8 @@ def test_every_method_follows_its_weight_and_rewards_agreement(method: FusionMet
 
 def test_minmax_and_zscore_normalise_over_the_pool() -> None:
     assert minmax({"a": 2.0, "b": 4.0, "c": 3.0}) == {"a": 0.0, "b": 1.0, "c": 0.5}
-    assert minmax({"a": 5.0, "b": 5.0}) == {"a": 0.0, "b": 0.0}  # no spread, no signal
+    assert minmax({"a": 5.0, "b": 5.0}) == {"a": 1.0, "b": 1.0}  # no spread: each is the best
+    assert minmax({"a": 0.0}) == {"a": 0.0}  # a side that matched nothing: no signal
     assert minmax({}) == {}
     z = zscore({"a": 1.0, "b": 3.0})
     assert z["a"] == pytest.approx(1 / (1 + math.e)) and z["b"] == pytest.approx(

@@ -21,6 +21,17 @@ from tools.kb.snapshot import Snapshot
 from tools.kb.store import ChunkStore
 
 CENTRE_SAMPLE = 2000  # chunks per language read to estimate its centre (bounds the read)
+# The fewest chunks a language needs for a centre: a centre is its chunks' mean, so the
+# one chunk of a language is centred onto the zero vector, cosine 0 to any question
+# whatever it says (issue 47). Then every cosine stays raw. Two chunks already carry a
+# useful contrast (a small KB's cross-language question, tests/test_languages.py).
+MIN_CENTRE_CHUNKS = 2
+
+
+def centring_applies(counts: Mapping[str, int]) -> bool:
+    """Whether a knowledge base with ``counts`` chunks per language compares languages on
+    centred cosines: two languages or more, each with ``MIN_CENTRE_CHUNKS`` chunks."""
+    return len(counts) >= 2 and min(counts.values()) >= MIN_CENTRE_CHUNKS
 
 
 def sample_positions(count: int, k: int = CENTRE_SAMPLE) -> np.ndarray:
@@ -35,8 +46,13 @@ def language_centres(
     snap: Snapshot, chunks: ChunkStore, languages: Sequence[str]
 ) -> dict[str, np.ndarray]:
     """Each of ``languages``' mean unit chunk vector, from at most ``CENTRE_SAMPLE``
-    chunks per language spread over the snapshot."""
+    chunks per language spread over the snapshot; none when a language has too few
+    chunks for its centre to mean anything (:func:`centring_applies`)."""
     centres: dict[str, np.ndarray] = {}
+    if not centring_applies(
+        {lang: int(np.count_nonzero(snap.languages == lang)) for lang in languages}
+    ):
+        return centres
     for lang in languages:
         members = np.flatnonzero(snap.languages == lang)
         ids = [snap.ids[i] for i in members[sample_positions(len(members))]]

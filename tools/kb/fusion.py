@@ -47,12 +47,19 @@ def weighted_relevance(vector: float, bm25: float, vector_weight: float) -> floa
 
 
 def minmax(scores: Mapping[str, float]) -> dict[str, float]:
-    """Min-max over the pool; a pool whose scores are all equal maps to 0 (no signal)."""
+    """Min-max over the pool. A pool whose scores are all equal (one candidate, or ties)
+    has no spread: each of them is the pool's best, so each maps to 1 when the score is a
+    hit (above 0), to 0 when it is none (a BM25 side that matched nothing). Mapping a
+    lone best candidate to 0 ranked the only chunk of a language below every other
+    language's candidates (issue 47)."""
     if not scores:
         return {}
     lo, hi = min(scores.values()), max(scores.values())
     span = hi - lo
-    return {k: (v - lo) / span if span > 0 else 0.0 for k, v in scores.items()}
+    if span <= 0:
+        flat = 1.0 if hi > 0 else 0.0
+        return {k: flat for k in scores}
+    return {k: (v - lo) / span for k, v in scores.items()}
 
 
 def zscore(scores: Mapping[str, float]) -> dict[str, float]:

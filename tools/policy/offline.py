@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from tools.kb.tokenizers import CHINESE_MODALS, keywords
-from tools.policy.ranges import matching_row, quantities
+from tools.policy.ranges import matching_row, naming_row, quantities
 from tools.policy.untrusted import quotable_text
 from tools.text import CODE_RE, LABEL_RE, detect_language, split_sentences
 
@@ -244,13 +244,17 @@ def _units(text: str) -> list[_Unit]:
 
 
 def _tables(
-    scored: list[tuple[float, _Unit]], words: list[str], asked: list[tuple[float, str]]
+    scored: list[tuple[float, _Unit]],
+    words: list[str],
+    asked: list[tuple[float, str]],
+    named: list[str],
 ) -> list[tuple[float, _Unit]]:
     """Per table, its one best row when that row stands strictly above the table's other
     rows (with any other row naming a question word itself, such as a code "F-37"); when
-    the rows tie on the header's words, the one row whose key range holds a quantity of
-    the question ("6 years": "5 to less than 10 years / 18 days", ``tools.policy.ranges``);
-    else the whole table."""
+    the rows tie on the header's words, the one row naming a code of the question
+    (``named``: "AGV-200"), else the one whose key range holds a quantity of the question
+    ("6 years": "5 to less than 10 years / 18 days", ``tools.policy.ranges``); else the
+    whole table."""
     keep: list[tuple[float, _Unit]] = [(sc, u) for sc, u in scored if u.table < 0]
     for table in sorted({u.table for _, u in scored if u.table >= 0}):
         rows = sorted(
@@ -263,7 +267,9 @@ def _tables(
                 w for w in words if len(w) >= 2 and any(ch.isdigit() for ch in w)
             ]
             keep.extend(x for x in rows[1:] if any(c in x[1].quoted.casefold() for c in codes))
-        elif (i := matching_row([(u.quoted, u.matched) for _, u in rows], asked)) is not None:
+        elif (i := naming_row([u.quoted for _, u in rows], named)) is not None or (
+            i := matching_row([(u.quoted, u.matched) for _, u in rows], asked)
+        ) is not None:
             keep.append(rows[i])
         elif whole:
             keep.append(whole[0])
@@ -317,6 +323,8 @@ def extractive_answer(
     seen: set[str] = set()
     quoted_languages: set[str] = set()
     for _, _, sentence, lab, lang in scored:
+        if lang != asked and asked in quoted_languages:
+            continue  # chosen by meaning alone, below a passage that matches by words
         # The same sentence in two sources (a reposted news item) differs only in spaces
         # and punctuation: quoting it twice would take the place of another sentence.
         key = _SAME_SENTENCE.sub("", sentence.casefold())
@@ -366,7 +374,7 @@ def _source_units(
             continue
         # Prefer coverage, then the source's rank, then shorter sentences.
         candidates.append((max(hits / max(1, len(words)), near) + relevance * 0.2, u))
-    return _tables(candidates, words, quantities(question))
+    return _tables(candidates, words, quantities(question), CODE_RE.findall(question))
 
 
 def source_language_note(languages: set[str], language: str) -> str:

@@ -112,3 +112,14 @@ def matching_row(rows: list[tuple[str, str]], asked: list[tuple[float, str]]) ->
         if r is not None and any(v in r and _unit_matches(u, matched.casefold()) for v, u in asked)
     }
     return hits.pop() if len(hits) == 1 else None
+
+
+def naming_row(rows: list[str], codes: list[str]) -> int | None:
+    """The one row of ``rows`` naming a code of the question as a whole ("AGV-200": its
+    row, not the "AGV-2000" one nor a row whose load is "1200 kg"); None when no row or
+    several do."""
+    wanted = {c.casefold() for c in codes}
+    named = [
+        i for i, row in enumerate(rows) if wanted & {c.casefold() for c in CODE_RE.findall(row)}
+    ]
+    return named[0] if len(named) == 1 else None
