@@ -249,7 +249,7 @@ def test_first_on_both_legs_is_never_ranked_below_a_worse_chunk(
 
 def test_the_agents_internal_search_ranks_the_same_way(tmp_path: Path) -> None:
     # The agent's tool and both graphs read the KB through SearchService.search_kb.
-    from tools.answer.agent_tools import SourceRegistry, internal_search
+    from graph.agent.tool_work import SourceRegistry, internal_search
     from tools.answer.search_service import SearchService
 
     kb, _emb, question = _build(tmp_path, 7, {"zh": 1, "en": 2}, "zh")
