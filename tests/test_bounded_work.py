@@ -78,6 +78,27 @@ def test_a_file_over_the_parse_memory_limit_is_named(tmp_path: Path) -> None:
     assert "| a | b |" in parse("csv", good, LoadLimits()).text
 
 
+def test_parsing_works_in_a_process_with_over_1024_open_files() -> None:
+    """select() refuses a descriptor over 1023 ("filedescriptor out of range"): a server or
+    a long test run that holds that many files open could parse nothing."""
+    import os
+    import resource
+
+    from tools.kb.formats.isolated import parse
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"this process may open only {hard} files")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        assert "| a | b |" in parse("csv", b"a,b\n1,2\n", LoadLimits()).text
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def test_one_owner_never_holds_every_worker() -> None:
     pool = FairPool(2, name="test-fair")
     release = threading.Event()

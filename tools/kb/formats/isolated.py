@@ -93,6 +93,14 @@ def _send(out: IO[bytes], message: Any) -> None:
     out.flush()
 
 
+def _readable(fd: int, seconds: float) -> bool:
+    """Whether ``fd`` has data within ``seconds``: poll, not select, which fails on a
+    descriptor number over 1023 (a long-running server or test process has those)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    return bool(poller.poll(max(0, int(seconds * 1000))))
+
+
 def _receive(source: IO[bytes], deadline: float | None = None) -> Any:
     """One message; None past ``deadline``; EOFError when the other side is gone."""
     fd = source.fileno()
@@ -101,7 +109,7 @@ def _receive(source: IO[bytes], deadline: float | None = None) -> Any:
         while len(buffer) < wanted:
             if deadline is not None:
                 left = deadline - time.monotonic()
-                if left <= 0 or not select.select([fd], [], [], left)[0]:
+                if left <= 0 or not _readable(fd, left):
                     return None
             chunk = os.read(fd, min(READ_BYTES, wanted - len(buffer)))
             if not chunk:
@@ -141,10 +149,10 @@ def _in_child(fmt: str, limits: LoadLimits, data: bytes) -> Answer:
     deadline = time.monotonic() + limits.parse_seconds
     chunks: list[bytes] = []
     timed_out = False
-    with os.fdopen(read_fd, "rb", buffering=0) as answer:
+    with os.fdopen(read_fd, "rb", buffering=0):  # closes read_fd at the end
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([answer], [], [], left)[0]:
+            if left <= 0 or not _readable(read_fd, left):
                 timed_out = True
                 break
             chunk = os.read(read_fd, READ_BYTES)
