@@ -41,6 +41,7 @@ REGISTRY_SUFFIX = "-docs"
 STORE_FILE = "chroma.sqlite3"  # embedded Chroma's database, in the store's folder
 WRITE_PAGE = 1000  # chunks per upsert: bounded request bodies for a Chroma server
 READ_PAGE = 2000  # chunks per get when reading the whole collection
+DOCS_PER_READ = 100  # documents per get when reading the chunks of changed documents
 STALE_INDEX = "Error finding id"  # embedded Chroma's vector index is older than its store
 T = TypeVar("T")
 
@@ -318,12 +319,21 @@ class ChunkStore:
 
     def scan(self) -> Iterator[StoredChunk]:
         """Every stored chunk (all versions), read page by page."""
+        return self._pages(None, "reading chunks")
+
+    def document_chunks(self, doc_ids: Sequence[str]) -> Iterator[StoredChunk]:
+        """The stored chunks (all versions) of some documents, ``DOCS_PER_READ`` at a time."""
+        for start in range(0, len(doc_ids), DOCS_PER_READ):
+            batch = list(doc_ids[start : start + DOCS_PER_READ])
+            yield from self._pages({"doc_id": {"$in": batch}}, "reading changed documents")
+
+    def _pages(self, where: dict[str, Any] | None, what: str) -> Iterator[StoredChunk]:
         offset = 0
         while True:
             page = self._guard(
-                "reading chunks",
+                what,
                 lambda offset=offset: self.collection.get(  # type: ignore[misc]
-                    include=["documents", "metadatas"], limit=READ_PAGE, offset=offset
+                    where=where, include=["documents", "metadatas"], limit=READ_PAGE, offset=offset
                 ),
             )
             for cid, text, meta in zip(
