@@ -25,11 +25,12 @@ SearchMode = Literal["hybrid", "bm25", "vector"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "bm25", "vector")
 VECTOR_OVERFETCH = 10  # chunks of inactive versions (a crashed ingest) are dropped
 # The vector side of a restricted search (one language, the chunks a reader may read):
-# at most this many chunks are compared exactly (their vectors read); a larger share of
+# at most this many chunks are compared exactly (on the snapshot's vectors); a larger share of
 # the store is found by one unrestricted nearest-neighbour query, deep enough that the
 # share holds the n asked for (``PROBE_MARGIN``), filtered on the snapshot's masks.
-EXACT_LIMIT = 1000
+EXACT_LIMIT = 10_000
 PROBE_MARGIN = 1.5
+SUBSETS_KEPT = 8  # per snapshot: the exactly compared shares kept (at most EXACT_LIMIT rows)
 PROBE_LIMIT = 20_000  # deeper than this, the store's own filter (on principals) is used
 
 
@@ -197,7 +198,7 @@ def candidate_pool(
                 )
         missing_vector = [c for c in ids if c not in cosine]
         if missing_vector and query_vector is not None:
-            cosine.update(chunks.cosines(missing_vector, query_vector))
+            cosine.update(snap.cosines(missing_vector, query_vector))
     return CandidatePool(ids, cosine, bm25, vector_found, bm25_found)
 
 
@@ -233,10 +234,13 @@ def _restricted_nearest(
     count = int(selection.sum())
     if count == 0:
         return []
-    if count <= EXACT_LIMIT:  # a small share: compared exactly, its vectors read
-        ids = [snap.ids[i] for i in np.flatnonzero(selection)]
-        cos = chunks.cosines(ids, query_vector)
-        return sorted(cos.items(), key=lambda kv: (-kv[1], kv[0]))
+    if count <= EXACT_LIMIT and snap.vectors is not None and len(snap.vectors):
+        # A small share: compared exactly, on the snapshot's vectors.
+        rows, matrix = _subset(snap, filters, selection)
+        q = (query_vector / (np.linalg.norm(query_vector) or 1.0)).astype(np.float32)
+        sims = matrix @ q
+        order = np.argsort(-sims, kind="stable")[:wanted]
+        return [(snap.ids[rows[j]], float(sims[j])) for j in order]
     depth = min(len(snap.ids), math.ceil(wanted * PROBE_MARGIN * len(snap.ids) / count))
     if depth <= PROBE_LIMIT:
         found = chunks.nearest(query_vector, depth, filters.where())
@@ -254,6 +258,27 @@ def _restricted_nearest(
         clauses.append({"acl": {"$in": list(filters.readable.acls)}})
     where = [c for c in clauses if c]
     return chunks.nearest(query_vector, wanted, where[0] if len(where) == 1 else {"$and": where})
+
+
+def _subset(
+    snap: Snapshot, filters: Filters, selection: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The selected chunks' positions and vectors; kept per snapshot for a language and
+    reader (every search of one reader in one language compares the same rows)."""
+    key = None
+    if not (filters.doc_ids or filters.sources):
+        key = (filters.language, None if filters.readable is None else filters.readable.acls)
+    kept: dict[Any, tuple[np.ndarray, np.ndarray]] = snap.__dict__.setdefault("_subsets", {})
+    if key is not None and key in kept:
+        return kept[key]
+    rows = np.flatnonzero(selection)
+    assert snap.vectors is not None
+    found = (rows, snap.vectors[rows])
+    if key is not None:
+        if len(kept) >= SUBSETS_KEPT:
+            kept.pop(next(iter(kept)))
+        kept[key] = found
+    return found
 
 
 def fused_scores(

@@ -47,6 +47,10 @@ class Snapshot:
     position: dict[str, int]  # chunk id -> index into ids/texts/metadatas
     bm25: LexicalIndex  # not pickled: the index is on disk
     changed: int = 0  # documents changed since the snapshot last read in full or saved
+    # Each chunk's unit vector (float32, one row per chunk): a restricted search's exact
+    # comparisons and the cosines of the lexical side's candidates are read here, not
+    # from the store (``tools.kb.search``).
+    vectors: np.ndarray | None = None
 
     @functools.cached_property
     def languages(self) -> np.ndarray:
@@ -80,6 +84,22 @@ class Snapshot:
         if language not in masks:
             masks[language] = self.languages == language
         return masks[language]
+
+    def cosines(self, ids: Sequence[str], query_vector: np.ndarray) -> dict[str, float]:
+        """Cosine similarity of ``query_vector`` to the chunks ``ids`` (those in the snapshot)."""
+        rows = [(c, i) for c in ids if (i := self.position.get(c)) is not None]
+        if not rows or self.vectors is None or not len(self.vectors):
+            return {}
+        q = query_vector / (np.linalg.norm(query_vector) or 1.0)
+        sims = self.vectors[[i for _, i in rows]] @ q.astype(np.float32)
+        return {c: float(v) for (c, _), v in zip(rows, sims, strict=True)}
+
+    def vectors_of(self, ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
+        """The unit vectors of ``ids`` found in the snapshot, with those ids, in order."""
+        found = [c for c in ids if c in self.position]
+        if self.vectors is None or not found:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        return found, self.vectors[[self.position[c] for c in found]]
 
     def indexed(self, doc_ids: Sequence[str]) -> Iterator[IndexedChunk]:
         """The chunks of some documents as the lexical index takes them."""
@@ -182,7 +202,8 @@ class SnapshotCache:
         kept = [i for i, m in enumerate(old.metadatas) if m.get("doc_id") not in changed]
         keep = [StoredChunk(old.ids[i], old.texts[i], old.metadatas[i]) for i in kept]
         fresh = self._chunks.document_chunks(sorted(d for d in changed if d in active))
-        return _assemble(generation, active, keep, fresh, old.changed + len(changed))
+        base = old.vectors[kept] if old.vectors is not None and len(kept) else None
+        return _assemble(generation, active, keep, fresh, old.changed + len(changed), base)
 
     def _save(self, snap: Snapshot) -> None:
         # A cache: failing to write it (a race with another writer, a full disk) only
@@ -216,7 +237,7 @@ class SnapshotCache:
             except Exception as exc:  # truncated, older class layout, ...: read the store
                 log.info("ignoring the unreadable search snapshot %s: %s", path.name, exc)
                 continue
-            if isinstance(snap, Snapshot) and snap.generation and hasattr(snap, "changed"):
+            if isinstance(snap, Snapshot) and snap.generation and snap.vectors is not None:
                 snap.bm25 = self.lexical
                 return snap
         return None
@@ -228,17 +249,18 @@ def _assemble(
     kept: list[StoredChunk],
     read: Iterable[StoredChunk],
     changed: int,
+    kept_vectors: np.ndarray | None = None,
 ) -> Snapshot:
-    """A snapshot of ``kept`` and the chunks of ``read`` that belong to an active version."""
-    chunks = [
-        *kept,
-        *(
-            c
-            for c in read
-            if active.get(str(c.metadata.get("doc_id"))) == c.metadata.get("version")
-        ),
+    """A snapshot of ``kept`` (their unit vectors ``kept_vectors``; None: in the chunks)
+    and the chunks of ``read`` that belong to an active version."""
+    fresh = [
+        c for c in read if active.get(str(c.metadata.get("doc_id"))) == c.metadata.get("version")
     ]
+    chunks = [*kept, *fresh]
     ids = [c.chunk_id for c in chunks]
+    parts = [] if kept_vectors is None else [kept_vectors]
+    parts.append(_unit_rows([c.vector for c in (fresh if kept_vectors is not None else chunks)]))
+    parts = [p for p in parts if len(p)]
     return Snapshot(
         generation=generation,
         active=active,
@@ -248,4 +270,14 @@ def _assemble(
         position={cid: i for i, cid in enumerate(ids)},
         bm25=None,  # type: ignore[arg-type]  # set by the cache
         changed=changed,
+        vectors=np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32),
     )
+
+
+def _unit_rows(vectors: Sequence[Any]) -> np.ndarray:
+    if not vectors:
+        return np.zeros((0, 0), dtype=np.float32)
+    mat = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(mat, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return mat / norms

@@ -257,6 +257,7 @@ class StoredChunk:
     chunk_id: str
     text: str
     metadata: dict[str, Any]
+    vector: Any = None  # its embedding (a sequence of floats), when read with it
 
 
 class ChunkStore:
@@ -333,13 +334,19 @@ class ChunkStore:
             page = self._guard(
                 what,
                 lambda offset=offset: self.collection.get(  # type: ignore[misc]
-                    where=where, include=["documents", "metadatas"], limit=READ_PAGE, offset=offset
+                    where=where,
+                    include=["documents", "metadatas", "embeddings"],
+                    limit=READ_PAGE,
+                    offset=offset,
                 ),
             )
-            for cid, text, meta in zip(
-                page["ids"], page["documents"] or [], page["metadatas"] or [], strict=True
+            vectors = (
+                page["embeddings"] if page["embeddings"] is not None else [None] * len(page["ids"])
+            )
+            for cid, text, meta, vec in zip(
+                page["ids"], page["documents"] or [], page["metadatas"] or [], vectors, strict=True
             ):
-                yield StoredChunk(cid, text or "", dict(meta or {}))
+                yield StoredChunk(cid, text or "", dict(meta or {}), vec)
             if len(page["ids"]) < READ_PAGE:
                 return
             offset += READ_PAGE
