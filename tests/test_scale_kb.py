@@ -34,7 +34,9 @@ def _corpus(rng: random.Random, docs: Sequence[str], version: str) -> dict[str, 
             IndexedChunk(
                 f"{d}#{version}#{i}",
                 d,
-                " ".join(rng.choice(WORDS[: rng.randint(5, 60)]) for _ in range(rng.randint(1, 30))),
+                " ".join(
+                    rng.choice(WORDS[: rng.randint(5, 60)]) for _ in range(rng.randint(1, 30))
+                ),
                 {"lang": rng.choice(["en", "zh"]), "acl": rng.choice(["", "group:a", "group:b"])},
             )
             for i in range(rng.randint(1, 4))
@@ -49,7 +51,9 @@ def _source(data: dict[str, list[IndexedChunk]]):  # type: ignore[no-untyped-def
     return chunks_of
 
 
-def _scores(index: LexicalIndex, query: str, where: LexicalFilter | None = None) -> dict[str, float]:
+def _scores(
+    index: LexicalIndex, query: str, where: LexicalFilter | None = None
+) -> dict[str, float]:
     return {h.chunk_id: round(h.score, 9) for h in index.search(query, 1000, where)}
 
 
