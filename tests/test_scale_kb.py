@@ -115,6 +115,17 @@ def test_filters_are_the_engines(tmp_path: Path) -> None:
         assert got == {k: v for k, v in every.items() if ok(meta[k])}
 
 
+def test_a_damaged_lexical_index_is_rebuilt(tmp_path: Path) -> None:
+    """The index is derived data: a damaged one is set aside and synced again in full."""
+    data = _corpus(random.Random(3), ["a", "b"], "v1")
+    index = LexicalIndex(tmp_path / "ix", _split, "t")
+    index.sync("g", dict.fromkeys(data, "v1"), _source(data))
+    (tmp_path / "ix" / "meta.json").write_text("{not json")
+    again = LexicalIndex(tmp_path / "ix", _split, "t")
+    assert again.sync("g", dict.fromkeys(data, "v1"), _source(data)) == (0, 2)
+    assert again.size == sum(len(c) for c in data.values())
+
+
 def test_a_change_is_searched_without_reading_the_store_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
+import shutil
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +47,7 @@ CANDIDATE_FACTOR = 2  # tantivy's candidates per result, rescored exactly
 CANDIDATE_SLACK = 20
 WRITER_HEAP = 64_000_000
 LOCK_TIMEOUT_S = 600.0
+log = logging.getLogger("hybrid_rag.kb")
 
 
 @dataclass(frozen=True)
@@ -99,9 +102,15 @@ class LexicalIndex:
         self.tokenizer = tokenizer
         self.tag = tag  # the tokenizer's name: an index made by another is rebuilt
         self.k1, self.b = k1, b
-        directory.mkdir(parents=True, exist_ok=True)
         self._schema = _schema()
-        self._index = tantivy.Index(self._schema, path=str(directory), reuse=True)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            self._index = tantivy.Index(self._schema, path=str(directory), reuse=True)
+        except (OSError, ValueError) as exc:  # damaged, or another layout: derived, so rebuilt
+            log.warning("rebuilding the lexical index %s: %s", directory, exc)
+            shutil.rmtree(directory, ignore_errors=True)
+            directory.mkdir(parents=True, exist_ok=True)
+            self._index = tantivy.Index(self._schema, path=str(directory), reuse=False)
         self._index.register_tokenizer(
             ANALYZER, tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build()
         )

@@ -181,9 +181,8 @@ class Library:
             return None
         snap = self.kb.snapshot()
         found = [
-            (int(m.get("chunk_index", 0)), text, m)
-            for text, m in zip(snap.texts, snap.metadatas, strict=True)
-            if m.get("doc_id") == doc_id
+            (int(snap.metadatas[i].get("chunk_index", 0)), snap.texts[i], snap.metadatas[i])
+            for i in snap.by_document.get(doc_id, [])  # its chunks, not a walk over all
         ]
         return [
             {
