@@ -103,22 +103,43 @@ class LexicalIndex:
         self.tag = tag  # the tokenizer's name: an index made by another is rebuilt
         self.k1, self.b = k1, b
         self._schema = _schema()
+        self._memory: dict[str, Any] | None = None  # the meta of an index kept in memory
         try:
             directory.mkdir(parents=True, exist_ok=True)
             self._index = tantivy.Index(self._schema, path=str(directory), reuse=True)
         except (OSError, ValueError) as exc:  # damaged, or another layout: derived, so rebuilt
             log.warning("rebuilding the lexical index %s: %s", directory, exc)
             shutil.rmtree(directory, ignore_errors=True)
-            directory.mkdir(parents=True, exist_ok=True)
-            self._index = tantivy.Index(self._schema, path=str(directory), reuse=False)
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+                self._index = tantivy.Index(self._schema, path=str(directory), reuse=False)
+            except (OSError, ValueError) as again:  # a full disk, a read-only home
+                self._in_memory(again)
+        self._register()
+        self._stats: tuple[int, float] | None = None  # (live documents, average length)
+
+    def _register(self) -> None:
         self._index.register_tokenizer(
             ANALYZER, tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build()
         )
-        self._stats: tuple[int, float] | None = None  # (live documents, average length)
+
+    def _in_memory(self, exc: Exception) -> None:
+        """Keep the index in this process's memory: the data home cannot take it (a full
+        disk, a read-only home); searches go on, each new process builds its own."""
+        log.warning(
+            "the lexical index cannot be written under %s (%s): kept in memory for this process",
+            self.directory,
+            str(exc)[:160],
+        )
+        self._index = tantivy.Index(self._schema)
+        self._memory = {}
+        self._register()
 
     # -- keeping in step -----------------------------------------------------------------
 
     def meta(self) -> dict[str, Any]:
+        if self._memory is not None:
+            return self._memory
         with contextlib.suppress(OSError, ValueError):
             data = json.loads((self.directory / META_FILE).read_text(encoding="utf-8"))
             if isinstance(data, dict) and data.get("tag") == self.tag:
@@ -139,29 +160,47 @@ class LexicalIndex:
         ``generation``): delete and add only the documents whose version changed since
         the last sync. ``chunks_of`` gives the active chunks of some documents. Returns
         (documents removed, documents added). One process at a time (a lock file)."""
-        with writer_lock(
-            self.directory / "sync.lock", timeout=LOCK_TIMEOUT_S, what="the lexical index"
-        ):
-            meta = self.meta()
-            if meta.get("generation") == generation and generation:
-                self.reload()
-                return 0, 0
-            known: dict[str, str] = dict(meta.get("active") or {})
-            gone = [d for d, v in known.items() if active.get(d) != v]
-            new = [d for d, v in active.items() if known.get(d) != v]
-            writer = self._index.writer(WRITER_HEAP, 1)
-            if not meta:  # never synced, or by another tokenizer: start empty
-                writer.delete_all_documents()
-            for doc_id in gone:
-                writer.delete_documents_by_term("doc_id", doc_id)
-            for start in range(0, len(new), 200):
-                for chunk in chunks_of(new[start : start + 200]):
-                    writer.add_document(self._document(chunk))
-            writer.commit()
-            writer.wait_merging_threads()
-            self._write_meta({"tag": self.tag, "generation": generation, "active": active})
+        lock = (
+            writer_lock(self.directory / "sync.lock", timeout=LOCK_TIMEOUT_S,
+                        what="the lexical index", best_effort=True)
+            if self._memory is None
+            else contextlib.nullcontext()
+        )  # fmt: skip
+        with lock:
+            try:
+                return self._apply(generation, active, chunks_of)
+            except (OSError, ValueError) as exc:
+                if self._memory is not None:
+                    raise
+                self._in_memory(exc)
+        return self._apply(generation, active, chunks_of)
+
+    def _apply(
+        self,
+        generation: str,
+        active: dict[str, str],
+        chunks_of: Callable[[Sequence[str]], Iterable[IndexedChunk]],
+    ) -> tuple[int, int]:
+        meta = self.meta()
+        if meta.get("generation") == generation and generation:
             self.reload()
-            return len(gone), len(new)
+            return 0, 0
+        known: dict[str, str] = dict(meta.get("active") or {})
+        gone = [d for d, v in known.items() if active.get(d) != v]
+        new = [d for d, v in active.items() if known.get(d) != v]
+        writer = self._index.writer(WRITER_HEAP, 1)
+        if not meta:  # never synced, or by another tokenizer: start empty
+            writer.delete_all_documents()
+        for doc_id in gone:
+            writer.delete_documents_by_term("doc_id", doc_id)
+        for start in range(0, len(new), 200):
+            for chunk in chunks_of(new[start : start + 200]):
+                writer.add_document(self._document(chunk))
+        writer.commit()
+        writer.wait_merging_threads()
+        self._write_meta({"tag": self.tag, "generation": generation, "active": active})
+        self.reload()
+        return len(gone), len(new)
 
     def _document(self, chunk: IndexedChunk) -> tantivy.Document:
         tokens = [_clean(t) for t in self.tokenizer(chunk.text)] or [EMPTY]
@@ -178,6 +217,9 @@ class LexicalIndex:
         return doc
 
     def _write_meta(self, data: dict[str, Any]) -> None:
+        if self._memory is not None:
+            self._memory = data
+            return
         target = self.directory / META_FILE
         tmp = target.with_suffix(f".tmp-{os.getpid()}")
         tmp.write_text(json.dumps(data), encoding="utf-8")

@@ -27,7 +27,8 @@ import numpy as np
 
 from tools.kb.lexical import IndexedChunk, LexicalIndex
 from tools.kb.registry import Registry, active_versions
-from tools.kb.store import ChunkStore, StoredChunk
+from tools.kb.store import ChunkStore
+from tools.kb.store_pages import StoredChunk
 
 SNAPSHOT_ATTEMPTS = 3
 SAVE_CHANGED = 0.1  # pickle again once this share of the documents changed since the file
