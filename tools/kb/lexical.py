@@ -78,6 +78,9 @@ class IndexedChunk:
     metadata: dict[str, Any]
 
 
+ChunksOf = Callable[[Sequence[str]], Iterable[IndexedChunk]]  # the active chunks of documents
+
+
 def _schema() -> tantivy.Schema:
     b = tantivy.SchemaBuilder()
     b.add_text_field("chunk_id", stored=True, tokenizer_name="raw", index_option="basic")
@@ -150,12 +153,7 @@ class LexicalIndex:
     def generation(self) -> str:
         return str(self.meta().get("generation", ""))
 
-    def sync(
-        self,
-        generation: str,
-        active: dict[str, str],
-        chunks_of: Callable[[Sequence[str]], Iterable[IndexedChunk]],
-    ) -> tuple[int, int]:
+    def sync(self, generation: str, active: dict[str, str], chunks_of: ChunksOf) -> tuple[int, int]:
         """Bring the index to ``active`` (doc id -> version, the registry at
         ``generation``): delete and add only the documents whose version changed since
         the last sync. ``chunks_of`` gives the active chunks of some documents. Returns
@@ -176,10 +174,7 @@ class LexicalIndex:
         return self._apply(generation, active, chunks_of)
 
     def _apply(
-        self,
-        generation: str,
-        active: dict[str, str],
-        chunks_of: Callable[[Sequence[str]], Iterable[IndexedChunk]],
+        self, generation: str, active: dict[str, str], chunks_of: ChunksOf
     ) -> tuple[int, int]:
         meta = self.meta()
         if meta.get("generation") == generation and generation:
