@@ -47,6 +47,7 @@ CANDIDATE_FACTOR = 2  # tantivy's candidates per result, rescored exactly
 CANDIDATE_SLACK = 20
 WRITER_HEAP = 64_000_000
 LOCK_TIMEOUT_S = 600.0
+DF_KEPT = 100_000  # terms whose document frequency is kept between reloads
 log = logging.getLogger("hybrid_rag.kb")
 
 
@@ -120,6 +121,7 @@ class LexicalIndex:
                 self._in_memory(again)
         self._register()
         self._stats: tuple[int, float] | None = None  # (live documents, average length)
+        self._df: dict[str, int] = {}  # live document frequency per term, until a reload
 
     def _register(self) -> None:
         self._index.register_tokenizer(
@@ -223,6 +225,7 @@ class LexicalIndex:
     def reload(self) -> None:
         self._index.reload()
         self._stats = None
+        self._df = {}
 
     # -- statistics ----------------------------------------------------------------------
 
@@ -245,7 +248,12 @@ class LexicalIndex:
         return self._live()[0]
 
     def _idf(self, searcher: tantivy.Searcher, term: str, n: int) -> float:
-        df = searcher.search(self._term(term), 1, count=True).count  # type: ignore[attr-defined]
+        df = self._df.get(term)
+        if df is None:  # live matches (tantivy's own doc_freq counts deleted ones too)
+            df = searcher.search(self._term(term), 1, count=True).count  # type: ignore[attr-defined]
+            if len(self._df) > DF_KEPT:
+                self._df.clear()
+            self._df[term] = df
         return math.log(1.0 + (n - df + 0.5) / (df + 0.5)) if df else 0.0
 
     def _term(self, term: str) -> tantivy.Query:

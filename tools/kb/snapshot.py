@@ -141,10 +141,11 @@ class SnapshotCache:
             self._lexical = LexicalIndex(folder, self._tokenizer, self._tokenizer_tag)
         return self._lexical
 
-    def current(self) -> Snapshot:
-        """The snapshot at the registry's generation, brought up to date by the documents
-        that changed (a full read only when there is no snapshot at all)."""
-        generation = self._registry.generation()
+    def current(self, generation: str | None = None) -> Snapshot:
+        """The snapshot at the registry's generation (``generation``: just read by the
+        caller), brought up to date by the documents that changed (a full read only when
+        there is no snapshot at all)."""
+        generation = self._registry.generation() if generation is None else generation
         if self._current is not None and self._current.generation == generation:
             return self._current
         base = self._current or self._load()
