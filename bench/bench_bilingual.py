@@ -141,7 +141,7 @@ def stage_pools(args: argparse.Namespace) -> None:
         queries: dict[str, Any] = {}
         for qid, qv in zip(qids, qvecs, strict=True):
             cos_all = mat @ qv
-            bm_all = snap.bm25.scores(data.queries[qid])
+            bm_all = _bm25_all(snap, data.queries[qid])
             queries[qid] = {
                 "lang": detect_language(data.queries[qid]),
                 "kind": kind[qid],
@@ -162,6 +162,14 @@ def stage_pools(args: argparse.Namespace) -> None:
             )
         print(f"# {name}: languages {dict((k, len(v)) for k, v in by_lang.items())}", flush=True)
         kb.close()
+
+
+def _bm25_all(snap: Any, query: str) -> np.ndarray:
+    """The BM25 score of every chunk of the snapshot (0 where a chunk has no query word)."""
+    out = np.zeros(len(snap.ids), dtype=np.float64)
+    for hit in snap.bm25.search(query, len(snap.ids)):
+        out[snap.position[hit.chunk_id]] = hit.score
+    return out
 
 
 # -- sweep -----------------------------------------------------------------------------

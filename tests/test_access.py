@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from cli.main import main
@@ -239,21 +240,29 @@ def test_a_wrapped_server_user_keeps_its_groups() -> None:
     assert reader_of(Wrapped()) == BOB
 
 
-def test_chromas_own_query_skips_what_the_reader_may_not_read(acl_kb: KnowledgeBase) -> None:
-    """The query is restricted, not only re-checked: the vector side's ``n`` candidates
-    are ``n`` readable chunks, so a reader's search is never starved by others' ones."""
+@pytest.mark.parametrize("exact_limit", [1000, 0])
+def test_chromas_own_query_skips_what_the_reader_may_not_read(
+    acl_kb: KnowledgeBase, exact_limit: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search is restricted, not only re-checked: the vector side's ``n`` candidates
+    are ``n`` readable chunks, so a reader's search is never starved by others' ones;
+    whether the reader's share is compared exactly (small) or found by a deeper query
+    filtered on the reader's mask (``exact_limit`` 0), never by a list of chunk ids."""
+    import tools.kb.search as search_module
+
+    monkeypatch.setattr(search_module, "EXACT_LIMIT", exact_limit)
     snap = acl_kb.snapshot()
-    readable = acl_kb.retriever.readable_ids(snap, ALICE)
+    readable = acl_kb.retriever.readable(snap, ALICE)
     assert readable is not None
-    assert {snap.metadatas[snap.position[c]]["doc_id"] for c in readable} == {
+    allowed = [snap.ids[i] for i in np.flatnonzero(readable.mask)]
+    assert {snap.metadatas[snap.position[c]]["doc_id"] for c in allowed} == {
         "hr/pay.md",
         "handbook.md",
     }
-    vector = acl_kb.retriever.query_vector("budget unlock code")
-    near = acl_kb.chunks.nearest(vector, 10, None, ids=readable)
-    assert {c for c, _ in near} == set(readable)  # all of them, and nothing else
     pool = acl_kb.candidate_pool("budget unlock code", mode="vector", reader=ALICE, n=2)
-    assert len(pool.vector_found) == 2 and set(pool.vector_found) <= set(readable)
+    assert len(pool.vector_found) == 2 and set(pool.vector_found) <= set(allowed)
+    pool = acl_kb.candidate_pool("budget unlock code", mode="bm25", reader=ALICE, n=50)
+    assert set(pool.bm25_found) <= set(allowed)
     nobody = Reader.of("nobody-at-all")
     assert {h.doc_id for h in acl_kb.search("office", 5, mode="vector", reader=nobody)} == {
         "handbook.md"

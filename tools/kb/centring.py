@@ -57,12 +57,18 @@ def language_centres(
         members = np.flatnonzero(snap.languages == lang)
         ids = [snap.ids[i] for i in members[sample_positions(len(members))]]
         rows = [
-            _unit(chunks.vectors(ids[start : start + 500])[1]) for start in range(0, len(ids), 500)
+            _unit(_read(snap, chunks, ids[start : start + 500]))
+            for start in range(0, len(ids), 500)
         ]
         rows = [r for r in rows if r.size]
         if rows:
             centres[lang] = np.vstack(rows).mean(axis=0)
     return centres
+
+
+def _read(snap: Snapshot, chunks: ChunkStore, ids: Sequence[str]) -> np.ndarray:
+    """The vectors of ``ids``: the snapshot's when it holds them, else the store's."""
+    return snap.vectors_of(ids)[1] if snap.vectors is not None else chunks.vectors(ids)[1]
 
 
 def centre_cosines(

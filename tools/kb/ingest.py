@@ -186,10 +186,14 @@ class Ingester:
     def prune(self, roots: Sequence[Path], seen: set[str], report: IngestReport) -> None:
         """Delete documents that came from under ``roots`` (resolved folders) and were not
         seen; documents of other folders are never touched."""
-        for doc_id, record in self._registry.records().items():
-            if record.get("version") and doc_id not in seen and under(record, roots):
-                self.delete(doc_id)
-                report.deleted.append(doc_id)
+        gone = [
+            doc_id
+            for doc_id, record in self._registry.pages()  # listed first: deleting moves pages
+            if record.get("version") and doc_id not in seen and under(record, roots)
+        ]
+        for doc_id in gone:
+            self.delete(doc_id)
+            report.deleted.append(doc_id)
 
     def retire(self, doc_ids: Sequence[str], report: IngestReport) -> None:
         """Delete records that held a file now indexed under another doc_id (a store
@@ -202,7 +206,7 @@ class Ingester:
 
     def delete(self, doc_id: str) -> int:
         """Remove a document; returns the number of chunks removed."""
-        record = self._registry.records().get(doc_id)
+        record = self._registry.record(doc_id)
         if not record or not record.get("version"):
             raise InputError(
                 f"no document with doc_id {doc_id!r} in collection {self._collection!r}"

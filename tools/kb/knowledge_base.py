@@ -229,7 +229,7 @@ class KnowledgeBase:
             self._follow_writers()  # never write through a vector index older than the store
             yield
 
-    def _follow_writers(self) -> None:
+    def _follow_writers(self) -> str | None:
         """Reopen embedded Chroma when another process committed since this instance last
         looked (the registry's generation moved, and not by this instance's commit): its
         in-memory vector index would miss the new chunks and fail on the replaced ones.
@@ -237,11 +237,12 @@ class KnowledgeBase:
         the CLI, a sync or another server is searched by the next question. A Chroma
         server serves every process the same store: nothing to do. Caller holds _lock."""
         if self.location.host is not None:
-            return
+            return None
         now = self.registry.generation()
         if now not in (self._seen_generation, self.registry.written):
             self._reopen()
         self._seen_generation = now
+        return now  # the generation read (the snapshot need not read it again)
 
     def _reopen(self) -> None:
         with self._lock:
@@ -332,8 +333,7 @@ class KnowledgeBase:
     def snapshot(self) -> Snapshot:
         """The active chunks and BM25 index, rebuilt only when the registry changed."""
         with self._lock:  # an ingest on this instance may be moving the generation
-            self._follow_writers()
-            return self._snapshots.current()
+            return self._snapshots.current(self._follow_writers())
 
     # -- statistics ----------------------------------------------------------------------
 

@@ -333,7 +333,7 @@ def language_search(
     centred = None
     if centres and query_vector is not None:
         lang_of = {c: lang for lang, p in pools.items() for c in p.ids}
-        found, vectors = chunks.vectors(list(lang_of))
+        found, vectors = snap.vectors_of(list(lang_of))  # the snapshot's, not a store read
         if found:
             langs = [lang_of[c] for c in found]
             centred = centre_cosines(

@@ -171,17 +171,16 @@ class Library:
 
     def documents(self, reader: Reader) -> list[dict[str, Any]]:
         """Every document ``reader`` may read, by path."""
-        records = self.kb.registry.records()
         rows = self.catalog.rows()
         out = [
             _view(doc_id, record, rows.get(doc_id))
-            for doc_id, record in records.items()
+            for doc_id, record in self.kb.registry.pages()  # paged: any number of documents
             if record.get("version") and reader.may_read(record)
         ]
         return sorted(out, key=lambda d: (d["path"], d["doc_id"]))
 
     def document(self, doc_id: str, reader: Reader) -> dict[str, Any] | None:
-        record = self.kb.registry.records().get(doc_id)
+        record = self.kb.registry.record(doc_id)
         if not record or not record.get("version") or not reader.may_read(record):
             return None
         return _view(doc_id, record, self.catalog.get(doc_id))
@@ -191,9 +190,8 @@ class Library:
             return None
         snap = self.kb.snapshot()
         found = [
-            (int(m.get("chunk_index", 0)), text, m)
-            for text, m in zip(snap.texts, snap.metadatas, strict=True)
-            if m.get("doc_id") == doc_id
+            (int(snap.metadatas[i].get("chunk_index", 0)), snap.texts[i], snap.metadatas[i])
+            for i in snap.by_document.get(doc_id, [])  # its chunks, not a walk over all
         ]
         return [
             {
@@ -217,7 +215,7 @@ class Library:
         if row is not None:
             path = self.originals.path(row.blob)
             return (path, PurePosixPath(row.path).name) if path.exists() else None
-        record = self.kb.registry.records()[doc_id]
+        record = self.kb.registry.record(doc_id) or {}
         source = Path(str(record.get("source", "")))
         if source.is_absolute() and source.is_file():
             return source, source.name

@@ -18,7 +18,7 @@ The generation changes with every commit, so anything derived from the active se
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, TypedDict, cast
 
 from chromadb.api.models.Collection import Collection
@@ -26,6 +26,10 @@ from chromadb.api.models.Collection import Collection
 from tools.kb.store import StoreGuard
 
 GENERATION_ID = "__generation__"
+# Records per read: embedded Chroma binds one SQL variable per id it returns, and SQLite
+# refuses more than 32,766 in one statement ("too many SQL variables"), so a registry of
+# more documents than that could not be read whole.
+RECORD_PAGE = 5000
 _OPTIONAL_EMPTY = {"via": "", "acl": ""}  # DocRecord's optional keys, as written when absent
 
 
@@ -50,15 +54,38 @@ class Registry:
         self.written = ""  # the generation this object committed last
 
     def records(self) -> dict[str, DocRecord]:
-        """Every document's record, tombstones included."""
+        """Every document's record, tombstones included (read page by page)."""
+        return dict(self.pages())
+
+    def pages(self) -> Iterator[tuple[str, DocRecord]]:
+        """Every document's record, ``RECORD_PAGE`` at a time: no read is unbounded."""
+        offset = 0
+        while True:
+            got = self._guard(
+                "reading the registry",
+                lambda offset=offset: self.collection.get(  # type: ignore[misc]
+                    include=["metadatas"], limit=RECORD_PAGE, offset=offset
+                ),
+            )
+            for doc_id, meta in zip(got["ids"], got["metadatas"] or [], strict=True):
+                if doc_id != GENERATION_ID:
+                    yield doc_id, cast(DocRecord, dict(meta or {}))
+            if len(got["ids"]) < RECORD_PAGE:
+                return
+            offset += RECORD_PAGE
+
+    def record(self, doc_id: str) -> DocRecord | None:
+        """One document's record (None: never ingested), without reading the others."""
         got = self._guard(
-            "reading the registry", lambda: self.collection.get(include=["metadatas"])
+            f"reading the registry entry of {doc_id}",
+            lambda: self.collection.get(ids=[doc_id], include=["metadatas"]),
         )
-        return {
-            doc_id: cast(DocRecord, dict(meta or {}))
-            for doc_id, meta in zip(got["ids"], got["metadatas"] or [], strict=True)
-            if doc_id != GENERATION_ID
-        }
+        metas = got["metadatas"] or []
+        return (
+            cast(DocRecord, dict(metas[0] or {}))
+            if got["ids"] and doc_id != GENERATION_ID
+            else None
+        )
 
     def generation(self) -> str:
         got = self._guard(

@@ -36,6 +36,7 @@ from tools.kb.search import (
     SEARCH_MODES,
     CandidatePool,
     Filters,
+    Readable,
     RetrievedChunk,
     SearchMode,
     candidate_pool,
@@ -112,8 +113,8 @@ class Retriever:
         self._retrievals: LRUCache[tuple[str, str, str, str, str], _Searched] = LRUCache(
             maxsize=256
         )
-        # Per (generation, reader): the chunk ids a reader may read (access control).
-        self._readable: LRUCache[tuple[str, str], list[str]] = LRUCache(maxsize=64)
+        # Per (generation, reader): which chunks a reader may read (access control).
+        self._readable: LRUCache[tuple[str, str], Readable] = LRUCache(maxsize=64)
         # Per generation: each document language's centre (``tools.kb.languages``).
         self._centres: LRUCache[str, dict[str, np.ndarray]] = LRUCache(maxsize=4)
 
@@ -182,7 +183,7 @@ class Retriever:
             mode=mode,
             vector_text=vector_text,
             filters=Filters.of(
-                doc_ids, sources, exclude_doc_ids, reader, self.readable_ids(snap, reader)
+                doc_ids, sources, exclude_doc_ids, reader, self.readable(snap, reader)
             ),
             n=max(self.ranking.candidates, k),
             snap=snap,
@@ -290,7 +291,7 @@ class Retriever:
             self.chunks,
             mode=mode,
             filters=Filters.of(
-                doc_ids, sources, exclude_doc_ids, reader, self.readable_ids(snap, reader)
+                doc_ids, sources, exclude_doc_ids, reader, self.readable(snap, reader)
             ),
             n=n or self.ranking.candidates,
         )
@@ -342,22 +343,23 @@ class Retriever:
                     self._centres[snap.generation] = known
         return known
 
-    def readable_ids(self, snap: Snapshot, reader: Reader | None) -> list[str] | None:
-        """The snapshot's chunks ``reader`` may read (None: all), listed once per reader
-        and generation: the vector side's query is restricted to them."""
+    def readable(self, snap: Snapshot, reader: Reader | None) -> Readable | None:
+        """What ``reader`` may read in the snapshot (None: all), once per reader and
+        generation: a mask over the chunks, decided per distinct access list."""
         if reader is None or reader.unrestricted:
             return None
         key = (snap.generation, reader.key())
         with self._lock:
-            listed = self._readable.get(key) if snap.generation else None
-        if listed is None:
-            listed = [
-                c for c, m in zip(snap.ids, snap.metadatas, strict=True) if reader.may_read(m)
-            ]
+            known = self._readable.get(key) if snap.generation else None
+        if known is None:
+            codes, acls = snap.acl_table
+            allowed = np.array([reader.may_read({"acl": a}) for a in acls], dtype=bool)
+            mask = allowed[codes] if len(codes) else np.zeros(0, dtype=bool)
+            known = Readable(mask, tuple(a for a, ok in zip(acls, allowed, strict=True) if ok))
             if snap.generation:
                 with self._lock:
-                    self._readable[key] = listed
-        return listed
+                    self._readable[key] = known
+        return known
 
     @functools.cached_property
     def answerability_model(self) -> AnswerabilityModel:

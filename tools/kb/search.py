@@ -8,6 +8,7 @@ both raw scores (cosine from the stored vector, BM25 from the snapshot), so fusi
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, cast
@@ -16,12 +17,30 @@ import numpy as np
 
 from tools.access.acl import Reader
 from tools.kb.fusion import FusionMethod, clamp01, cosine_to_relevance, fuse
+from tools.kb.lexical import LexicalFilter
 from tools.kb.snapshot import Snapshot
 from tools.kb.store import ChunkStore
 
 SearchMode = Literal["hybrid", "bm25", "vector"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "bm25", "vector")
 VECTOR_OVERFETCH = 10  # chunks of inactive versions (a crashed ingest) are dropped
+# The vector side of a restricted search (one language, the chunks a reader may read):
+# at most this many chunks are compared exactly (on the snapshot's vectors); a larger share of
+# the store is found by one unrestricted nearest-neighbour query, deep enough that the
+# share holds the n asked for (``PROBE_MARGIN``), filtered on the snapshot's masks.
+EXACT_LIMIT = 10_000
+PROBE_MARGIN = 1.5
+SUBSETS_KEPT = 8  # per snapshot: the exactly compared shares kept (at most EXACT_LIMIT rows)
+PROBE_LIMIT = 20_000  # deeper than this, the store's own filter (on principals) is used
+
+
+@dataclass(frozen=True)
+class Readable:
+    """What one reader may read in one snapshot: a mask over its chunks and the distinct
+    access lists allowed (the lexical index's filter terms)."""
+
+    mask: np.ndarray
+    acls: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -68,8 +87,8 @@ class Filters:
     sources: frozenset[str] | None = None
     excluded: frozenset[str] = frozenset()  # evaluation: "the KB without its answer"
     reader: Reader = field(default_factory=Reader.everyone)  # whose documents (ACL)
-    # The chunks the reader may read (``Retriever.readable_ids``); None: every chunk.
-    readable_ids: Sequence[str] | None = None
+    # The chunks the reader may read (``Retriever.readable``); None: every chunk.
+    readable: Readable | None = None
     # One document language (``lang`` of a chunk, ``tools.kb.languages``); None: all.
     language: str | None = None
 
@@ -80,14 +99,14 @@ class Filters:
         sources: Sequence[str] | None = None,
         exclude_doc_ids: Collection[str] = (),
         reader: Reader | None = None,
-        readable_ids: Sequence[str] | None = None,
+        readable: Readable | None = None,
     ) -> Filters:
         return cls(
             frozenset(doc_ids) if doc_ids else None,
             frozenset(sources) if sources else None,
             frozenset(exclude_doc_ids),
             reader or Reader.everyone(),
-            readable_ids,
+            readable,
         )
 
     def allows(self, meta: dict[str, Any]) -> bool:
@@ -100,18 +119,45 @@ class Filters:
         )
 
     def where(self) -> dict[str, Any] | None:
-        """The Chroma ``where`` clause of the inclusive filters (exclusion is done after;
-        the reader's ACL restricts the query's ids instead, see ``readable_ids``)."""
+        """The Chroma ``where`` clause of the documents asked for (language and access
+        are masks on the snapshot, never the store's filter on the query path)."""
         clauses: list[dict[str, Any]] = []
         if self.doc_ids:
             clauses.append({"doc_id": {"$in": sorted(self.doc_ids)}})
         if self.sources:
             clauses.append({"source": {"$in": sorted(self.sources)}})
-        if self.language is not None:
-            clauses.append({"lang": self.language})
         if not clauses:
             return None
         return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+    def lexical(self) -> LexicalFilter:
+        """The same restrictions as the lexical index's filter."""
+        return LexicalFilter(
+            language=self.language,
+            acls=self.readable.acls if self.readable is not None else None,
+            doc_ids=self.doc_ids,
+            sources=self.sources,
+            excluded=self.excluded,
+        )
+
+    def selection(self, snap: Snapshot) -> np.ndarray | None:
+        """Which of the snapshot's chunks the search may return (None: all): the reader's
+        mask, the language's, and the documents asked for."""
+        masks = [] if self.readable is None else [self.readable.mask]
+        if self.language is not None:
+            masks.append(snap.language_mask(self.language))
+        if self.doc_ids or self.sources:
+            masks.append(np.fromiter(
+                ((self.doc_ids is None or m.get("doc_id") in self.doc_ids)
+                 and (self.sources is None or m.get("source") in self.sources)
+                 for m in snap.metadatas), dtype=bool, count=len(snap.metadatas),
+            ))  # fmt: skip
+        if not masks:
+            return None
+        out = masks[0].copy()
+        for m in masks[1:]:
+            out &= m
+        return out
 
 
 def candidate_pool(
@@ -130,10 +176,11 @@ def candidate_pool(
         cosine = _vector_candidates(query_vector, n, snap, chunks, filters)
     bm25: dict[str, BM25Score] = {}
     if mode in ("hybrid", "bm25"):
-        mask = None if filters.language is None else snap.languages == filters.language
-        allowed = lambda i: filters.allows(snap.metadatas[i])  # noqa: E731
-        for hit in snap.bm25.search(query, n, allowed=allowed, mask=mask):
-            bm25[snap.ids[hit.index]] = BM25Score(hit.score, hit.relevance)
+        for hit in snap.bm25.search(query, n, filters.lexical()):
+            i = snap.position.get(hit.chunk_id)
+            # Checked again on the snapshot: the index may be a commit ahead of it.
+            if i is not None and filters.allows(snap.metadatas[i]):
+                bm25[hit.chunk_id] = BM25Score(hit.score, hit.relevance)
     vector_found = dict(cosine)
     bm25_found = {c: s.raw for c, s in bm25.items()}
     ids = list(dict.fromkeys([*cosine, *bm25]))
@@ -141,9 +188,9 @@ def candidate_pool(
         # Give every candidate both scores, so its relevance is not half-blind.
         missing_bm25 = [c for c in ids if c not in bm25]
         if missing_bm25:
-            scored = snap.bm25.score_indices(query, [snap.position[c] for c in missing_bm25])
+            scored = snap.bm25.score_ids(query, missing_bm25)
             for c in missing_bm25:
-                scored_hit = scored.get(snap.position[c])
+                scored_hit = scored.get(c)
                 bm25[c] = (
                     BM25Score(scored_hit.score, scored_hit.relevance)
                     if scored_hit
@@ -151,28 +198,93 @@ def candidate_pool(
                 )
         missing_vector = [c for c in ids if c not in cosine]
         if missing_vector and query_vector is not None:
-            cosine.update(chunks.cosines(missing_vector, query_vector))
+            cosine.update(snap.cosines(missing_vector, query_vector))
     return CandidatePool(ids, cosine, bm25, vector_found, bm25_found)
 
 
 def _vector_candidates(
     query_vector: np.ndarray, n: int, snap: Snapshot, chunks: ChunkStore, filters: Filters
 ) -> dict[str, float]:
-    wanted = n + 4 * len(filters.excluded)
-    n_results = min(wanted + VECTOR_OVERFETCH, max(1, len(snap.ids) + VECTOR_OVERFETCH))
-    if filters.readable_ids is not None and not filters.readable_ids:
-        return {}  # the reader may read nothing (an empty id list would mean "all")
-    # The reader's chunks restrict the query itself: its top n are n readable chunks.
-    found = chunks.nearest(query_vector, n_results, filters.where(), ids=filters.readable_ids)
+    wanted = n + 4 * len(filters.excluded) + VECTOR_OVERFETCH
+    selection = filters.selection(snap)
+    if selection is None:
+        found = chunks.nearest(query_vector, min(wanted, max(1, len(snap.ids))), None)
+    else:
+        found = _restricted_nearest(query_vector, wanted, snap, chunks, filters, selection)
     active = (
         (cid, cos)
         for cid, cos in found
         if cid in snap.position
         # Checked again on the snapshot's metadata: a chunk the reader may not read never
-        # becomes a candidate, whatever the store's filter did.
+        # becomes a candidate, whatever the store returned.
         and filters.allows(snap.metadatas[snap.position[cid]])
     )
     return dict(itertools.islice(active, n))
+
+
+def _restricted_nearest(
+    query_vector: np.ndarray,
+    wanted: int,
+    snap: Snapshot,
+    chunks: ChunkStore,
+    filters: Filters,
+    selection: np.ndarray,
+) -> list[tuple[str, float]]:
+    """The nearest chunks among ``selection`` (see ``EXACT_LIMIT``)."""
+    count = int(selection.sum())
+    if count == 0:
+        return []
+    if count <= EXACT_LIMIT and snap.vectors is not None and len(snap.vectors):
+        # A small share: compared exactly, on the snapshot's vectors.
+        rows, matrix = _subset(snap, filters, selection)
+        q = (query_vector / (np.linalg.norm(query_vector) or 1.0)).astype(np.float32)
+        # einsum, not BLAS: one thread, no spinning pool on busy cores (3x faster here).
+        sims = np.einsum("ij,j->i", matrix, q)
+        top = (
+            np.argpartition(-sims, wanted - 1)[:wanted]
+            if len(sims) > wanted
+            else np.arange(len(sims))
+        )
+        order = top[np.argsort(-sims[top], kind="stable")]
+        return [(snap.ids[rows[j]], float(sims[j])) for j in order]
+    depth = min(len(snap.ids), math.ceil(wanted * PROBE_MARGIN * len(snap.ids) / count))
+    if depth <= PROBE_LIMIT:
+        found = chunks.nearest(query_vector, depth, filters.where())
+        kept = [
+            (c, s) for c, s in found if (i := snap.position.get(c)) is not None and selection[i]
+        ]
+        if len(kept) >= wanted or depth >= len(snap.ids):
+            return kept
+    # A large share too rare to reach by depth: the store filters on the language and
+    # the reader's access lists (a few terms, never a list of chunks).
+    clauses: list[dict[str, Any]] = [filters.where() or {}]
+    if filters.language is not None:
+        clauses.append({"lang": filters.language})
+    if filters.readable is not None:
+        clauses.append({"acl": {"$in": list(filters.readable.acls)}})
+    where = [c for c in clauses if c]
+    return chunks.nearest(query_vector, wanted, where[0] if len(where) == 1 else {"$and": where})
+
+
+def _subset(
+    snap: Snapshot, filters: Filters, selection: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The selected chunks' positions and vectors; kept per snapshot for a language and
+    reader (every search of one reader in one language compares the same rows)."""
+    key = None
+    if not (filters.doc_ids or filters.sources):
+        key = (filters.language, None if filters.readable is None else filters.readable.acls)
+    kept: dict[Any, tuple[np.ndarray, np.ndarray]] = snap.__dict__.setdefault("_subsets", {})
+    if key is not None and key in kept:
+        return kept[key]
+    rows = np.flatnonzero(selection)
+    assert snap.vectors is not None
+    found = (rows, snap.vectors[rows])
+    if key is not None:
+        if len(kept) >= SUBSETS_KEPT:
+            kept.pop(next(iter(kept)))
+        kept[key] = found
+    return found
 
 
 def fused_scores(

@@ -34,13 +34,13 @@ from chromadb.api.models.Collection import Collection
 from tools.errors import ConfigError, EmbeddingMismatchError, InputError, StoreError
 from tools.kb.embeddings import spec_for_model_id
 from tools.kb.store_deadline import DeadlineTransport, bounded_timeout
+from tools.kb.store_pages import STORED, StoredChunk, read_pages
 from tools.settings import store_timeout
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,500}[A-Za-z0-9]$")
 REGISTRY_SUFFIX = "-docs"
 STORE_FILE = "chroma.sqlite3"  # embedded Chroma's database, in the store's folder
 WRITE_PAGE = 1000  # chunks per upsert: bounded request bodies for a Chroma server
-READ_PAGE = 2000  # chunks per get when reading the whole collection
 STALE_INDEX = "Error finding id"  # embedded Chroma's vector index is older than its store
 T = TypeVar("T")
 
@@ -249,15 +249,6 @@ class StoreGuard:
             ) from exc
 
 
-@dataclass(frozen=True)
-class StoredChunk:
-    """One chunk as read back from the store."""
-
-    chunk_id: str
-    text: str
-    metadata: dict[str, Any]
-
-
 class ChunkStore:
     """The chunk collection: vectors, texts and metadata keyed by chunk id.
 
@@ -302,13 +293,15 @@ class ChunkStore:
             )
 
     def delete_other_versions(self, doc_id: str, version: str) -> None:
-        """Remove the chunks of ``doc_id`` that do not belong to ``version``."""
-        self._guard(
-            f"removing old chunks of {doc_id}",
-            lambda: self.collection.delete(
-                where={"$and": [{"doc_id": doc_id}, {"version": {"$ne": version}}]}  # type: ignore[dict-item]
-            ),
-        )
+        """Remove the chunks of ``doc_id`` not of ``version``: listed by an equality on
+        ``doc_id`` (a ``$ne`` filter scans the store), then deleted by id."""
+        old = [c.chunk_id for c in self._pages({"doc_id": doc_id}, "listing chunks", ())]
+        old = [c for c in old if not c.startswith(f"{doc_id}#{version}#")]
+        for start in range(0, len(old), WRITE_PAGE):
+            self._guard(
+                f"removing old chunks of {doc_id}",
+                lambda start=start: self.collection.delete(ids=old[start : start + WRITE_PAGE]),  # type: ignore[misc]
+            )
 
     def delete_document(self, doc_id: str) -> None:
         self._guard(
@@ -318,21 +311,18 @@ class ChunkStore:
 
     def scan(self) -> Iterator[StoredChunk]:
         """Every stored chunk (all versions), read page by page."""
-        offset = 0
-        while True:
-            page = self._guard(
-                "reading chunks",
-                lambda offset=offset: self.collection.get(  # type: ignore[misc]
-                    include=["documents", "metadatas"], limit=READ_PAGE, offset=offset
-                ),
-            )
-            for cid, text, meta in zip(
-                page["ids"], page["documents"] or [], page["metadatas"] or [], strict=True
-            ):
-                yield StoredChunk(cid, text or "", dict(meta or {}))
-            if len(page["ids"]) < READ_PAGE:
-                return
-            offset += READ_PAGE
+        return self._pages(None, "reading chunks")
+
+    def document_chunks(self, doc_ids: Sequence[str]) -> Iterator[StoredChunk]:
+        """The stored chunks (all versions) of some documents, 100 documents per read."""
+        for start in range(0, len(doc_ids), 100):
+            where = {"doc_id": {"$in": list(doc_ids[start : start + 100])}}
+            yield from self._pages(where, "reading changed documents")
+
+    def _pages(
+        self, where: dict[str, Any] | None, what: str, include: Sequence[str] = STORED
+    ) -> Iterator[StoredChunk]:
+        return read_pages(self.collection, self._guard, where, what, include)
 
     def nearest(
         self,
