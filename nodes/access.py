@@ -43,6 +43,12 @@ def reader_of(user: Any) -> Reader:
     return Reader(frozenset([f"user:{identity}", *(f"group:{g}" for g in groups)]))
 
 
+def run_operator() -> bool:
+    """Whether the run's caller runs the server (an admin, or local use): they read how
+    it is configured (``tools.policy.disclosure``)."""
+    return run_reader().principals is None
+
+
 def run_reader() -> Reader:
     """The reader of the run being executed (every document outside a server run)."""
     try:

@@ -10,9 +10,12 @@ from typing import TYPE_CHECKING, Any
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
+from nodes.access import run_operator
 from nodes.notices import localize_all
 from nodes.settings import settings_of
 from tools.evaluation.run_stats import record_run
+from tools.policy.decisions import web_unavailable
+from tools.policy.disclosure import shown_warnings
 from tools.settings import data_home, run_stats_path
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
@@ -53,6 +56,9 @@ async def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         log.warning("could not record run statistics: %s", exc)
     language = str(state.get("language") or "en")
     warnings = list(state.get("warnings") or [])
-    localized = localize_all(warnings, language)
+    # Not the web failure the answer's note states, nor the server's configuration to
+    # anyone but its operator.
+    shown = shown_warnings(warnings, web_unavailable(state), operator=run_operator())
+    localized = localize_all(shown, language)
     # The warnings in the answer's language (Overwrite: the reducer would append them).
     return {"warnings": Overwrite(localized)} if localized != warnings else {}
