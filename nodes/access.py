@@ -44,15 +44,21 @@ def reader_of(user: Any) -> Reader:
 
 
 def run_operator() -> bool:
-    """Whether the run's caller runs the server (an admin, or local use): they read how
-    it is configured (``tools.policy.disclosure``)."""
-    return run_reader().principals is None
+    """Whether the run's caller runs the server (an admin of the users file, or local
+    use): they read how it is configured (``tools.policy.disclosure``)."""
+    user = _run_user()
+    return user is None or bool(_field(user, "is_admin"))
+
+
+def _run_user() -> Any:
+    """The server user of the run being executed, or None (local use)."""
+    try:
+        config = get_config()
+    except RuntimeError:  # called outside a run (tests, Python helpers): local use
+        return None
+    return (config.get("configurable") or {}).get("langgraph_auth_user")
 
 
 def run_reader() -> Reader:
     """The reader of the run being executed (every document outside a server run)."""
-    try:
-        config = get_config()
-    except RuntimeError:  # called outside a run (tests, Python helpers): local use
-        return Reader.everyone()
-    return reader_of((config.get("configurable") or {}).get("langgraph_auth_user"))
+    return reader_of(_run_user())

@@ -28,7 +28,7 @@ CONFIG_REASON = (
     "(or use provider 'ddgs' after pip install 'hybrid-rag[ddgs]')"
 )
 BOB = {"identity": "bob", "groups": ["staff"], "kb_access": "acl"}
-ADMIN = {"identity": "root", "groups": [], "kb_access": "all"}
+ADMIN = {"identity": "root", "groups": [], "kb_access": "acl", "is_admin": True}
 
 
 def test_a_configuration_reason_is_for_the_operator_only() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,8 +19,9 @@ from tests import test_ui_browser as shared
 from tests.browser import DESKTOP, PHONE, chromium, unavailable
 from tests.langgraph_server import REPO
 from tests.local_provider import Reply
-from tests.team_server import SERPER_BODY, WEB_QUESTION, TeamServer
+from tests.team_server import SERPER_BODY, WEB_QUESTION, TeamServer, team_server
 from tests.test_ui_browser import EN_FOLLOW_UP, EN_QUESTION, ZH_QUESTION, Page
+from tools.access.users import add_user
 
 pytestmark = pytest.mark.skipif(bool(unavailable()), reason=unavailable() or "")
 
@@ -365,3 +367,44 @@ def test_run_control_on_the_production_server(browser: Any, production_team: Tea
         stop_a_run(tab, production_team, WEB_QUESTION.replace("today", "today, stopped on Aegra"))
     finally:
         tab.close()
+
+
+# --- what users are told about the server's configuration ------------------------------
+
+ZH_WEB_QUESTION = "今天最新的 Python 稳定版本是什么？"
+
+
+@pytest.mark.slow  # a server of its own, without web search
+def test_web_search_not_set_up_is_said_plainly_to_users(browser: Any, tmp_path: Path) -> None:
+    with team_server(tmp_path, env={"SERPER_API_KEY": "", "SERPER_BASE_URL": ""}) as team:
+        team.tokens["root"] = add_user(tmp_path / "users.json", "root", admin=True)
+        for locale, question, plain in (
+            ("en-US", WEB_QUESTION, "Web search is not available on this server."),
+            ("zh-CN", ZH_WEB_QUESTION, "此服务器未提供网络搜索。"),
+        ):
+            tab = signed_in(browser, team, "bob", locale=locale)
+            try:
+                turn = tab.ask(question)
+                said = turn.inner_text()
+                assert plain in turn.locator(".answer").inner_text(), said
+                for detail in ("SERPER", "pip install", "not configured", "未配置"):
+                    assert detail not in said, said
+                assert turn.locator(".warnings").count() == 0, said  # not repeated
+                steps = turn.locator(".progress li[data-step='searched']").all_text_contents()
+                assert steps and plain.rstrip(".。") in steps[0], steps
+                if locale == "en-US":
+                    shot(tab, "ui-web-unavailable-desktop-en.png")
+            finally:
+                tab.close()
+        # The operator (an admin) reads the detail, once; and the sources are asked for.
+        tab = signed_in(browser, team, "root")
+        try:
+            turn = tab.ask(WEB_QUESTION)
+            assert "SERPER_API_KEY" in turn.locator(".answer").inner_text()
+            assert turn.locator(".warnings").count() == 0
+            tab.page.click("#tab-docs")
+            tab.page.wait_for_selector("#doc-rows tr td")
+            tab.page.wait_for_function("() => performance.getEntriesByType('resource')"
+                                       ".some(e => e.name.includes('/kb/sources'))")  # fmt: skip
+        finally:
+            tab.close()
