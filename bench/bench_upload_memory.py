@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 import uvicorn
 from starlette.applications import Starlette
-from graph import documents_api
+from server import documents_api
 from tests.fakes import hash_model
 from tools.kb.jobs import JobRunner
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase

@@ -43,10 +43,22 @@ def reader_of(user: Any) -> Reader:
     return Reader(frozenset([f"user:{identity}", *(f"group:{g}" for g in groups)]))
 
 
-def run_reader() -> Reader:
-    """The reader of the run being executed (every document outside a server run)."""
+def run_operator() -> bool:
+    """Whether the run's caller runs the server (an admin of the users file, or local
+    use): they read how it is configured (``tools.policy.disclosure``)."""
+    user = _run_user()
+    return user is None or bool(_field(user, "is_admin"))
+
+
+def _run_user() -> Any:
+    """The server user of the run being executed, or None (local use)."""
     try:
         config = get_config()
     except RuntimeError:  # called outside a run (tests, Python helpers): local use
-        return Reader.everyone()
-    return reader_of((config.get("configurable") or {}).get("langgraph_auth_user"))
+        return None
+    return (config.get("configurable") or {}).get("langgraph_auth_user")
+
+
+def run_reader() -> Reader:
+    """The reader of the run being executed (every document outside a server run)."""
+    return reader_of(_run_user())

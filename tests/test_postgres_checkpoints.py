@@ -47,7 +47,7 @@ CHILD = textwrap.dedent(
     from pathlib import Path
     from graph import Context
     from graph.persistence import open_sync_graph, run_config
-    from nodes import resources
+    from run import resources
     from tests.fakes import hash_model
     from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 

@@ -26,7 +26,7 @@ from chromadb.api.models.Collection import Collection
 from tools.kb.store import StoreGuard
 
 GENERATION_ID = "__generation__"
-_OPTIONAL_EMPTY = {"via": "", "acl": ""}  # DocRecord's optional keys, as written when absent
+_OPTIONAL_EMPTY = {"via": "", "acl": "", "title": ""}  # optional keys, as written when absent
 
 
 class DocRecord(TypedDict, total=False):
@@ -39,6 +39,7 @@ class DocRecord(TypedDict, total=False):
     acl: str  # who may read it, comma-separated principals (tools.access.acl); "" public
     chunks: int
     ingested_at: str  # ISO 8601, UTC
+    title: str  # its metadata title or first heading (tools.kb.titles), or ""
 
 
 class Registry:
