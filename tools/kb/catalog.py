@@ -124,13 +124,6 @@ class SharedFile:
         with self._lock:
             self._db.close()
 
-
-class Catalog(SharedFile):
-    """The catalog of one collection (thread-safe; several processes share the file)."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path, SCHEMA)
-
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
@@ -141,6 +134,13 @@ class Catalog(SharedFile):
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+
+
+class Catalog(SharedFile):
+    """The catalog of one collection (thread-safe; several processes share the file)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, SCHEMA)
 
     # -- documents -------------------------------------------------------------------------
 
@@ -203,6 +203,14 @@ class Catalog(SharedFile):
             raise InputError(f"no job {job_id!r}")
         files = [JobFile(**f) for f in json.loads(row[4])]
         return Job(row[0], row[1], row[2], row[3], files, row[5])
+
+    def recent_jobs(self, limit: int = 50) -> list[tuple[Job, float]]:
+        """The newest jobs first, with when each was created (the admin view's list)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT job_id, created FROM jobs ORDER BY created DESC LIMIT ?", (limit,)
+            ).fetchall()
+        return [(self.job(job_id), created) for job_id, created in rows]
 
     def claim_unfinished(self) -> list[Job]:
         """The jobs that stopped processes left unfinished, now this process's: a job is
