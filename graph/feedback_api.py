@@ -18,11 +18,10 @@ from starlette.routing import BaseRoute, Route
 from graph.api_caller import Caller, Refused
 from graph.context import Context
 from graph.documents_api import blocking, endpoint
-from nodes.settings import resolve_run_settings
-from nodes.tracing import redacting_client
 from tools.errors import InputError
 from tools.feedback.store import Feedback, FeedbackStore, feedback_path, parse_feedback
 from tools.feedback.tracing import send_feedback, tracing_on
+from tools.settings import home_path
 
 _lock = threading.Lock()
 _stores: dict[Path, FeedbackStore] = {}
@@ -31,7 +30,7 @@ MAX_LIST = 500
 
 def store() -> FeedbackStore:
     """The server's feedback store (in its data home; opened on first use)."""
-    path = feedback_path(resolve_run_settings(Context()).home)
+    path = feedback_path(home_path(Context().data_home or None))
     with _lock:
         if path not in _stores:
             _stores[path] = FeedbackStore(path)
@@ -39,8 +38,11 @@ def store() -> FeedbackStore:
 
 
 def langsmith_client() -> Any:
-    """The client votes are sent with (replaced by a fake in the tests)."""
-    return redacting_client()
+    """The client votes are sent with (replaced by a fake in the tests); it reads
+    ``LANGSMITH_API_KEY`` / ``LANGSMITH_ENDPOINT`` as tracing does."""
+    from langsmith import Client
+
+    return Client()
 
 
 def _to_langsmith(item: Feedback) -> None:
