@@ -102,6 +102,9 @@ async function deleteThread(id) {
   await guarded(loadThreads);
 }
 
+/** The open thread's id (null before the first question). */
+export const currentThread = () => chat.thread;
+
 export function newThread() {
   chat.thread = null;
   $("conversation").replaceChildren(el("p", { class: "hint" }, t("emptyChat")));
@@ -109,7 +112,7 @@ export function newThread() {
   for (const li of $("thread-list").querySelectorAll("li")) li.classList.remove("current");
 }
 
-async function openThread(id) {
+export async function openThread(id) {
   chat.thread = id;
   const state = await guarded(() => api(`/threads/${id}/state`));
   if (!state) return;
@@ -127,8 +130,9 @@ function renderThread(state) {
   box.replaceChildren();
   const messages = values.messages || [];
   const lastAi = messages.map((m) => m.type === "ai" && !(m.tool_calls || []).length && contentText(m.content)).lastIndexOf(true);
+  let asked = "";
   messages.forEach((m, i) => {
-    if (m.type === "human") box.append(userTurn(contentText(m.content)));
+    if (m.type === "human") box.append(userTurn((asked = contentText(m.content))));
     const text = m.type === "ai" && !(m.tool_calls || []).length ? contentText(m.content) : "";
     if (!text) return;
     const turn = answerTurn();
@@ -137,11 +141,17 @@ function renderThread(state) {
     renderAnswer(turn.body, withoutSources(text), cites);
     if (last) renderFacts(turn, values);
     box.append(turn.root);
+    answered(turn.root, { question: asked, answer: withoutSources(text), citations: cites });
   });
   if (!messages.length) box.append(el("p", { class: "hint" }, t("emptyChat")));
   const interrupt = (state.interrupts || state.tasks?.flatMap((task) => task.interrupts || []) || [])[0];
   if (interrupt) box.append(approvalCard(interrupt.value));
   box.lastElementChild?.scrollIntoView({ block: "end" });
+}
+
+/** Tell the page's other parts (feedback, export) that ``root`` holds a finished answer. */
+function answered(root, detail) {
+  root.dispatchEvent(new CustomEvent("answered", { bubbles: true, detail: { ...detail, threadId: chat.thread, graph: $("graph").value } }));
 }
 
 // --- one turn --------------------------------------------------------------------------
@@ -220,6 +230,7 @@ async function run(body, question, retry) {
   let values = {};
   let draft = "";
   let failed = null;
+  let runId = "";
   chat.controller = new AbortController();
   try {
     if (!chat.thread) {
@@ -230,9 +241,11 @@ async function run(body, question, retry) {
     }
     const payload = { assistant_id: $("graph").value, stream_mode: STREAM_MODE, on_disconnect: "cancel", ...body };
     if ($("approve-web").checked) payload.context = { approve_web_search: true };
+    if ($("scope")?.value) payload.context = { ...payload.context, scope: $("scope").value };
     turn.status.textContent = t("working");
     for await (const { event, data } of stream(`/threads/${chat.thread}/runs/stream`, { json: payload, signal: chat.controller.signal })) {
       if (event === "metadata") {
+        runId = data?.run_id || runId;
         turn.status.textContent = t("accepted"); // the server took the run; a worker starts it
         turn.status.dataset.phase = "accepted";
       } else if (event === "custom") {
@@ -271,6 +284,7 @@ async function run(body, question, retry) {
     renderAnswer(turn.body, values.answer, values.citations || []);
     renderFacts(turn, values);
     foldSteps(turn);
+    answered(turn.root, { runId, question: values.question || question || "", answer: withoutSources(values.answer), citations: values.citations || [] });
   }
   const state = await guarded(() => api(`/threads/${chat.thread}/state`));
   const interrupt = (state?.interrupts || [])[0];
