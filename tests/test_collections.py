@@ -9,6 +9,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from langgraph_sdk import get_client
 from starlette.applications import Starlette
@@ -19,6 +20,7 @@ from graph.mcp_tools import bad_arguments, input_schema
 from graph.webapp import routes
 from tests.fakes import hash_model
 from tests.team_server import TeamServer
+from tests.test_ui_browser import production_team  # noqa: F401
 from tools.access.acl import Reader, parse_acl
 from tools.access.scope import make_scope, parse_scope
 from tools.access.users import add_user
@@ -139,23 +141,61 @@ def test_mcp_takes_a_scope() -> None:
     assert "must be a string" in str(bad_arguments({"question": "q", "scope": 3}))
 
 
-@pytest.mark.slow  # both graphs on the team's langgraph dev
-def test_the_sdk_scopes_both_graphs(team: TeamServer) -> None:
+def sdk_scoped_answers(team: TeamServer) -> list[tuple[str, str, set[str]]]:
+    """Alice's leave question on both graphs, scoped to hr/ and to finance/, and through an
+    assistant of her own bound to finance/: (graph, scope, cited doc_ids)."""
+
     async def go() -> list[tuple[str, str, set[str]]]:
         client = get_client(url=team.url, api_key=None,
                             headers={"Authorization": f"Bearer {team.tokens['alice']}"})  # fmt: skip
         seen = []
+
+        async def ask(assistant: str, context: dict[str, Any] | None) -> set[str]:
+            thread = await client.threads.create()
+            out = await client.runs.wait(thread["thread_id"], assistant, input={"question": LEAVE},
+                                         context=context)  # fmt: skip
+            assert isinstance(out, dict), out
+            return cited(out)
+
         for graph in ("hybrid_rag", "tool_agent"):
             for scope in ("folder:hr/", "folder:finance/"):
-                thread = await client.threads.create()
-                out = await client.runs.wait(thread["thread_id"], graph, input={"question": LEAVE},
-                                             context={"scope": scope, "search_provider": "none"})  # fmt: skip
-                assert isinstance(out, dict)
-                seen.append((graph, scope, cited(out)))
+                seen.append(
+                    (graph, scope, await ask(graph, {"scope": scope, "search_provider": "none"}))
+                )
+            bound = await client.assistants.create(
+                graph, context={"scope": "folder:finance/", "search_provider": "none"}
+            )
+            seen.append(
+                (f"{graph} assistant", "folder:finance/", await ask(bound["assistant_id"], None))
+            )
         return seen
 
-    for graph, scope, docs in asyncio.run(go()):
+    return asyncio.run(go())
+
+
+def check_scoped(seen: list[tuple[str, str, set[str]]]) -> None:
+    for graph, scope, docs in seen:
         folder = scope.split(":", 1)[1]
         assert all(d.startswith(folder) for d in docs), (graph, scope, docs)
         if folder == "hr/":
             assert "hr/annual-leave.md" in docs, (graph, docs)
+
+
+@pytest.mark.slow  # both graphs on the team's langgraph dev
+def test_the_sdk_scopes_both_graphs(team: TeamServer) -> None:
+    check_scoped(sdk_scoped_answers(team))
+
+
+@pytest.mark.slow  # ~1 min: PostgreSQL, Aegra and the sample KB
+def test_the_sdk_scopes_both_graphs_on_the_production_server(
+    production_team: TeamServer,  # noqa: F811
+) -> None:
+    check_scoped(sdk_scoped_answers(production_team))
+    # The page's other routes are the production server's too.
+    auth = {u: {"Authorization": f"Bearer {production_team.tokens[u]}"} for u in ("alice", "root")}
+    url = production_team.url
+    vote = {"thread_id": "t", "answer": "a", "vote": "down", "question": LEAVE}
+    assert httpx.put(f"{url}/feedback", json=vote, headers=auth["alice"]).status_code == 200
+    assert httpx.get(f"{url}/admin/users", headers=auth["alice"]).status_code == 403
+    assert httpx.get(f"{url}/admin/users", headers=auth["root"]).status_code == 200
+    assert "hr/" in httpx.get(f"{url}/kb/collections", headers=auth["alice"]).json()["folders"]
