@@ -37,6 +37,12 @@ def _readable(library: Library, who: Caller) -> list[str]:
     return [d["doc_id"] for d in library.documents(who.reader)]
 
 
+def _by_path(library: Library, who: Caller) -> dict[str, str]:
+    """The doc_id of each name the caller may use for a document: its doc_id or its path."""
+    docs = library.documents(who.reader)
+    return {**{d["path"]: d["doc_id"] for d in docs}, **{d["doc_id"]: d["doc_id"] for d in docs}}
+
+
 async def list_collections(request: Request, who: Caller) -> Response:
     library, _ = await blocking(services)
     ids = await blocking(_readable, library, who)
@@ -57,11 +63,13 @@ async def put_collection(request: Request, who: Caller) -> Response:
         raise InputError("the body is not JSON") from None
     library, _ = await blocking(services)
     item = parse_set(who.identity, body)
-    visible = set(await blocking(_readable, library, who))
-    unknown = [d for d in item.doc_ids if d not in visible]
+    names = await blocking(_by_path, library, who)
+    unknown = [d for d in item.doc_ids if d not in names]
     if unknown:
         raise Refused(404, f"{NOT_FOUND}: {', '.join(unknown[:5])}")
-    store = collection_store(library.kb.home)
+    body = {**body, "doc_ids": [names[d] for d in item.doc_ids]}
+    item = parse_set(who.identity, body)
+    store = await blocking(collection_store, library.kb.home)
     old = await blocking(store.get, item.name)
     if old is not None and not who.may_change(old.owner):
         raise Refused(
@@ -73,7 +81,7 @@ async def put_collection(request: Request, who: Caller) -> Response:
 
 async def delete_collection(request: Request, who: Caller) -> Response:
     library, _ = await blocking(services)
-    store = collection_store(library.kb.home)
+    store = await blocking(collection_store, library.kb.home)
     name = request.path_params["name"]
     old = await blocking(store.get, name)
     if old is None:

@@ -76,12 +76,15 @@ def test_a_scope_narrows_and_never_widens(tmp_path: Path) -> None:
     kb.close()
 
 
-def test_an_unknown_set_is_named(tmp_path: Path) -> None:
+def test_an_unknown_set_is_named_and_a_set_is_read_when_searched(tmp_path: Path) -> None:
+    unknown = resolve_scope("set:x", tmp_path)  # nothing read yet (the server's event loop)
+    assert unknown is not None and not (tmp_path / "collections.sqlite").exists()
     with pytest.raises(InputError, match="no document set named 'x'"):
-        resolve_scope("set:x", tmp_path)
+        unknown.allows({"doc_id": "a.md"})
     collection_store(tmp_path).put(DocumentSet("x", "alice", "", ("a.md",)))
     found = resolve_scope("set:x", tmp_path)
-    assert found is not None and found.members == frozenset({"a.md"})
+    assert found is not None and found.allows({"doc_id": "a.md"})
+    assert not found.allows({"doc_id": "b.md"}) and found.key() == "set:x|a.md"
 
 
 def cited(out: dict[str, Any]) -> set[str]:

@@ -4,6 +4,20 @@
 import { api } from "./api.js";
 import { el } from "./answer.js";
 import { addStrings, t } from "./i18n.js";
+import { showError } from "./notify.js";
+
+addStrings({
+  en: {
+    setsTitle: "Document sets", setName: "Name", setDocs: "Documents (one path per line)", setDescription: "Description",
+    saveSet: "Save set", setsHelp: "A set is a collection a question can be limited to (\"Search in\").", setCount: "{n} document(s)",
+    confirmSetDelete: "Delete the set {name}?", noSets: "No sets yet.",
+  },
+  zh: {
+    setsTitle: "文档集", setName: "名称", setDocs: "文档（每行一个路径）", setDescription: "说明",
+    saveSet: "保存文档集", setsHelp: "文档集是提问时可以限定的范围（“搜索范围”）。", setCount: "{n} 个文档",
+    confirmSetDelete: "删除文档集 {name}？", noSets: "还没有文档集。",
+  },
+});
 
 addStrings({
   en: { scopeLabel: "Search in", scopeAll: "All my documents", scopeFolders: "Folders", scopeSources: "Sources", scopeSets: "Document sets", scopeUpload: "Uploaded documents", scopeCli: "Added by the administrator" },
@@ -32,7 +46,63 @@ export async function loadCollections() {
   select.value = [...select.options].some((o) => o.value === chosen) ? chosen : "";
 }
 
+// --- named sets (the Documents view) -------------------------------------------------
+
+async function loadSets() {
+  let sets = [];
+  try {
+    sets = (await api("/kb/collections")).sets;
+  } catch {
+    return;
+  }
+  $("set-rows").replaceChildren(...(sets.length ? sets.map((s) => el("li", { "data-set": s.name },
+    el("strong", {}, s.name), " · ", t("setCount", { n: s.doc_ids.length }), s.description ? ` · ${s.description}` : "",
+    s.can_change ? el("button", { type: "button", class: "danger", onclick: () => removeSet(s.name) }, t("remove")) : null))
+    : [el("li", { class: "empty" }, t("noSets"))]));
+}
+
+async function removeSet(name) {
+  if (!window.confirm(t("confirmSetDelete", { name }))) return;
+  try {
+    await api(`/kb/collections/${encodeURIComponent(name)}`, { method: "DELETE" });
+  } catch (err) {
+    showError(err, () => removeSet(name));
+  }
+  await Promise.all([loadSets(), loadCollections()]);
+}
+
+async function saveSet(e) {
+  e.preventDefault();
+  const json = {
+    name: $("set-name").value.trim(), description: $("set-description").value.trim(),
+    doc_ids: $("set-docs").value.split("\n").map((x) => x.trim()).filter(Boolean),
+  };
+  try {
+    await api("/kb/collections", { method: "POST", json });
+    e.target.reset();
+  } catch (err) {
+    showError(err, () => saveSet(e));
+  }
+  await Promise.all([loadSets(), loadCollections()]);
+}
+
+function setsSection() {
+  const field = (id, label, input) => el("span", { class: "field" }, el("label", { for: id }, t(label)), input);
+  const form = el("form", { id: "set-form", class: "admin-form" },
+    field("set-name", "setName", el("input", { id: "set-name", required: true, autocomplete: "off" })),
+    field("set-description", "setDescription", el("input", { id: "set-description", autocomplete: "off" })),
+    el("label", { for: "set-docs", class: "block" }, t("setDocs")),
+    el("textarea", { id: "set-docs", rows: "3", required: true, placeholder: "hr/annual-leave.md" }),
+    el("button", { type: "submit", class: "primary" }, t("saveSet")));
+  form.addEventListener("submit", saveSet);
+  return el("section", { id: "sets-section", class: "sets", "aria-labelledby": "sets-title" },
+    el("h2", { id: "sets-title" }, t("setsTitle")), el("p", { class: "help" }, t("setsHelp")),
+    el("ul", { id: "set-rows", class: "set-rows" }), form);
+}
+
 export function initCollections() {
+  $("docs-view").append(setsSection());
+  $("tab-docs").addEventListener("click", loadSets);
   const select = el("select", { id: "scope", name: "scope" }, el("option", { value: "" }, t("scopeAll")));
   $("approve-web").closest("label").before(el("label", { for: "scope" }, t("scopeLabel")), select);
   new MutationObserver(() => { if (!$("app").hidden) loadCollections(); }).observe($("app"), { attributes: true, attributeFilter: ["hidden"] });

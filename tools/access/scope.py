@@ -13,8 +13,8 @@ so it only ever narrows what a user may read.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from tools.errors import InputError
@@ -49,7 +49,18 @@ def origin_of(doc_id: str) -> str:
 class Scope:
     kind: str
     value: str
-    members: frozenset[str] = frozenset()  # a set's doc_ids
+    members: frozenset[str] = frozenset()  # a set's doc_ids (or, with a loader, found later)
+    # A set's members read when first needed: inside the search's worker thread, never on
+    # the server's event loop (the sets are a file in the data home).
+    loader: Callable[[], frozenset[str]] | None = field(default=None, compare=False)
+    loaded: dict[str, frozenset[str]] = field(default_factory=dict, compare=False, repr=False)
+
+    def doc_ids(self) -> frozenset[str]:
+        if self.loader is None:
+            return self.members
+        if "members" not in self.loaded:
+            self.loaded["members"] = self.loader()
+        return self.loaded["members"]
 
     def allows(self, metadata: Mapping[str, Any]) -> bool:
         doc_id = str(metadata.get("doc_id") or "")
@@ -57,10 +68,10 @@ class Scope:
             return doc_path(doc_id).startswith(self.value)
         if self.kind == "source":
             return origin_of(doc_id) == self.value
-        return doc_id in self.members
+        return doc_id in self.doc_ids()
 
     def key(self) -> str:
-        members = ",".join(sorted(self.members)) if self.kind == "set" else ""
+        members = ",".join(sorted(self.doc_ids())) if self.kind == "set" else ""
         return f"{self.kind}:{self.value}|{members}"
 
 
@@ -79,9 +90,15 @@ def parse_scope(text: str) -> tuple[str, str] | None:
     return kind, value
 
 
-def make_scope(text: str, members: Iterable[str] = ()) -> Scope | None:
-    """The scope of ``text`` (a set's ``members`` are its doc_ids, looked up by the caller)."""
+def make_scope(
+    text: str,
+    members: Iterable[str] = (),
+    loader: Callable[[], frozenset[str]] | None = None,
+) -> Scope | None:
+    """The scope of ``text`` (a set's doc_ids are ``members``, or what ``loader`` reads)."""
     parsed = parse_scope(text)
     if parsed is None:
         return None
-    return Scope(parsed[0], parsed[1], frozenset(members) if parsed[0] == "set" else frozenset())
+    if parsed[0] != "set":
+        return Scope(parsed[0], parsed[1])
+    return Scope(parsed[0], parsed[1], frozenset(members), loader)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.access.scope import Scope, make_scope
+from tools.access.scope import Scope, make_scope, parse_scope
 from tools.errors import InputError
 from tools.kb.catalog import SharedFile
 
@@ -107,15 +107,20 @@ def collection_store(home: Path) -> CollectionStore:
         return _stores[path]
 
 
-def resolve_scope(text: str, home: Path) -> Scope | None:
-    """The scope of a run's ``scope`` field; a set is looked up in ``home`` (an unknown
-    set is an ``InputError`` naming it, never "every document")."""
-    scope = make_scope(text)
-    if scope is None or scope.kind != "set":
-        return scope
-    found = None
-    if collections_path(home).is_file():
-        found = collection_store(home).get(scope.value)
+def set_members(home: Path, name: str) -> frozenset[str]:
+    """The doc_ids of the set ``name`` of ``home``; an unknown set is an ``InputError``
+    naming it, never "every document"."""
+    found = collection_store(home).get(name) if collections_path(home).is_file() else None
     if found is None:
-        raise InputError(f"no document set named {scope.value!r} (scope {text!r})")
-    return make_scope(text, found.doc_ids)
+        raise InputError(f"no document set named {name!r} (scope 'set:{name}')")
+    return frozenset(found.doc_ids)
+
+
+def resolve_scope(text: str, home: Path) -> Scope | None:
+    """The scope of a run's ``scope`` field (no file is read now: a set's members are read
+    by the first search that needs them, off the event loop)."""
+    parsed = parse_scope(text)
+    if parsed is None or parsed[0] != "set":
+        return make_scope(text)
+    name = parsed[1]
+    return make_scope(text, loader=lambda: set_members(home, name))
