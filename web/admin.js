@@ -72,7 +72,7 @@ function showToken(name, token) {
     try { await navigator.clipboard.writeText(token); copy.textContent = t("copied"); } catch { box.select(); }
   } }, t("copy"));
   dialog.replaceChildren(el("form", { method: "dialog" },
-    el("h2", {}, t("tokenTitle", { name })), el("p", {}, t("tokenText", { name })), box,
+    el("h2", { id: "token-title" }, t("tokenTitle", { name })), el("p", {}, t("tokenText", { name })), box,
     el("div", { class: "buttons" }, copy, el("button", { class: "primary", value: "done" }, t("done")))));
   dialog.addEventListener("close", () => dialog.replaceChildren(), { once: true }); // never kept
   dialog.showModal();
