@@ -10,12 +10,14 @@ state, cache or settings object can carry one caller's reader into another's run
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from langgraph.config import get_config
 
 from tools.access.acl import Reader
 from tools.access.users import ALL_DOCUMENTS
+from tools.kb.collections import resolve_scope
 
 
 def _field(user: Any, name: str) -> Any:
@@ -59,6 +61,8 @@ def _run_user() -> Any:
     return (config.get("configurable") or {}).get("langgraph_auth_user")
 
 
-def run_reader() -> Reader:
-    """The reader of the run being executed (every document outside a server run)."""
-    return reader_of(_run_user())
+def run_reader(scope: str = "", home: Path | None = None) -> Reader:
+    """The reader of the run being executed (every document outside a server run),
+    limited to the run's collection ``scope`` (a named set is looked up in ``home``)."""
+    found = resolve_scope(scope, home or Path(".")) if scope.strip() else None
+    return reader_of(_run_user()).scoped(found)

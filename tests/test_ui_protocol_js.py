@@ -11,7 +11,7 @@ PROTOCOL = "api.js"
 # What building a request looks like: a path of the server's API in a string or template,
 # a query string built by hand, or a request made directly.
 URL_BUILDING = re.compile(
-    r"""["'`]/(?:threads|runs|kb|assistants|store|mcp|info|ok)\b"""
+    r"""["'`]/(?:threads|runs|kb|assistants|store|mcp|info|ok|feedback|admin)\b"""
     r"""|\bfetch\s*\(|\bnew\s+(?:URLSearchParams|EventSource|XMLHttpRequest|WebSocket)\b"""
     r"""|\bnavigator\.sendBeacon\b"""
 )
@@ -42,7 +42,8 @@ def test_only_api_js_reads_interrupts() -> None:
 
 
 def test_api_js_names_its_functions() -> None:
-    """Threads, runs and streams, interrupts, documents, jobs and sources each have a
+    """Threads, runs and streams, interrupts, documents, jobs, sources, feedback,
+    collections and the admin's routes each have a
     named function, and the old generic request helpers are not exported."""
     text = (WEB / PROTOCOL).read_text(encoding="utf-8")
     exported = set(re.findall(r"export (?:async )?(?:function\*? |const )(\w+)", text))
@@ -50,7 +51,9 @@ def test_api_js_names_its_functions() -> None:
         "searchThreads", "createThread", "getThread", "threadState", "updateThread",
         "deleteThread", "threadHistory", "streamRun", "cancelRun", "pendingInterrupt",
         "listDocuments", "deleteDocument", "fetchOriginal", "uploadFiles", "jobEvents",
-        "listSources", "whoAmI",
+        "listSources", "whoAmI", "listFeedback", "saveFeedback", "listCollections",
+        "saveCollection", "deleteCollection", "adminMe", "listUsers", "createUser", "userAction",
+        "deleteUser", "listJobs", "createSource", "syncSource", "deleteSource", "originalUrl",
     }  # fmt: skip
     assert wanted <= exported, sorted(wanted - exported)
     assert not {"api", "stream"} & exported

@@ -1,6 +1,7 @@
 // The page's protocol in one place: every URL the page asks, and how an interrupt is read.
 // The other modules call the named functions below (threads, runs and their streams,
-// interrupts, documents, jobs, sources); none builds a URL (tests/test_ui_protocol_js.py).
+// interrupts, documents, jobs, sources, feedback, collections, the admin's routes); none
+// builds a URL (tests/test_ui_protocol_js.py).
 // Requests carry the user's token (sessionStorage: this tab only).
 
 const TOKEN_KEY = "hybrid-rag-token";
@@ -216,3 +217,36 @@ export const listSources = () => api("/kb/sources");
 export function fetchOriginal(docId) {
   return send(`/kb/documents/${enc(docId)}/original`);
 }
+
+/** A document's original as an absolute link (an exported conversation's sources). */
+export const originalUrl = (origin, docId, page) => `${origin}${originalHref(docId, page)}`;
+
+// --- feedback ----------------------------------------------------------------------------
+
+/** The caller's own votes (on one thread's answers): ``{feedback: [rows]}``. */
+export const listFeedback = (threadId) => api(`/feedback?${new URLSearchParams({ thread_id: threadId })}`);
+
+/** Vote on an answer (again: the vote changes): the stored row. */
+export const saveFeedback = (body) => api("/feedback", { method: "PUT", json: body });
+
+// --- collections -------------------------------------------------------------------------
+
+/** What the caller can scope a question to: ``{folders, sources, sets}``. */
+export const listCollections = () => api("/kb/collections");
+export const saveCollection = (json) => api("/kb/collections", { method: "POST", json });
+export const deleteCollection = (name) => api(`/kb/collections/${enc(name)}`, { method: "DELETE" });
+
+// --- admin -------------------------------------------------------------------------------
+
+/** ``{identity, admin, users_file}`` of the caller (anyone may ask). */
+export const adminMe = () => api("/admin/me");
+export const listUsers = () => api("/admin/users");
+/** A new user: ``{identity, groups, token}`` (the token is answered this once). */
+export const createUser = (json) => api("/admin/users", { method: "POST", json });
+/** ``action``: "enable", "disable" or "rotate" (answers the new token). */
+export const userAction = (identity, action) => api(`/admin/users/${enc(identity)}/${enc(action)}`, { method: "POST" });
+export const deleteUser = (identity) => api(`/admin/users/${enc(identity)}`, { method: "DELETE" });
+export const listJobs = () => api("/admin/jobs");
+export const createSource = (json) => api("/kb/sources", { method: "POST", json });
+export const syncSource = (id) => api(`/kb/sources/${enc(id)}/sync`, { method: "POST" });
+export const deleteSource = (id) => api(`/kb/sources/${enc(id)}`, { method: "DELETE" });

@@ -110,6 +110,9 @@ async function deleteThread(id) {
   await guarded(loadThreads);
 }
 
+/** The open thread's id (null before the first question). */
+export const currentThread = () => chat.thread;
+
 export function newThread() {
   chat.thread = null;
   chat.markedStopped = false;
@@ -119,7 +122,7 @@ export function newThread() {
   for (const li of $("thread-list").querySelectorAll("li")) li.classList.remove("current");
 }
 
-async function openThread(id) {
+export async function openThread(id) {
   if (chat.busy) return;
   chat.thread = id;
   endEdit();
@@ -142,15 +145,18 @@ function renderThread(state, stopped) {
   const messages = values.messages || [];
   // The state's route, confidence and citations are those of the last answer.
   const lastAi = messages.findLastIndex(isAnswer);
+  let asked = "";
   messages.forEach((m, i) => {
-    if (isHuman(m)) box.append(userTurn(contentText(m.content)));
+    if (isHuman(m)) box.append(userTurn((asked = contentText(m.content))));
     if (!isAnswer(m)) return;
+    const text = contentText(m.content);
     const turn = answerTurn();
     const last = i === lastAi;
     const cites = m.additional_kwargs?.citations || (last ? values.citations : []) || [];
-    renderAnswer(turn.body, withoutSources(contentText(m.content)), cites);
+    renderAnswer(turn.body, withoutSources(text), cites);
     if (last) renderFacts(turn, values);
     box.append(turn.root);
+    answered(turn.root, { question: asked, answer: withoutSources(text), citations: cites });
   });
   const interrupt = pendingInterrupt(state);
   if (stopped && !interrupt && !messages.slice(messages.findLastIndex(isHuman)).some(isAnswer)) {
@@ -163,6 +169,11 @@ function renderThread(state, stopped) {
   if (interrupt) box.append(approvalCard(interrupt, null));
   else addTurnActions();
   box.lastElementChild?.scrollIntoView({ block: "end" });
+}
+
+/** Tell the page's other parts (feedback, export) that ``root`` holds a finished answer. */
+function answered(root, detail) {
+  root.dispatchEvent(new CustomEvent("answered", { bubbles: true, detail: { ...detail, threadId: chat.thread, graph: $("graph").value } }));
 }
 
 // --- one turn --------------------------------------------------------------------------
@@ -269,6 +280,7 @@ async function run(request, question, retry, into = null) {
   let values = {};
   let draft = "";
   let failed = null;
+  let runId = "";
   chat.controller = new AbortController();
   try {
     if (!chat.thread) {
@@ -279,12 +291,15 @@ async function run(request, question, retry, into = null) {
       await updateThread(chat.thread, { stopped: "" });
       chat.markedStopped = false;
     }
-    const context = $("approve-web").checked ? { approve_web_search: true } : undefined;
+    const context = {}; // the run's context: approval asked for, the collection chosen
+    if ($("approve-web").checked) context.approve_web_search = true;
+    if ($("scope")?.value) context.scope = $("scope").value;
     turn.status.textContent = t("working");
-    const events = streamRun(chat.thread, { assistant: $("graph").value, context, ...request }, chat.controller.signal);
+    const events = streamRun(chat.thread, { assistant: $("graph").value, context: Object.keys(context).length ? context : undefined, ...request }, chat.controller.signal);
     for await (const { event, data } of events) {
       if (event === "metadata") {
-        chat.runId = runIdOf(data);
+        runId = runIdOf(data) || runId;
+        chat.runId = runId; // Stop cancels it
         turn.status.textContent = t("accepted"); // the server took the run; a worker starts it
         turn.status.dataset.phase = "accepted";
       } else if (event === "custom") {
@@ -326,6 +341,7 @@ async function run(request, question, retry, into = null) {
     renderAnswer(turn.body, values.answer, values.citations || []);
     renderFacts(turn, values);
     foldSteps(turn);
+    answered(turn.root, { runId, question: values.question || question || "", answer: withoutSources(values.answer), citations: values.citations || [] });
   }
   const interrupt = pendingInterrupt(await guarded(() => threadState(chat.thread)));
   if (interrupt) {

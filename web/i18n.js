@@ -271,6 +271,11 @@ const STRINGS = {
   },
 };
 
+/** Add the words of another part of the page ({en: {...}, zh: {...}}). */
+export function addStrings(more) {
+  for (const [code, words] of Object.entries(more)) Object.assign(STRINGS[code], words);
+}
+
 export const lang = (navigator.languages?.[0] || navigator.language || "en")
   .toLowerCase().startsWith("zh") ? "zh" : "en";
 
