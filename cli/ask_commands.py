@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from cli.common import ProgressBar, kb_environment, print_json
+from cli.feedback_commands import feedback_summary, print_feedback
 from tools.answer.sources import describe_location
 from tools.errors import ConfigError
 from tools.evaluation.run_stats import load_runs, report
@@ -245,12 +246,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
     runs, unreadable = load_runs(run_stats_path(data_home(args.home, create=False)))
     summary = report(runs, unreadable)
     summary["shared_search_cache"] = shared_cache_stats()
+    summary["feedback"] = feedback_summary(args.home, len(runs))
     if args.json:
         print_json(summary)
         return 0
     for key, value in summary.items():
-        if key != "advice" and value is not None:
+        if key not in ("advice", "feedback") and value is not None:
             print(f"{key:<20} {value}")
+    print_feedback(summary["feedback"])
     if summary["advice"]:
         print(f"advice: {summary['advice']}")
     if unreadable:

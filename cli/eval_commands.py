@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cli.common import ProgressBar, add_kb_options, kb_config, print_json
+from cli.feedback_commands import register_export
 from tools.errors import ConfigError
 from tools.evaluation.calibration import CalibrationReport
 from tools.evaluation.datasets import (
@@ -126,6 +127,7 @@ def register_rgb(ev_sub: Any) -> None:
     rgb.add_argument("--embedding", default="local")
     rgb.add_argument("--json", action="store_true")
     rgb.set_defaults(func=cmd_rgb, create_collection=True)
+    register_export(ev_sub)
 
 
 def cmd_routing(args: argparse.Namespace) -> int:

@@ -12,8 +12,11 @@ from langgraph.types import Overwrite
 
 from run.deadline import stated_once
 from run.localize import localize_all
+from run.reader import run_operator
 from run.run_settings import settings_of
 from tools.evaluation.run_stats import record_run
+from tools.policy.decisions import web_unavailable
+from tools.policy.disclosure import shown_warnings
 from tools.settings import data_home, run_stats_path
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
@@ -54,7 +57,10 @@ async def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         log.warning("could not record run statistics: %s", exc)
     language = str(state.get("language") or "en")
     warnings = list(state.get("warnings") or [])
-    once = stated_once(warnings, str(state.get("answer") or ""), ctx, language)
+    # Not the web failure the answer's note states, nor the server's configuration to
+    # anyone but its operator.
+    shown = shown_warnings(warnings, web_unavailable(state), operator=run_operator())
+    once = stated_once(shown, str(state.get("answer") or ""), ctx, language)
     localized = localize_all(once, language)
     # The warnings in the answer's language (Overwrite: the reducer would append them).
     return {"warnings": Overwrite(localized)} if localized != warnings else {}

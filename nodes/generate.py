@@ -17,11 +17,13 @@ from run.deadline import past_deadline
 from run.localize import localize
 from run.models import OFFLINE, load_chat_model, model_env
 from run.node_helpers import emit, timed
+from run.reader import run_operator
 from run.run_settings import settings_of
 from tools.answer.citations import assign_labels, validate_citations
 from tools.answer.context_builder import BuiltContext, build_context
 from tools.answer.sources_block import with_sources
 from tools.policy.decisions import web_unavailable
+from tools.policy.disclosure import WEB_NOT_AVAILABLE, web_reason_for
 from tools.policy.offline import Similarity, extractive_answer, no_information
 from tools.policy.refusal import check_answer
 from tools.policy.relevance import quotable_sources
@@ -59,7 +61,7 @@ def build_prompt(
     state: Mapping[str, Any], ctx: Context, sources: list[dict[str, Any]]
 ) -> tuple[list[Any], BuiltContext]:
     language = state.get("language", "en")
-    system = system_prompt(language, web_unavailable(state))
+    system = system_prompt(language, web_reason(state))
     built = build_context(
         sources,
         snippet_chars=ctx.snippet_chars,
@@ -80,12 +82,23 @@ def build_prompt(
     return messages, built
 
 
+def web_reason(state: Mapping[str, Any]) -> str | None:
+    """Why the answer must say the web was unavailable (``tools.policy.web_unavailable``),
+    as the run's caller may read it (``tools.policy.disclosure``), or None."""
+    reason = web_unavailable(state)
+    return web_reason_for(reason, operator=run_operator()) if reason else None
+
+
 def web_note(state: Mapping[str, Any], language: str) -> str:
     """The answer's closing "live web results were unavailable" sentence, when
     ``tools.policy.web_unavailable`` says it applies ('' otherwise); both graphs."""
-    reason = web_unavailable(state)
+    reason = web_reason(state)
     if not reason:
         return ""
+    if reason == WEB_NOT_AVAILABLE:
+        return "\n\n" + (
+            P.WEB_NOT_AVAILABLE_SENTENCE_ZH if language == "zh" else P.WEB_NOT_AVAILABLE_SENTENCE_EN
+        )
     template = P.WEB_FAILURE_SENTENCE_ZH if language == "zh" else P.WEB_FAILURE_SENTENCE_EN
     return "\n\n" + template.format(reason=localize(reason, language).rstrip("。."))
 

@@ -14,10 +14,12 @@ from langgraph.runtime import Runtime
 
 from run.deadline import deadline_reason
 from run.node_helpers import emit, timed
+from run.reader import run_operator
 from run.search_setup import locale_setting, search_service
 from run.tracing import annotate_run
 from tools.answer.sources import Source
 from tools.answer.turn import fold_web
+from tools.policy.disclosure import web_reason_for
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/
     from run.context import Context
@@ -99,7 +101,8 @@ async def search_web(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         warnings = [found.error]
     else:
         warnings = [f"web search failed: {found.error}"]
-    emit(runtime, "searched", count=len(update.get("web_docs") or []), error=found.error)
+    error = web_reason_for(found.error, operator=run_operator()) if found.error else found.error
+    emit(runtime, "searched", count=len(update.get("web_docs") or []), error=error)
     return {**update, "warnings": warnings, "timings": timings}
 
 

@@ -18,6 +18,8 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field
 
+from tools.access.scope import EXPECTED as SCOPE_EXPECTED
+from tools.access.scope import PATTERN as SCOPE_PATTERN
 from tools.chat_models import validate_model_spec
 from tools.errors import ConfigError
 from tools.kb.rerankers import check_reranker
@@ -132,6 +134,16 @@ class Context:
     search_max_attempts: int = _f(3, "Attempts per web search, retries included.", ge=1, le=10)
     search_time_budget: float = _f(
         30.0, "Seconds all attempts of one web search may take together.", ge=0.1, le=300.0
+    )
+    scope: str = _f(
+        "",
+        "Collection the question is limited to: '' (every document the caller may read), "
+        "'folder:<path prefix>', 'source:<source id>' ('source:upload' for uploaded "
+        "documents, 'source:cli' for ingested ones) or 'set:<name>' (a named set of "
+        "documents, /kb/collections). Both graphs, the agent's internal_search and MCP "
+        "honour it; it only narrows what the caller may read.",
+        pattern=SCOPE_PATTERN,
+        expected=SCOPE_EXPECTED,
     )
     approve_web_search: bool = _f(
         False,

@@ -10,12 +10,14 @@ state, cache or settings object can carry one caller's reader into another's run
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from langgraph.config import get_config
 
 from tools.access.acl import Reader
 from tools.access.users import ALL_DOCUMENTS
+from tools.kb.collections import resolve_scope
 
 
 def _field(user: Any, name: str) -> Any:
@@ -43,10 +45,24 @@ def reader_of(user: Any) -> Reader:
     return Reader(frozenset([f"user:{identity}", *(f"group:{g}" for g in groups)]))
 
 
-def run_reader() -> Reader:
-    """The reader of the run being executed (every document outside a server run)."""
+def run_operator() -> bool:
+    """Whether the run's caller runs the server (an admin of the users file, or local
+    use): they read how it is configured (``tools.policy.disclosure``)."""
+    user = _run_user()
+    return user is None or bool(_field(user, "is_admin"))
+
+
+def _run_user() -> Any:
+    """The server user of the run being executed, or None (local use)."""
     try:
         config = get_config()
     except RuntimeError:  # called outside a run (tests, Python helpers): local use
-        return Reader.everyone()
-    return reader_of((config.get("configurable") or {}).get("langgraph_auth_user"))
+        return None
+    return (config.get("configurable") or {}).get("langgraph_auth_user")
+
+
+def run_reader(scope: str = "", home: Path | None = None) -> Reader:
+    """The reader of the run being executed (every document outside a server run),
+    limited to the run's collection ``scope`` (a named set is looked up in ``home``)."""
+    found = resolve_scope(scope, home or Path(".")) if scope.strip() else None
+    return reader_of(_run_user()).scoped(found)

@@ -37,7 +37,7 @@ def search_service(ctx: Context, state: Mapping[str, Any]) -> SearchService:
         cache=settings.cache,
         read_pages=ctx.read_pages,
         page_settings=settings.pages,
-        reader=run_reader(),
+        reader=run_reader(ctx.scope, settings.home),
     )
 
 
@@ -47,7 +47,8 @@ async def kb_probe(
     """The router's "does the KB answer this?" (``KnowledgeBase.probe``, off the event
     loop) for both graphs, over the documents the caller may read; an unavailable KB
     probes 0.0 with its warning."""
-    reader, settings = run_reader(), settings_of(state, ctx)
+    settings = settings_of(state, ctx)
+    reader = run_reader(ctx.scope, settings.home)
     try:
         kb = get_kb
         return await asyncio.to_thread(lambda: kb(ctx, settings).probe(question, reader=reader)), []

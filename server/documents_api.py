@@ -296,6 +296,12 @@ async def delete_document(request: Request, who: Caller) -> Response:
     return JSONResponse({"deleted": doc_id})
 
 
+async def me(request: Request, who: Caller) -> Response:
+    """Who the caller is, so the page offers only what the server would allow (an admin's
+    views; nothing asked that would be refused)."""
+    return JSONResponse({"identity": who.identity, "admin": who.admin})
+
+
 async def stats(request: Request, who: Caller) -> Response:
     library, _ = await blocking(services)
     return JSONResponse(await blocking(library.stats, who.reader))
@@ -313,4 +319,5 @@ def routes() -> list[BaseRoute]:
         Route("/kb/documents/{doc_id:path}", endpoint(replace_document), methods=["PUT"]),
         Route("/kb/documents/{doc_id:path}", endpoint(delete_document), methods=["DELETE"]),
         Route("/kb/stats", endpoint(stats), methods=["GET"]),
+        Route("/kb/me", endpoint(me), methods=["GET"]),
     ]

@@ -23,6 +23,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import fields
 from functools import cache
 from pathlib import Path
 from typing import Any, get_type_hints
@@ -34,9 +35,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from run.context import Context
 from run.state import InputState
 from server import mcp_documents
 from server.auth import users_file
+from tools.access.scope import EXPECTED as SCOPE_EXPECTED
+from tools.access.scope import parse_scope
+from tools.errors import InputError
 
 PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 MAX_ASSISTANTS = 100  # the most one search returns on Aegra (le=100)
@@ -102,9 +107,13 @@ def input_schema() -> dict[str, Any]:
     """The tool's input: the question (its description is the graphs' input schema's)."""
     hint = get_type_hints(InputState, include_extras=True)["question"]
     description = next(m.description for m in hint.__metadata__ if hasattr(m, "description"))
+    scope = next(f for f in fields(Context) if f.name == "scope")
     return {
         "type": "object",
-        "properties": {"question": {"type": "string", "description": description}},
+        "properties": {
+            "question": {"type": "string", "description": description},
+            "scope": {"type": "string", "description": scope.metadata["description"]},
+        },
         "required": ["question"],
     }
 
@@ -216,12 +225,19 @@ def bad_arguments(arguments: Any) -> str | None:
     """What is wrong with a tool call's arguments (None: nothing)."""
     if not isinstance(arguments, Mapping):
         return 'arguments must be an object: {"question": "..."}'
-    unknown = sorted(set(arguments) - {"question"})
+    unknown = sorted(set(arguments) - {"question", "scope"})
     if unknown:
         return f'unknown argument(s) {", ".join(unknown)}: send {{"question": "..."}}'
     question = arguments.get("question")
     if not isinstance(question, str) or not question.strip():
         return 'the question is missing or empty: send {"question": "..."}'
+    scope = arguments.get("scope") or ""
+    if not isinstance(scope, str):
+        return f"scope must be a string ({SCOPE_EXPECTED})"
+    try:
+        parse_scope(scope)
+    except InputError as exc:
+        return str(exc)
     return None
 
 
@@ -242,11 +258,13 @@ async def call_tool(request: Request, params: Mapping[str, Any]) -> dict[str, An
     if problem:
         return _error(problem)
     client = _client(request)
+    run_scope = str(arguments.get("scope") or "").strip()  # type: ignore[union-attr]
     thread = await client.threads.create(metadata={"via": "mcp"})
     value = await client.runs.wait(
         thread["thread_id"],
         str(tools[str(name)]["assistant_id"]),
         input={"question": arguments["question"]},  # type: ignore[index]
+        **({"context": {"scope": run_scope}} if run_scope else {}),
         raise_error=False,
     )
     if isinstance(value, Mapping) and "__error__" in value:

@@ -9,13 +9,21 @@ from __future__ import annotations
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
-from server import documents_api, mcp_tools, sources_api
+from server import admin_api, collections_api, documents_api, feedback_api, mcp_tools, sources_api
 from server.ui import ui_routes
 
 
 def routes() -> list[BaseRoute]:
     """Every custom route of the server, in the order Starlette matches them."""
-    return [*mcp_tools.routes(), *documents_api.routes(), *sources_api.routes(), *ui_routes()]
+    return [
+        *mcp_tools.routes(),
+        *documents_api.routes(),
+        *sources_api.routes(),
+        *feedback_api.routes(),
+        *admin_api.routes(),
+        *collections_api.routes(),
+        *ui_routes(),
+    ]
 
 
 app = Starlette(routes=routes())

@@ -50,6 +50,8 @@ class TeamServer:
     provider: Provider
     tokens: dict[str, str]  # identity -> bearer token
     documents: dict[str, DocRecord]  # the sample KB's registry: doc_id -> record
+    home: Path | None = None  # the server's data home
+    users: Path | None = None  # its users file (root is an admin)
 
     def searched(self) -> list[str]:
         return [str(r.body["q"]) for r in self.provider.hits("/search")]
@@ -63,7 +65,8 @@ def team_server(
     ``env`` adds server variables (e.g. ``OPENAI_BASE_URL`` of a scripted model);
     ``database`` (a PostgreSQL URL) makes it the production server instead of langgraph dev."""
     users = base / "users.json"
-    tokens = {"alice": add_user(users, "alice", ["hr"]), "bob": add_user(users, "bob", [])}
+    tokens = {"alice": add_user(users, "alice", ["hr"]), "bob": add_user(users, "bob", []),
+              "root": add_user(users, "root", [], admin=True)}  # fmt: skip
     home = base / "home"
     home.mkdir()
     with Provider() as provider:
@@ -90,6 +93,6 @@ def team_server(
                 kb.ingest([SAMPLE_KB])
                 documents = {k: v for k, v in kb.registry.records().items() if v.get("version")}
             ready()
-            yield TeamServer(url, provider, tokens, documents)
+            yield TeamServer(url, provider, tokens, documents, home, users)
         finally:
             stop()

@@ -108,8 +108,10 @@ def test_time_sensitive_question_reports_web_not_configured(
               Context(data_home=str(tmp_path / "home")))  # fmt: skip
     assert out["route"] == "search"
     assert out["iteration"] == 0  # no pointless KB re-queries when only the web could help
-    assert any("not configured" in w for w in out["warnings"])
-    assert "Live web results were unavailable" in out["answer"]
+    # Said once (local use: the operator reads the detail), in the answer's note, not
+    # again under its notes.
+    assert "Live web results were unavailable: web search not configured" in out["answer"]
+    assert not any("not configured" in w for w in out["warnings"])
 
 
 def test_low_confidence_falls_back_to_web_and_says_so(
@@ -121,8 +123,8 @@ def test_low_confidence_falls_back_to_web_and_says_so(
         ctx(tmp_path, confidence_threshold=0.99),
     )
     assert out["strategy"] == "search_fallback"
-    assert any("disabled" in w for w in out["warnings"])
-    assert "unavailable" in out["answer"]
+    assert "unavailable: web search is disabled" in out["answer"]
+    assert not any("disabled" in w for w in out["warnings"])  # said once, in the answer
 
 
 def test_rejects_bad_input_before_any_node(tmp_path: Path) -> None:
@@ -384,12 +386,13 @@ def test_a_new_turn_starts_with_fresh_warnings_and_timings(
     first = run(
         graph, {"question": "What is the latest Python release today?"}, context, config=cfg
     )
-    assert any("disabled" in w for w in first["warnings"])  # search_provider="none"
+    assert "web search is disabled" in first["answer"]  # search_provider="none"
     second = run(
         graph, {"question": "How many days of annual leave after 6 years?"}, context, config=cfg
     )
     assert second["route"] == "knowledge"
     assert not any("disabled" in w for w in second["warnings"]), second["warnings"]
+    assert "disabled" not in second["answer"]
     assert "search_web" not in second["timings"] and "search_web" in first["timings"]
 
 

@@ -1,6 +1,11 @@
-// An answer with its citation pills, and the source card a pill opens.
+// An answer with its citation pills, and the source card a pill opens. Answers are
+// Markdown (lists, tables, code), rendered by the vendored marked and sanitized by the
+// vendored DOMPurify before they reach the page: a model's or a document's HTML is data.
 
+import { originalHref } from "./api.js";
 import { lang, t } from "./i18n.js";
+import { marked } from "./vendor/marked.esm.js";
+import DOMPurify from "./vendor/purify.es.js";
 import { openOriginal } from "./viewer.js";
 
 export const LABEL_RE = /\[(内部|网络|internal|web)\s*-\s*(\d{1,3})\]/gi;
@@ -51,37 +56,77 @@ function sentenceAt(text, at) {
   return before.slice(start).trim();
 }
 
+// Images would load from anywhere (a tracking pixel in a web page's text); forms and
+// styles have no place in an answer. DOMPurify drops scripts, handlers and javascript: links.
+const PURIFY = {
+  FORBID_TAGS: ["img", "style", "form", "input", "button", "textarea", "select", "svg", "math", "iframe"],
+  FORBID_ATTR: ["style", "id", "class"],
+  RETURN_DOM_FRAGMENT: true,
+};
+const NO_PILLS = "code, pre, a";
+const BLOCK = "p, li, td, th, blockquote, h1, h2, h3, h4, h5, h6, div";
+
+DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+  if (node.tagName === "A" && node.getAttribute("href")) {
+    node.setAttribute("target", "_blank");
+    node.setAttribute("rel", "noopener noreferrer");
+  }
+});
+
+/** ``text`` (Markdown) as a sanitized fragment. */
+export function markdown(text) {
+  const html = marked.parse(String(text || ""), { gfm: true, breaks: true, async: false });
+  return DOMPurify.sanitize(html, PURIFY);
+}
+
+/** The labels in the fragment's text (not inside code or links), with the sentence each
+ * vouches for; read before any is replaced, so a pill's text is in no sentence. */
+function labelsIn(root) {
+  const found = [];
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (node.parentElement?.closest(NO_PILLS)) continue;
+    const block = node.parentElement?.closest(BLOCK) || root;
+    for (const m of node.data.matchAll(LABEL_RE)) {
+      const range = document.createRange();
+      range.setStart(block, 0);
+      range.setEnd(node, m.index);
+      const before = range.toString();
+      found.push({ node, index: m.index, label: m[0], n: m[2], sentence: sentenceAt(before, before.length) });
+    }
+  }
+  return found;
+}
+
+/** A pill for a label (a button opening its source, or a dimmed label that matches none). */
+function pill(found, byLabel) {
+  const key = canonical(found.label);
+  const cite = byLabel.get(key);
+  const kind = key.split("-")[0];
+  const text = found.label.replace(/^\[|\]$/g, "");
+  if (!cite) return el("span", { class: `pill ${kind} unresolved` }, text);
+  return el("button", {
+    type: "button", class: `pill ${kind}`, "data-label": found.label,
+    "aria-label": `${t(kind)} ${found.n}: ${cite.title || ""}`,
+    onclick: (e) => showSource(cite, found.sentence, e.currentTarget),
+  }, text);
+}
+
 /**
- * Render ``text`` into ``container``: paragraphs, labels as pills (internal and web look
- * different). ``citations`` are the records of the state (or of the message).
+ * Render ``text`` into ``container``: Markdown (sanitized), labels as pills inside the
+ * text (internal and web look different). ``citations`` are the records of the state (or
+ * of the message).
  */
 export function renderAnswer(container, text, citations = []) {
   const byLabel = new Map(citations.map((c) => [canonical(c.label || ""), c]));
-  container.replaceChildren();
-  for (const para of String(text || "").split(/\n{2,}/)) {
-    if (!para.trim()) continue;
-    const p = el("p");
-    let last = 0;
-    for (const m of para.matchAll(LABEL_RE)) {
-      p.append(para.slice(last, m.index));
-      const key = canonical(m[0]);
-      const cite = byLabel.get(key);
-      const kind = key.split("-")[0];
-      if (cite) {
-        const sentence = sentenceAt(para, m.index);
-        p.append(el("button", {
-          type: "button", class: `pill ${kind}`, "data-label": m[0],
-          "aria-label": `${t(kind)} ${m[2]}: ${cite.title || ""}`,
-          onclick: (e) => showSource(cite, sentence, e.currentTarget),
-        }, m[0].replace(/^\[|\]$/g, "")));
-      } else {
-        p.append(el("span", { class: `pill ${kind} unresolved` }, m[0].replace(/^\[|\]$/g, "")));
-      }
-      last = m.index + m[0].length;
-    }
-    p.append(para.slice(last));
-    container.append(p);
+  const frag = markdown(text);
+  // Each text node split from its end, so the earlier matches' offsets stay right.
+  for (const found of labelsIn(frag).reverse()) {
+    const after = found.node.splitText(found.index);
+    after.data = after.data.slice(found.label.length);
+    found.node.after(pill(found, byLabel));
   }
+  container.replaceChildren(frag);
 }
 
 /** Words worth highlighting: Latin words of 3+ letters, numbers, Chinese character pairs. */
@@ -209,24 +254,24 @@ export function showSource(cite, sentence, from) {
     const loc = where(cite);
     details.push(el("p", { class: "where" }, el("code", {}, cite.path || ""), loc ? ` · ${loc}` : ""));
     if (cite.doc_id) {
-      const href = `/kb/documents/${encodeURIComponent(cite.doc_id)}/original${cite.page ? `#page=${cite.page}` : ""}`;
       details.push(el("p", {}, el("a", {
-        href, class: "original", target: "_blank", rel: "noopener",
+        href: originalHref(cite.doc_id, cite.page), class: "original", target: "_blank", rel: "noopener",
         onclick: (e) => {
           e.preventDefault();
-          openOriginal(cite.doc_id, { path: cite.path, page: cite.page }).catch((err) => window.dispatchEvent(new CustomEvent("app-error", { detail: err })));
+          openOriginal(cite.doc_id, { path: cite.path, page: cite.page, title: cite.title }).catch((err) => window.dispatchEvent(new CustomEvent("app-error", { detail: err })));
         },
       }, t("openOriginal"))));
     }
   }
-  body.replaceChildren(
+  // replaceChildren writes a null as the text "null": only the nodes that are there.
+  body.replaceChildren(...[
     el("p", { class: `kind ${web ? "web" : "internal"}` }, `${web ? t("web") : t("internal")} · ${cite.label || ""}`),
     el("h2", { id: "source-title" }, cite.title || cite.path || cite.url || ""),
     cite.heading && cite.heading !== cite.title ? el("p", { class: "heading" }, cite.heading) : null,
     el("h3", { class: "visually-hidden" }, t("passage")),
     el("blockquote", { class: "passage" }, passageView(passage, sentence || "")),
     ...details,
-  );
+  ].filter(Boolean));
   card.className = `source-card ${web ? "web" : "internal"}`;
   card.hidden = false;
   card.querySelector(".close").focus();

@@ -1,7 +1,13 @@
-// The server's own API, with the user's token (sessionStorage: this tab only).
+// The page's protocol in one place: every URL the page asks, and how an interrupt is read.
+// The other modules call the named functions below (threads, runs and their streams,
+// interrupts, documents, jobs, sources, feedback, collections, the admin's routes); none
+// builds a URL (tests/test_ui_protocol_js.py).
+// Requests carry the user's token (sessionStorage: this tab only).
 
 const TOKEN_KEY = "hybrid-rag-token";
 const REQUEST_TIMEOUT_MS = 30000; // a plain request; streams are bounded by the run's own deadline
+const STREAM_MODE = ["values", "updates", "custom", "messages-tuple"];
+const HISTORY_LIMIT = 100; // checkpoints read to find where the last question began
 
 export class ApiError extends Error {
   /** status 0: the server could not be reached. */
@@ -57,7 +63,7 @@ async function send(path, { method = "GET", json, form, signal, accept } = {}) {
 }
 
 /** A JSON request; throws ApiError (401 also fires "auth-required"). */
-export async function api(path, options = {}) {
+async function api(path, options = {}) {
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), REQUEST_TIMEOUT_MS);
   try {
@@ -73,7 +79,7 @@ export async function api(path, options = {}) {
 }
 
 /** A Server-Sent Events stream (POST with a JSON body, or GET): yields {event, data}. */
-export async function* stream(path, { json, signal } = {}) {
+async function* stream(path, { json, signal } = {}) {
   const response = await send(path, {
     method: json === undefined ? "GET" : "POST", json, signal, accept: "text/event-stream",
   });
@@ -111,7 +117,136 @@ export async function* stream(path, { json, signal } = {}) {
   }
 }
 
+const enc = encodeURIComponent;
+
+// --- who ---------------------------------------------------------------------------------
+
+/** Whether the server accepts the token (a cheap call; 401 throws). */
+export const checkSignIn = () => searchThreads({ limit: 1 });
+
+const known = { token: null, who: null }; // the last token's answer (a token's rights stay)
+
+/** ``{identity, admin}`` of the token; a server without the document API: not an admin. */
+export async function whoAmI() {
+  const current = token.get();
+  if (known.token === current && known.who) return known.who;
+  let who;
+  try {
+    who = await api("/kb/me");
+  } catch (err) {
+    if (!(err instanceof ApiError && err.status === 404)) throw err;
+    who = { identity: "", admin: false };
+  }
+  Object.assign(known, { token: current, who });
+  return who;
+}
+
+// --- threads -----------------------------------------------------------------------------
+
+export const searchThreads = (query) => api("/threads/search", { method: "POST", json: query });
+export const createThread = (metadata) => api("/threads", { method: "POST", json: { metadata } });
+export const getThread = (id) => api(`/threads/${enc(id)}`);
+export const threadState = (id) => api(`/threads/${enc(id)}/state`);
+export const updateThread = (id, metadata) => api(`/threads/${enc(id)}`, { method: "PATCH", json: { metadata } });
+export const deleteThread = (id) => api(`/threads/${enc(id)}`, { method: "DELETE" });
+
+/** The thread's checkpoints, newest first (each ``{values, checkpoint, ...}``). */
+export const threadHistory = (id) => api(`/threads/${enc(id)}/history`, { method: "POST", json: { limit: HISTORY_LIMIT } });
+
+// --- runs and their streams --------------------------------------------------------------
+
+/**
+ * Start a run on thread ``id`` and stream it: yields {event, data}. ``run`` holds
+ * ``assistant`` and one of ``input`` (a new question), ``resume`` (an interrupt's answer);
+ * optional ``context`` and ``checkpoint`` (a checkpoint id the run starts from: a fork,
+ * to rerun or replace the last question).
+ */
+export function streamRun(id, { assistant, input, resume, context, checkpoint }, signal) {
+  const json = { assistant_id: assistant, stream_mode: STREAM_MODE, on_disconnect: "cancel" };
+  if (input !== undefined) json.input = input;
+  if (resume !== undefined) json.command = { resume };
+  if (context) json.context = context;
+  if (checkpoint) json.checkpoint = { checkpoint_id: checkpoint };
+  return stream(`/threads/${enc(id)}/runs/stream`, { json, signal });
+}
+
+/** Cancel a run on the server (Stop); the thread keeps what it checkpointed. */
+export const cancelRun = (threadId, runId) => api(`/threads/${enc(threadId)}/runs/${enc(runId)}/cancel?wait=1&action=interrupt`, { method: "POST" });
+
+/** The run id a stream's ``metadata`` event carries, or "". */
+export const runIdOf = (metadata) => String(metadata?.run_id || "");
+
+// --- interrupts --------------------------------------------------------------------------
+
+/** The pending interrupt of a thread's state (servers list them at the top or per task),
+ * as what the page asks about: ``{provider, queries, estimated_cost_usd}``; or null. */
+export function pendingInterrupt(state) {
+  const found = (state?.interrupts?.length ? state.interrupts : (state?.tasks || []).flatMap((task) => task.interrupts || []))[0];
+  if (!found) return null;
+  const value = found.value || {};
+  const queries = value.queries || value.action_requests?.[0]?.args?.queries || [];
+  return { ...value, queries };
+}
+
+/** Whether a stream's final ``values`` stopped at an interrupt. */
+export const interruptedValues = (values) => Boolean(values?.__interrupt__?.length);
+
+// --- documents, uploads and jobs ---------------------------------------------------------
+
+/** A page of the documents the user may read: ``{documents, total, limit, offset}``. */
+export function listDocuments({ limit, offset, q, prefix, format }) {
+  const params = new URLSearchParams({ limit: String(limit), offset: String(offset) });
+  for (const [key, value] of Object.entries({ q, prefix, format })) if (value) params.set(key, value);
+  return api(`/kb/documents?${params}`);
+}
+
+export const deleteDocument = (docId) => api(`/kb/documents/${enc(docId)}`, { method: "DELETE" });
+
+/** The link of a document's original (the page opens it with the token: viewer.js). */
+export const originalHref = (docId, page) => `/kb/documents/${enc(docId)}/original${page ? `#page=${page}` : ""}`;
+
+/** Send files (a FormData of ``file`` parts, optional ``acl``): ``{job_id}``. */
+export const uploadFiles = (form) => api("/kb/uploads", { method: "POST", form });
+
+/** A job's states as it runs (ends at a terminal state). */
+export const jobEvents = (jobId) => stream(`/kb/jobs/${enc(jobId)}/events`);
+
+export const listSources = () => api("/kb/sources");
+
 /** A document's original (fetched with the token): a Response, shown by viewer.js. */
 export function fetchOriginal(docId) {
-  return send(`/kb/documents/${encodeURIComponent(docId)}/original`);
+  return send(`/kb/documents/${enc(docId)}/original`);
 }
+
+/** A document's original as an absolute link (an exported conversation's sources). */
+export const originalUrl = (origin, docId, page) => `${origin}${originalHref(docId, page)}`;
+
+// --- feedback ----------------------------------------------------------------------------
+
+/** The caller's own votes (on one thread's answers): ``{feedback: [rows]}``. */
+export const listFeedback = (threadId) => api(`/feedback?${new URLSearchParams({ thread_id: threadId })}`);
+
+/** Vote on an answer (again: the vote changes): the stored row. */
+export const saveFeedback = (body) => api("/feedback", { method: "PUT", json: body });
+
+// --- collections -------------------------------------------------------------------------
+
+/** What the caller can scope a question to: ``{folders, sources, sets}``. */
+export const listCollections = () => api("/kb/collections");
+export const saveCollection = (json) => api("/kb/collections", { method: "POST", json });
+export const deleteCollection = (name) => api(`/kb/collections/${enc(name)}`, { method: "DELETE" });
+
+// --- admin -------------------------------------------------------------------------------
+
+/** ``{identity, admin, users_file}`` of the caller (anyone may ask). */
+export const adminMe = () => api("/admin/me");
+export const listUsers = () => api("/admin/users");
+/** A new user: ``{identity, groups, token}`` (the token is answered this once). */
+export const createUser = (json) => api("/admin/users", { method: "POST", json });
+/** ``action``: "enable", "disable" or "rotate" (answers the new token). */
+export const userAction = (identity, action) => api(`/admin/users/${enc(identity)}/${enc(action)}`, { method: "POST" });
+export const deleteUser = (identity) => api(`/admin/users/${enc(identity)}`, { method: "DELETE" });
+export const listJobs = () => api("/admin/jobs");
+export const createSource = (json) => api("/kb/sources", { method: "POST", json });
+export const syncSource = (id) => api(`/kb/sources/${enc(id)}/sync`, { method: "POST" });
+export const deleteSource = (id) => api(`/kb/sources/${enc(id)}`, { method: "DELETE" });

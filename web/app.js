@@ -1,6 +1,6 @@
 // The page: sign-in, the two views, errors shown as messages that can be retried.
 
-import { ApiError, api, token } from "./api.js";
+import { ApiError, checkSignIn, token } from "./api.js";
 import { closeSource } from "./answer.js";
 import { initChat, loadThreads } from "./chat.js";
 import { initDocuments, showDocuments } from "./documents.js";
@@ -20,7 +20,7 @@ function showSignIn(expired) {
 async function start() {
   // One cheap call tells whether this server wants a token and whether ours is good.
   try {
-    await api("/threads/search", { method: "POST", json: { limit: 1 } });
+    await checkSignIn();
   } catch (err) {
     if (err instanceof ApiError && err.status === 401) {
       showSignIn(Boolean(token.get()));

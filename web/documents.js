@@ -1,7 +1,10 @@
 // The documents the user may read (the document API, /kb), uploads with live progress,
 // and the synced sources.
 
-import { ApiError, api, stream } from "./api.js";
+import {
+  ApiError, deleteDocument as removeDocument, jobEvents, listDocuments, listSources,
+  originalHref, uploadFiles, whoAmI,
+} from "./api.js";
 import { el } from "./answer.js";
 import { lang, t } from "./i18n.js";
 import { showError } from "./notify.js";
@@ -31,14 +34,13 @@ function acl(value) {
 }
 
 export async function loadDocuments() {
-  const params = new URLSearchParams({ limit: String(PAGE), offset: String(docs.offset) });
+  const query = { limit: PAGE, offset: docs.offset };
   for (const [key, id] of [["q", "doc-q"], ["prefix", "doc-prefix"], ["format", "doc-format"]]) {
-    const value = $(id).value.trim();
-    if (value) params.set(key, value);
+    query[key] = $(id).value.trim();
   }
   let page;
   try {
-    page = await api(`/kb/documents?${params}`);
+    page = await listDocuments(query);
   } catch (err) {
     if (err instanceof ApiError && err.status === 404) {
       $("doc-rows").replaceChildren(el("tr", {}, el("td", { colspan: "6" }, t("docsUnavailable"))));
@@ -48,16 +50,18 @@ export async function loadDocuments() {
     return;
   }
   docs.total = page.total ?? page.documents.length;
+  // Each cell names its column (data-label): on a phone the rows stack as cards.
+  const cell = (key, ...content) => el("td", { "data-label": t(key) }, ...content);
   const rows = page.documents.map((d) => el("tr", {},
-    el("td", {}, el("a", { href: `/kb/documents/${encodeURIComponent(d.doc_id)}/original`, class: "doc-link",
-      onclick: (e) => { e.preventDefault(); openOriginal(d.doc_id, { path: d.path }).catch((err) => showError(err)); } },
+    el("td", { class: "doc-title" }, el("a", { href: originalHref(d.doc_id), class: "doc-link",
+      onclick: (e) => { e.preventDefault(); openOriginal(d.doc_id, { path: d.path, title: d.title }).catch((err) => showError(err)); } },
     d.title || d.path), el("br"), el("code", {}, d.path)),
-    el("td", {}, d.format || ""),
-    el("td", {}, when(d.updated_at)),
-    el("td", {}, size(d.bytes)),
-    el("td", {}, acl(d.acl)),
+    cell("format", d.format || ""),
+    cell("updated", when(d.updated_at)),
+    cell("size", size(d.bytes)),
+    cell("access", acl(d.acl)),
     // Only where the server would allow it: the document's owner or an admin.
-    el("td", {}, d.can_delete ? el("button", { type: "button", class: "danger", "aria-label": `${t("remove")}: ${d.path}`,
+    el("td", { class: "doc-actions" }, d.can_delete ? el("button", { type: "button", class: "danger", "aria-label": `${t("remove")}: ${d.path}`,
       onclick: () => deleteDocument(d) }, t("remove")) : "")));
   $("doc-rows").replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: "6" }, t("noDocs")))]));
   const from = docs.total ? docs.offset + 1 : 0;
@@ -69,7 +73,7 @@ export async function loadDocuments() {
 async function deleteDocument(doc) {
   if (!window.confirm(t("confirmDocDelete", { path: doc.path }))) return;
   try {
-    await api(`/kb/documents/${encodeURIComponent(doc.doc_id)}`, { method: "DELETE" });
+    await removeDocument(doc.doc_id);
   } catch (err) {
     if (err instanceof ApiError && (err.status === 403 || err.status === 404)) {
       showError(new ApiError(err.status, t("notAllowed")));
@@ -131,9 +135,9 @@ async function upload(e) {
   $("upload-state").textContent = t("uploading");
   let job;
   try {
-    job = await api("/kb/uploads", { method: "POST", form });
+    job = await uploadFiles(form);
     let n = 0;
-    for await (const { event, data } of stream(`/kb/jobs/${encodeURIComponent(job.job_id)}/events`)) {
+    for await (const { event, data } of jobEvents(job.job_id)) {
       if (event === "error") throw new ApiError(data?.status || 500, data?.error || String(data));
       if (data && typeof data === "object") {
         showJob(data, rows);
@@ -154,10 +158,15 @@ async function upload(e) {
 
 // --- sources ---------------------------------------------------------------------------
 
+/** The synced sources, for an admin (the server refuses them to others: not asked). */
 async function loadSources() {
   let body;
   try {
-    body = await api("/kb/sources");
+    if (!(await whoAmI()).admin) {
+      $("sources-section").hidden = true;
+      return;
+    }
+    body = await listSources();
   } catch {
     $("sources-section").hidden = true; // none, or not offered: nothing to show
     return;

@@ -38,6 +38,13 @@ const STRINGS = {
     sending: "Sending your question…",
     accepted: "Question received, starting…",
     stopped: "Stopped.",
+    stoppedNote: "Stopped. The question is kept: regenerate it or ask again.",
+    stop: "Stop",
+    regenerate: "Regenerate",
+    editQuestion: "Edit",
+    editing: "Editing your last question: sending replaces it and its answer.",
+    cancelEdit: "Cancel",
+    webNotAvailable: "Web search is not available on this server",
     retry: "Try again",
     dismiss: "Dismiss",
     networkError: "The server could not be reached. Check your connection and try again.",
@@ -111,6 +118,7 @@ const STRINGS = {
     aclPublic: "Everyone (administrators)",
     aclRestricted: "Only these groups or users",
     aclList: "Groups and users (e.g. group:hr, user:alice)",
+    aclExample: "group:hr, user:alice",
     uploading: "Uploading…",
     confirmDocDelete: "Delete {path}?",
     notAllowed: "You may not delete this document.",
@@ -164,6 +172,13 @@ const STRINGS = {
     sending: "正在发送问题…",
     accepted: "问题已收到，正在开始…",
     stopped: "已停止。",
+    stoppedNote: "已停止。问题已保留：可重新生成或再次提问。",
+    stop: "停止",
+    regenerate: "重新生成",
+    editQuestion: "编辑",
+    editing: "正在编辑上一个问题：发送后将替换它及其回答。",
+    cancelEdit: "取消",
+    webNotAvailable: "此服务器未提供网络搜索",
     retry: "重试",
     dismiss: "关闭",
     networkError: "无法连接服务器。请检查网络后重试。",
@@ -237,6 +252,7 @@ const STRINGS = {
     aclPublic: "所有人（需管理员）",
     aclRestricted: "仅限以下组或用户",
     aclList: "组和用户（例如 group:hr, user:alice）",
+    aclExample: "group:hr, user:alice",
     uploading: "正在上传…",
     confirmDocDelete: "删除 {path}？",
     notAllowed: "您无权删除此文档。",
@@ -254,6 +270,11 @@ const STRINGS = {
     showing: "第 {from}–{to} 条，共 {total} 条",
   },
 };
+
+/** Add the words of another part of the page ({en: {...}, zh: {...}}). */
+export function addStrings(more) {
+  for (const [code, words] of Object.entries(more)) Object.assign(STRINGS[code], words);
+}
 
 export const lang = (navigator.languages?.[0] || navigator.language || "en")
   .toLowerCase().startsWith("zh") ? "zh" : "en";

@@ -63,10 +63,10 @@ function dialog() {
   return box;
 }
 
-function showText(bytes, name) {
+function showText(bytes, name, title) {
   const box = dialog();
   const all = new TextDecoder("utf-8").decode(bytes);
-  box.querySelector("h2").textContent = name;
+  box.querySelector("h2").textContent = title || name; // the document's title heads it
   box.querySelector(".viewer-note").textContent = all.length > MAX_CHARS ? t("viewerCut") : "";
   box.querySelector(".viewer-text").textContent = all.slice(0, MAX_CHARS); // text, never markup
   const saveButton = box.querySelector(".viewer-save");
@@ -78,8 +78,8 @@ function showText(bytes, name) {
 }
 
 /** Show the original of ``docId`` (``path``: its name, which says its kind before it is
- * fetched; ``page``: where a PDF opens). */
-export async function openOriginal(docId, { path = "", page } = {}) {
+ * fetched; ``page``: where a PDF opens; ``title``: the document's title, heading the text). */
+export async function openOriginal(docId, { path = "", page, title = "" } = {}) {
   // A PDF's tab is opened now, while the click still allows a new tab.
   const tab = PDF.test(path) ? window.open("", "_blank") : null;
   try {
@@ -95,7 +95,7 @@ export async function openOriginal(docId, { path = "", page } = {}) {
       else if (!window.open(target, "_blank")) save(bytes, name);
     } else {
       if (tab) tab.close();
-      if (kind === "text") showText(bytes, name);
+      if (kind === "text") showText(bytes, name, title);
       else save(bytes, name);
     }
   } catch (err) {

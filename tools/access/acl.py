@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tools.access.scope import Scope
 from tools.errors import InputError
 
 PUBLIC = "public"  # the ACL keyword for "every reader"; written as an empty list
@@ -131,6 +132,7 @@ class Reader:
     for every document (local use)."""
 
     principals: frozenset[str] | None = None
+    scope: Scope | None = None  # the run's collection: narrows, never widens
 
     @classmethod
     def everyone(cls) -> Reader:
@@ -145,14 +147,21 @@ class Reader:
 
     @property
     def unrestricted(self) -> bool:
-        return self.principals is None
+        return self.principals is None and self.scope is None
+
+    def scoped(self, scope: Scope | None) -> Reader:
+        """This reader limited to ``scope`` (the same reader without one)."""
+        return self if scope is None else replace(self, scope=scope)
 
     def key(self) -> str:
         """Identifies what this reader may see (cache keys)."""
-        return "*" if self.principals is None else ",".join(sorted(self.principals))
+        who = "*" if self.principals is None else ",".join(sorted(self.principals))
+        return who if self.scope is None else f"{who}|{self.scope.key()}"
 
     def may_read(self, metadata: Mapping[str, Any]) -> bool:
         """Whether a chunk (its metadata) is visible to this reader."""
+        if self.scope is not None and not self.scope.allows(metadata):
+            return False
         acl = metadata.get("acl")
         if self.principals is None or not acl:
             return True

@@ -137,6 +137,17 @@ class SharedFile:
         with self._lock:
             self._db.close()
 
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
 
 class Catalog(SharedFile):
     """The catalog of one collection (thread-safe; several processes share the file)."""
@@ -150,17 +161,6 @@ class Catalog(SharedFile):
                 if name not in have:
                     with contextlib.suppress(sqlite3.OperationalError):  # another process did
                         self._db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {kind}")
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
 
     # -- documents -------------------------------------------------------------------------
 
@@ -224,6 +224,14 @@ class Catalog(SharedFile):
             raise InputError(f"no job {job_id!r}")
         files = [JobFile(**f) for f in json.loads(row[4])]
         return Job(row[0], row[1], row[2], row[3], files, row[5])
+
+    def recent_jobs(self, limit: int = 50) -> list[tuple[Job, float]]:
+        """The newest jobs first, with when each was created (the admin view's list)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT job_id, created FROM jobs ORDER BY created DESC LIMIT ?", (limit,)
+            ).fetchall()
+        return [(self.job(job_id), created) for job_id, created in rows]
 
     def claim_unfinished(self) -> list[Job]:
         """The unfinished jobs whose runner is gone, now this process's: a process of

@@ -25,6 +25,7 @@ from tools.kb.identity import under
 from tools.kb.loaders import FileBytes, FileRef, SkippedFile, SourceDocument, read_file
 from tools.kb.registry import DocRecord, Registry
 from tools.kb.store import ChunkStore
+from tools.kb.titles import document_title
 from tools.text import detect_language
 
 ProgressFn = Callable[[int, int, str], None]
@@ -298,6 +299,7 @@ class Ingester:
                 **({"acl": ",".join(doc.acl)} if doc.acl else {}),
                 "chunks": len(chunks),
                 "ingested_at": now,
+                "title": document_title(doc.text, markdown=doc.is_markdown),
             }
             for c in chunks:
                 yield _Record(

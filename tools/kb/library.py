@@ -248,7 +248,7 @@ def _view(doc_id: str, record: DocRecord, row: DocumentRow | None) -> dict[str, 
     return {
         "doc_id": doc_id,
         "path": path,
-        "title": PurePosixPath(name).stem or name,
+        "title": str(record.get("title") or "") or PurePosixPath(name).stem or name,
         "format": row.format if row else suffix_of(source).lstrip("."),
         "source": row.origin if row else "cli",
         "acl": str(record.get("acl") or "") or "public",

@@ -30,7 +30,7 @@ GENERATION_ID = "__generation__"
 # refuses more than 32,766 in one statement ("too many SQL variables"), so a registry of
 # more documents than that could not be read whole.
 RECORD_PAGE = 5000
-_OPTIONAL_EMPTY = {"via": "", "acl": ""}  # DocRecord's optional keys, as written when absent
+_OPTIONAL_EMPTY = {"via": "", "acl": "", "title": ""}  # optional keys, as written when absent
 
 
 class DocRecord(TypedDict, total=False):
@@ -43,6 +43,7 @@ class DocRecord(TypedDict, total=False):
     acl: str  # who may read it, comma-separated principals (tools.access.acl); "" public
     chunks: int
     ingested_at: str  # ISO 8601, UTC
+    title: str  # its metadata title or first heading (tools.kb.titles), or ""
 
 
 class Registry:

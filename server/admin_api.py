@@ -1,0 +1,126 @@
+"""The admin routes (docs/API.md): who the caller is (``/admin/me``, for everyone), and for
+admins only the users of the users file and the knowledge base's jobs. The users are
+edited by the same functions as ``hybrid-rag users`` (``tools.access.users_file``), which
+replace the file atomically; a token is answered once, by the request that made it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from server.api_caller import Caller, Refused
+from server.documents_api import blocking, endpoint, services
+from tools.access.users import USERS_FILE_ENV, add_user
+from tools.access.users_file import list_users, remove_user, rotate_token, set_disabled
+from tools.errors import InputError
+
+MAX_JOBS = 100
+
+
+def _admin(who: Caller) -> None:
+    if not who.admin:
+        raise Refused(403, "only an admin may do this")
+
+
+def _users_file() -> Path:
+    path = os.environ.get(USERS_FILE_ENV, "").strip()
+    if not path:
+        raise Refused(
+            409, f"this server has no users file (${USERS_FILE_ENV}): every caller is admin"
+        )
+    return Path(path).expanduser()
+
+
+async def me(request: Request, who: Caller) -> Response:
+    users = bool(os.environ.get(USERS_FILE_ENV, "").strip())
+    return JSONResponse({"identity": who.identity, "admin": who.admin, "users_file": users})
+
+
+async def users(request: Request, who: Caller) -> Response:
+    _admin(who)
+    found = await blocking(list_users, _users_file())
+    return JSONResponse({"users": [
+        {"identity": u.identity, "groups": list(u.groups), "admin": u.admin, "disabled": u.disabled}
+        for u in found
+    ]})  # fmt: skip
+
+
+def _groups(value: Any) -> list[str]:
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, list) or not all(isinstance(g, str) for g in value):
+        raise InputError("groups must be a list of names, or one comma-separated string")
+    return sorted({g.strip() for g in value if g.strip()})
+
+
+async def add(request: Request, who: Caller) -> Response:
+    _admin(who)
+    try:
+        body = await request.json()
+    except ValueError:
+        raise InputError("the body is not JSON") from None
+    if not isinstance(body, dict) or not isinstance(body.get("identity"), str):
+        raise InputError('send a JSON object: {"identity", "groups", "admin"}')
+    identity = body["identity"].strip()
+    path = _users_file()
+    if any(u.identity == identity for u in await blocking(list_users, path)):
+        raise Refused(409, f"user {identity!r} exists: rotate their token or remove them first")
+    groups = _groups(body.get("groups") or [])
+    token = await blocking(
+        lambda: add_user(path, identity, groups, admin=body.get("admin") is True)
+    )
+    return JSONResponse({"identity": identity, "groups": groups, "token": token}, status_code=201)
+
+
+def _target(request: Request, who: Caller, verb: str) -> str:
+    identity = request.path_params["identity"]
+    if identity == who.identity and verb in ("disable", "remove"):
+        raise Refused(409, f"you cannot {verb} yourself: ask another admin")
+    return identity
+
+
+async def change(request: Request, who: Caller) -> Response:
+    _admin(who)
+    verb = request.path_params["action"]
+    identity = _target(request, who, verb)
+    path = _users_file()
+    if verb == "rotate":
+        token = await blocking(rotate_token, path, identity)
+        return JSONResponse({"identity": identity, "token": token})
+    if verb not in ("disable", "enable"):
+        raise Refused(404, f"no action {verb!r}: disable, enable or rotate")
+    await blocking(set_disabled, path, identity, verb == "disable")
+    return JSONResponse({"identity": identity, "disabled": verb == "disable"})
+
+
+async def remove(request: Request, who: Caller) -> Response:
+    _admin(who)
+    identity = _target(request, who, "remove")
+    await blocking(remove_user, _users_file(), identity)
+    return JSONResponse({"deleted": identity})
+
+
+async def jobs(request: Request, who: Caller) -> Response:
+    _admin(who)
+    library, _ = await blocking(services)
+    found = await blocking(library.catalog.recent_jobs, MAX_JOBS)
+    return JSONResponse({"jobs": [
+        {**job.view(), "owner": job.owner, "created": created} for job, created in found
+    ]})  # fmt: skip
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/admin/me", endpoint(me), methods=["GET"]),
+        Route("/admin/users", endpoint(users), methods=["GET"]),
+        Route("/admin/users", endpoint(add), methods=["POST"]),
+        Route("/admin/users/{identity}", endpoint(remove), methods=["DELETE"]),
+        Route("/admin/users/{identity}/{action}", endpoint(change), methods=["POST"]),
+        Route("/admin/jobs", endpoint(jobs), methods=["GET"]),
+    ]
