@@ -200,6 +200,10 @@ def test_the_agents_bounded_answer_checks_relevance(
          ["Visitors receive a vest and overshoes at the reception desk."], ["badge"]),
         ("How many minutes does the D9 drone fly?", ["The D9 drone flies 42 minutes."], []),
         ("Do visitors wear badges?", ["Every visitor wears a badge."], []),  # stems
+        ("Who won the 2026 Tokyo marathon? Latest news please.",  # nor is "please"
+         ["Jane Runner won the 2026 Tokyo marathon, the latest news says."], []),
+        ("How many kilograms can the R2 warehouse robot carry?",  # a unit is no key term
+         ["The R2 warehouse robot carries 300 kg."], []),
         ("What is the latest stable Python release today?",  # routing cues are not key
          ["Python 3.14.2 is the latest stable release of Python."], []),
         ("访客的胸牌是什么颜色？", ["访客领取背心。"], []),  # Chinese: not this rule's

@@ -37,10 +37,36 @@ from tools.policy.offline import INTERNAL_CUES_EN, TIME_CUES_EN, uncovered_terms
 from tools.text import detect_language
 
 S = TypeVar("S", bound=Mapping[str, Any])
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# Units say in what form the answer comes, not what it is about: "How many kilograms can
+# the R2 robot carry?" is answered by "carries 300 kg".
+UNITS = _words(
+    """kilogram kilograms gram grams tonne tonnes ton tons pound pounds ounce ounces meter
+    meters metre metres kilometer kilometers kilometre kilometres centimeter centimeters
+    millimeter millimeters mile miles feet foot inch inches liter liters litre litres hour
+    hours minute minutes second seconds day days week weeks month months year years percent
+    percentage dollar dollars euro euros yuan degree degrees volt volts watt watts"""
+)
+# How a request is put, not what it is about ("Latest news please", "Can you tell me").
+REQUEST_WORDS = _words(
+    "please kindly thanks thank tell know explain describe show give find need want help"
+)
 # Words that ask for a quantity, or say when or where to look ("today", "latest",
 # "company", "policy": the routing cues), rather than name what is asked about.
 NOT_KEY = frozenset(
-    {"many", "much", *(c.strip() for c in TIME_CUES_EN), *(c.strip() for c in INTERNAL_CUES_EN)}
+    {
+        "many",
+        "much",
+        *UNITS,
+        *REQUEST_WORDS,
+        *(c.strip() for c in TIME_CUES_EN),
+        *(c.strip() for c in INTERNAL_CUES_EN),
+    }
 )
 MIN_LETTERS = 3
 
