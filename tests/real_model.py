@@ -168,3 +168,16 @@ def real_model_url() -> Iterator[str]:
         return
     with tempfile.TemporaryDirectory() as tmp, RealModelServer(Path(tmp) / "server.log") as srv:
         yield srv.base_url
+
+
+def main() -> None:
+    """``python -m tests.real_model``: install if needed, serve until interrupted."""
+    with tempfile.TemporaryDirectory() as tmp, RealModelServer(Path(tmp) / "server.log") as srv:
+        print(f"OPENAI_BASE_URL={srv.base_url}  (Ctrl-C stops it)", flush=True)
+        assert srv.process is not None
+        with contextlib.suppress(KeyboardInterrupt):
+            srv.process.wait()
+
+
+if __name__ == "__main__":
+    main()

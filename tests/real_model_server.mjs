@@ -66,13 +66,16 @@ function simplify(schema, defs, depth = 0) {
   return out;
 }
 
-function toolSchema(tools) {
-  const calls = tools.map((t) => {
+function toolSchema(tools, choice) {
+  const named = choice?.function?.name;
+  const chosen = named ? tools.filter((t) => t.function.name === named) : tools;
+  const calls = chosen.map((t) => {
     const fn = t.function || {};
     const params = fn.parameters || {type: "object", properties: {}};
     return {type: "object", properties: {tool_call: {type: "object", properties: {
       name: {const: fn.name}, arguments: simplify(params, params.$defs || {})}}}};
   });
+  if (choice === "required" || named) return calls.length === 1 ? calls[0] : {oneOf: calls};
   return {oneOf: [...calls, {type: "object", properties: {response: {type: "string"}}}]};
 }
 
@@ -111,7 +114,7 @@ function chatml(messages, tools) {
 }
 
 async function grammarFor(body, tools) {
-  if (tools.length) return llama.createGrammarForJsonSchema(toolSchema(tools));
+  if (tools.length) return llama.createGrammarForJsonSchema(toolSchema(tools, body.tool_choice));
   const format = body.response_format || {};
   if (format.type === "json_schema") {
     const schema = format.json_schema?.schema || {};
@@ -138,7 +141,8 @@ function message(raw, tools, id) {
 }
 
 async function complete(body, signal) {
-  const tools = (body.tools || []).filter((t) => t.type === "function" && t.function?.name);
+  const tools = body.tool_choice === "none" ? []
+    : (body.tools || []).filter((t) => t.type === "function" && t.function?.name);
   const prompt = model.tokenize(chatml(body.messages || [], tools), true);
   const limit = body.max_tokens ?? body.max_completion_tokens ?? DEFAULT_MAX_TOKENS;
   if (prompt.length + limit > CONTEXT_SIZE) {

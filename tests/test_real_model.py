@@ -22,9 +22,11 @@ question in Chinese. Answer quality is not checked: a 135M model checks the plum
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from bench.bench_model_mode import questions, run_question, sample_kb
@@ -61,3 +63,40 @@ def test_a_real_small_model_runs_bounded_and_cited(home: str, builder: Any, ques
     assert row["repeated_tool_calls"] == 0, row
     if detect_language(question) == "zh":  # no known notice left in English
         assert [w for w in row["warnings"] if localize(w, "zh") != w] == [], row["warnings"]
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    try:
+        with real_model_url() as url:
+            yield url
+    except RuntimeMissing as exc:
+        pytest.skip(str(exc))
+
+
+def test_the_packaged_server_speaks_openai_tools_and_schemas(server_url: str) -> None:
+    """The protocol the product relies on, against the real model: a forced tool call
+    parses, a JSON-schema reply validates, ``max_tokens`` bounds the output."""
+    tool = {"type": "function", "function": {"name": "internal_search", "description": "search",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
+                           "required": ["query"]}}}  # fmt: skip
+    # At temperature 0 this one ends its query string; a 135M model does not always.
+    system = "Answer from the knowledge base: call internal_search with a few keywords."
+    ask = [{"role": "system", "content": system},
+           {"role": "user", "content": "How many days of annual leave do I get?"}]  # fmt: skip
+    with httpx.Client(base_url=server_url, timeout=120.0) as http:
+        reply = http.post("/chat/completions", json={"messages": ask, "tools": [tool],
+                          "tool_choice": "required", "max_tokens": 160}).json()  # fmt: skip
+        call = reply["choices"][0]["message"]["tool_calls"][0]["function"]
+        assert call["name"] == "internal_search"
+        assert isinstance(json.loads(call["arguments"])["query"], str)
+        assert reply["usage"]["completion_tokens"] <= 160
+        schema = {"type": "object", "properties": {"grade": {"enum": ["yes", "no"]},
+                  "reason": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}  # fmt: skip
+        fmt = {"type": "json_schema", "json_schema": {"name": "g", "schema": schema}}
+        reply = http.post("/chat/completions", json={"messages": ask, "max_tokens": 96,
+                                                     "response_format": fmt}).json()  # fmt: skip
+        if reply["choices"][0]["finish_reason"] == "stop":
+            assert json.loads(reply["choices"][0]["message"]["content"])["grade"] in ("yes", "no")
+        reply = http.post("/chat/completions", json={"messages": ask, "max_tokens": 5}).json()
+        assert reply["usage"]["completion_tokens"] <= 5
