@@ -45,6 +45,7 @@ ZH_NOTICES: tuple[tuple[str, str], ...] = (
     (r"answer replaced by the refusal: (.+)", "回答已替换为拒答：{0}"),
     (r"refusal reworded", "拒答的措辞已统一"),
     (r"the answer cites no source", "回答没有引用任何来源"),
+    (r"the answer copies the prompt's source markup", "回答照抄了提示中的来源标记"),
     (r"the model gave no answer", "模型没有给出回答"),
     (r"only (\d+)% of the answer's terms occur in the sources it cites", "回答中只有 {0}% 的词语出现在它引用的来源中"),
     (r"the model replied with nothing", "模型的回复为空"),

@@ -21,6 +21,7 @@ from nodes.settings import ModelEnv
 from tests.agent_fakes import LocalLLMServer, ToolScriptedChatModel, ask, call
 from tests.local_provider import BlackHole
 from tests.test_agent import SEARCH_ENV
+from tools.policy.refusal import check_answer
 from tools.policy.relevance import missing_terms, quotable_sources
 from tools.policy.translation import translation_problem
 from tools.text import count_cjk
@@ -232,6 +233,7 @@ def test_only_passages_on_the_point_are_quoted() -> None:
         "answer replaced by the refusal: the answer cites no source",
         "answer replaced by the refusal: refusal reworded",
         "answer replaced by the refusal: the model gave no answer",
+        "answer replaced by the refusal: the answer copies the prompt's source markup",
         "answer replaced by the refusal: only 12% of the answer's terms occur in the sources it cites",
         "agent stopped: the model replied with nothing; answered extractively from the sources gathered",
         "agent stopped: the max_tool_calls bound (8) was reached; answered extractively from the sources gathered",
@@ -298,3 +300,19 @@ def test_at_the_deadline_the_answer_says_it_once_and_the_cut_call_is_counted(
     assert not any("deadline" in w for w in out["warnings"]), out["warnings"]
     if builder is build_agent_graph:
         assert out["model_calls"] == 1  # the one call the deadline cut off
+
+
+def test_an_answer_copying_the_prompts_source_block_is_refused() -> None:
+    """SmolLM2-135M answered a Chinese question with its prompt's source block, label
+    included: the citation was valid and the words were the source's, so it was kept."""
+    src = {"label": "[内部-1]", "title": "北风机器人年假制度",
+           "text": "公司鼓励每位员工在当年内休完年假，未休年假最多可结转5天。"}  # fmt: skip
+    echo = ('来源：\n<internal_sources>\n<source label="[内部-1]" title="北风机器人年假制度" '
+            'doc_id="hr/annual-leave-zh.md">\n公司鼓励每位员工在当年内休完年假')  # fmt: skip
+    check = check_answer(echo, "每年最多可以结转几天未休年假？", [src], "zh")
+    assert check.refused and check.answer == "没找到相关信息。", check
+    assert check.reason == "the answer copies the prompt's source markup"
+    kept = check_answer(
+        "未休年假最多可结转5天[内部-1]。", "每年最多可以结转几天未休年假？", [src], "zh"
+    )
+    assert not kept.refused, kept
