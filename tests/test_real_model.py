@@ -9,10 +9,10 @@ needs ``node`` and ``npm``; skipped with the reason without them):
 
     .venv/bin/pytest -m slow tests/test_real_model.py
 
-Marked slow (on demand, not in ``.ci/run``): the 8 runs took 5 min 22 s on a loaded 2-core
-machine (one run reaching its 120 s deadline), every model call evaluated on one CPU
-thread, and the first run downloads ~180 MB (the model wheel, the runtime): more than the
-15-minute suite leaves room for.
+Marked slow (on demand, not in ``.ci/run``): the tests took 4 min 14 s to 5 min 22 s on a
+loaded 2-core machine (one run reaching its 120 s deadline), every model call evaluated on
+one CPU thread, and the first run downloads ~180 MB (the model wheel, the runtime); the
+default suite, kept within 15 minutes, has no such margin left.
 
 Checked per question: no traceback, every citation valid, every model call bounded by
 ``max_tokens``, the agent never repeats an identical tool call, the warnings of a Chinese
