@@ -53,7 +53,7 @@ ZH_NOTICES: tuple[tuple[str, str], ...] = (
     (r"the model asked again for a search it had already made", "模型再次要求执行已做过的搜索"),
     (r"(internal_search|google_search): (.+)", "{0}：{1}"),
     (r"Error: (\w+) arguments rejected: (.+)\. Fix them and call again\.", "错误：{0} 的参数被拒绝：{1}"),
-    (r"invalid (hl|gl) '(.*)': expected a (?:language|two-letter country) code like .+", "{0} 参数 '{1}' 无效：应为语言或国家代码（如 zh-CN、us）"),
+    (r"invalid (hl|gl) '(.*)': expected a (?:language|two-letter country) code like .+", "{0} 参数 '{1}' 无效：hl 应为语言代码（如 en、zh-CN），gl 应为两个字母的国家代码（如 us）"),
     (r"web search query is empty", "网络搜索的查询为空"),
     (r"no source mentions the question's key terms \((.+)\): nothing quoted", "没有来源提到问题的关键词（{0}）：未摘录任何内容"),
     (r"web pages not read: (.+)", "未读取网页：{0}"),
