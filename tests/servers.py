@@ -32,7 +32,7 @@ import pytest
 
 from tests.ports import HOST, free_port, owns_listening_port
 
-__all__ = ["HOST", "ChromaServer", "PostgresServer", "free_port"]
+__all__ = ["HOST", "ChromaServer", "PostgresServer", "free_port", "stop_process"]
 
 STARTUP_DEADLINE_S = 60.0
 STOP_DEADLINE_S = 20.0
@@ -88,18 +88,22 @@ class _Process:
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         """Send ``sig``, wait; SIGKILL if it does not exit."""
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-            with contextlib.suppress(ProcessLookupError):
-                self.process.send_signal(signal.SIGCONT)  # in case it was frozen
-            try:
-                self.process.wait(timeout=STOP_DEADLINE_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=STOP_DEADLINE_S)
+        if self.process is not None:
+            stop_process(self.process, sig)
         self.process = None
+
+
+def stop_process(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+    """Send ``sig`` (and SIGCONT, in case it was frozen), wait; SIGKILL if it does not exit."""
+    if process.poll() is None:
+        process.send_signal(sig)
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGCONT)
+        try:
+            process.wait(timeout=STOP_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=STOP_DEADLINE_S)
 
 
 # --- Chroma ---------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from run.run_settings import ModelEnv
 from tests.agent_fakes import LocalLLMServer, ToolScriptedChatModel, ask, call
 from tests.local_provider import BlackHole
 from tests.test_agent import SEARCH_ENV
+from tools.policy.refusal import check_answer
 from tools.policy.relevance import missing_terms, quotable_sources
 from tools.policy.translation import translation_problem
 from tools.text import count_cjk
@@ -115,6 +116,9 @@ def test_an_identical_tool_call_is_answered_from_the_first_then_the_agent_stops(
     assert len(notes) == 2 and "Not run again" in notes[1].text
     assert "[internal-1]" in notes[1].text  # the note points at the first call's results
     assert any("asked again for a search" in w for w in out["warnings"]), out["warnings"]
+    # A repeat answered from the first call is not a call the budget refused (SmolLM2-135M
+    # got "1 tool call(s) not run: max_tool_calls (8) reached" after 2 calls).
+    assert not any("max_tool_calls" in w for w in out["warnings"]), out["warnings"]
     # The prompt does not grow by a second copy of the results.
     last_prompt = agent_model.calls[-1]["messages"]
     assert sum(isinstance(m, ToolMessage) and "<source" in m.text for m in last_prompt) == 1
@@ -134,6 +138,7 @@ def test_a_repeated_call_beside_a_new_one_runs_only_the_new_one(
     out = run(build_agent_graph, KB_Q, context(sample_home, model="custom:weak"))
     assert [c["args"]["query"] for c in out["tool_calls"]] == ["annual leave", "NR-500"]
     assert out["citations"]
+    assert not any("max_tool_calls" in w for w in out["warnings"]), out["warnings"]
 
 
 # --- 3. junk translations ---------------------------------------------------------------
@@ -236,12 +241,17 @@ def test_only_passages_on_the_point_are_quoted() -> None:
         "answer replaced by the refusal: the answer cites no source",
         "answer replaced by the refusal: refusal reworded",
         "answer replaced by the refusal: the model gave no answer",
+        "answer replaced by the refusal: the answer copies the prompt's source markup",
         "answer replaced by the refusal: only 12% of the answer's terms occur in the sources it cites",
         "agent stopped: the model replied with nothing; answered extractively from the sources gathered",
         "agent stopped: the max_tool_calls bound (8) was reached; answered extractively from the sources gathered",
         "agent stopped: the model asked again for a search it had already made; answered extractively from the sources gathered",
         "model call failed: APITimeoutError; the offline rules answer",
         "google_search: web search failed: web search is disabled (search_provider=none)",
+        # seen with SmolLM2-135M (bench/README.md): a plan cut off by max_tokens, a bad gl
+        "planner output unusable (LengthFinishReasonError); routed to both",
+        "google_search: Error: google_search arguments rejected: invalid gl 'zh-CN': expected a two-letter country code like 'us'. Fix them and call again.",
+        "google_search: Error: google_search arguments rejected: invalid hl 'xx_1': expected a language code like 'en' or 'zh-CN'. Fix them and call again.",
     ],
 )  # fmt: skip
 def test_every_notice_has_chinese_text(notice: str) -> None:
@@ -298,3 +308,19 @@ def test_at_the_deadline_the_answer_says_it_once_and_the_cut_call_is_counted(
     assert not any("deadline" in w for w in out["warnings"]), out["warnings"]
     if builder is build_agent_graph:
         assert out["model_calls"] == 1  # the one call the deadline cut off
+
+
+def test_an_answer_copying_the_prompts_source_block_is_refused() -> None:
+    """SmolLM2-135M answered a Chinese question with its prompt's source block, label
+    included: the citation was valid and the words were the source's, so it was kept."""
+    src = {"label": "[内部-1]", "title": "北风机器人年假制度",
+           "text": "公司鼓励每位员工在当年内休完年假，未休年假最多可结转5天。"}  # fmt: skip
+    echo = ('来源：\n<internal_sources>\n<source label="[内部-1]" title="北风机器人年假制度" '
+            'doc_id="hr/annual-leave-zh.md">\n公司鼓励每位员工在当年内休完年假')  # fmt: skip
+    check = check_answer(echo, "每年最多可以结转几天未休年假？", [src], "zh")
+    assert check.refused and check.answer == "没找到相关信息。", check
+    assert check.reason == "the answer copies the prompt's source markup"
+    kept = check_answer(
+        "未休年假最多可结转5天[内部-1]。", "每年最多可以结转几天未休年假？", [src], "zh"
+    )
+    assert not kept.refused, kept

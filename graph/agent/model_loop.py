@@ -214,7 +214,9 @@ async def run_tools(state: AgentState, runtime: Runtime[Context]) -> dict[str, A
     # Every tool call needs an answer (OpenAI rejects a dangling one): those over the
     # budget get a message saying why not.
     replies, done, registry = await run_calls(state, requested, runtime, budget)
-    refused = len(requested) - len(done)
+    # A repeat answered from the first call's results was not refused by the budget.
+    repeats = sum(1 for r in replies if (r.artifact or {}).get("status") == "repeated")
+    refused = len(requested) - len(done) - repeats
     update = apply_outcomes(state, registry, done)
     if refused:
         update["warnings"].append(

@@ -16,6 +16,10 @@ figures). :func:`check_answer` is the one rule both graphs apply after the citat
    keeps the facts' words passes; the share is ``support`` and ``MIN_SUPPORT`` its floor.
    An answer with fewer than ``MIN_TERMS`` new terms is too short to judge this way.
 
+Before these, an answer that copies the prompt's source markup (``<internal_sources>``,
+``<source label=…>``: SmolLM2-135M echoed its prompt so, citing a valid label) is no
+answer and becomes the refusal.
+
 The offline extractive answer never reaches rule 3's risk (it quotes the passages), and
 it already refuses by the calibrated confidence (``refuses``).
 """
@@ -81,6 +85,10 @@ _REFUSAL_RE = re.compile(
 )
 
 
+# The answer prompt's fences (tools/answer/context_builder.py): never part of an answer.
+_PROMPT_MARKUP_RE = re.compile(r"<\s*/?\s*(?:internal_sources|web_sources|source)\b[^>]*>", re.I)
+
+
 @dataclass(frozen=True)
 class AnswerCheck:
     """What the refusal rule made of an answer."""
@@ -139,6 +147,8 @@ def check_answer(
     canonical = refusal_text(language)
     if not answer.strip():
         return AnswerCheck(canonical, True, "the model gave no answer", 0.0)
+    if _PROMPT_MARKUP_RE.search(answer):
+        return AnswerCheck(canonical, True, "the answer copies the prompt's source markup", 0.0)
     if not cited:
         if is_refusal(answer):
             reason = "" if answer.strip() in NO_INFORMATION.values() else "refusal reworded"
