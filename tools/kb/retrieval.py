@@ -41,6 +41,7 @@ from tools.kb.search import (
     SearchMode,
     candidate_pool,
     rank,
+    readable_of,
 )
 from tools.kb.snapshot import Snapshot
 from tools.kb.store import ChunkStore
@@ -352,10 +353,7 @@ class Retriever:
         with self._lock:
             known = self._readable.get(key) if snap.generation else None
         if known is None:
-            codes, acls = snap.acl_table
-            allowed = np.array([reader.may_read({"acl": a}) for a in acls], dtype=bool)
-            mask = allowed[codes] if len(codes) else np.zeros(0, dtype=bool)
-            known = Readable(mask, tuple(a for a, ok in zip(acls, allowed, strict=True) if ok))
+            known = readable_of(snap, reader)
             if snap.generation:
                 with self._lock:
                     self._readable[key] = known

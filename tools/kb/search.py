@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple, cast
 
 import numpy as np
@@ -41,6 +41,22 @@ class Readable:
 
     mask: np.ndarray
     acls: tuple[str, ...]
+
+
+def readable_of(snap: Snapshot, reader: Reader) -> Readable:
+    """The chunks ``reader`` may read: its access lists decided once per distinct list, then
+    narrowed by its scope (a collection: folder, source or set) decided once per document.
+    A scope is about documents, not access lists, so it never enters the per-list test."""
+    codes, acls = snap.acl_table
+    by_acl = replace(reader, scope=None)
+    allowed = np.array([by_acl.may_read({"acl": a}) for a in acls], dtype=bool)
+    mask = allowed[codes] if len(codes) else np.zeros(0, dtype=bool)
+    if reader.scope is not None:
+        scope, decided = reader.scope, dict[str, bool]()
+        doc_ids = (str(m.get("doc_id") or "") for m in snap.metadatas)
+        in_scope = (decided.setdefault(d, scope.allows({"doc_id": d})) for d in doc_ids)
+        mask = mask & np.fromiter(in_scope, dtype=bool, count=len(snap.metadatas))
+    return Readable(mask, tuple(a for a, ok in zip(acls, allowed, strict=True) if ok))
 
 
 @dataclass(frozen=True)
