@@ -182,6 +182,7 @@ def test_the_admin_view_manages_users_sources_and_jobs(
         root.shot("ui-admin-token-desktop-en.png")
         page.click("#token-dialog button.primary")
         page.wait_for_selector("#admin-users tr[data-user=dave]")
+        # Gone at once: no wait here, so a token cleared only a task later would be caught.
         assert token not in page.content()  # shown once, never again
         who = httpx.get(f"{team.url}/admin/me", headers={"Authorization": f"Bearer {token}"})
         assert who.json()["identity"] == "dave"

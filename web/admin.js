@@ -74,10 +74,14 @@ function showToken(name, token) {
   const copy = el("button", { type: "button", onclick: async () => {
     try { await navigator.clipboard.writeText(token); copy.textContent = t("copied"); } catch { box.select(); }
   } }, t("copy"));
+  // The token leaves the DOM the moment Done is pressed (the dialog's "close" event comes
+  // a task later), and on any other way of closing (Escape).
+  const forget = () => { box.value = ""; dialog.replaceChildren(); };
+  const done = el("button", { type: "button", class: "primary", onclick: () => { forget(); dialog.close(); } }, t("done"));
   dialog.replaceChildren(el("form", { method: "dialog" },
     el("h2", { id: "token-title" }, t("tokenTitle", { name })), el("p", {}, t("tokenText", { name })), box,
-    el("div", { class: "buttons" }, copy, el("button", { class: "primary", value: "done" }, t("done")))));
-  dialog.addEventListener("close", () => dialog.replaceChildren(), { once: true }); // never kept
+    el("div", { class: "buttons" }, copy, done)));
+  dialog.addEventListener("close", forget, { once: true }); // never kept
   dialog.showModal();
   box.select();
 }
