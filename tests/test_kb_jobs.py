@@ -173,3 +173,37 @@ catalog = Catalog(Path(sys.argv[1]))
 print(" ".join(j.job_id for j in catalog.claim_unfinished()), flush=True)
 sys.stdin.read()
 """
+
+
+def test_the_document_list_reads_the_registry_once_per_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A team's page lists documents often: the registry (tens of thousands of records at
+    scale) is read again only after a commit or a catalog change, never per request."""
+    from tools.access.acl import Reader
+
+    with KnowledgeBase(KBConfig(home=tmp_path), embedding_model=hash_model()) as kb:
+        library = Library(kb)
+        _files, items = plan(library, [Upload("a.md", b"# A\n\nAlpha.\n")], owner="alice",
+                            acl=(), folder="team", limits=LoadLimits())  # fmt: skip
+        library.ingest_many(items)
+        reads: list[int] = []
+        pages = kb.registry.pages
+        monkeypatch.setattr(kb.registry, "pages", lambda: (reads.append(1), pages())[1])
+        everyone = Reader.everyone()
+
+        def listed() -> tuple[list[str], int]:
+            before = len(reads)
+            paths = [d["path"] for d in library.documents(everyone)]
+            return paths, len(reads) - before
+
+        assert listed() == (["team/a.md"], 1)
+        assert listed() == (["team/a.md"], 0)  # unchanged: not read again
+        _files, items = plan(library, [Upload("b.md", b"# B\n\nBeta.\n")], owner="bob",
+                            acl=(), folder="team", limits=LoadLimits())  # fmt: skip
+        library.ingest_many(items)
+        assert listed() == (["team/a.md", "team/b.md"], 1)
+        library.catalog.forget(items[0].doc_id)  # a catalog change alone is seen too
+        assert listed()[1] == 1
+        assert library.documents(everyone)[1]["owner"] == ""
+        library.close()

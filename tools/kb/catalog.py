@@ -34,6 +34,7 @@ CREATE TABLE IF NOT EXISTS documents (
     sha256 TEXT NOT NULL, blob TEXT NOT NULL, bytes INTEGER NOT NULL, origin TEXT NOT NULL,
     acl TEXT NOT NULL, updated_at TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS documents_origin ON documents(origin);
+CREATE TABLE IF NOT EXISTS changes (what TEXT PRIMARY KEY, n INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
     job_id TEXT PRIMARY KEY, kind TEXT NOT NULL, owner TEXT NOT NULL, state TEXT NOT NULL,
     created REAL NOT NULL, files TEXT NOT NULL, error TEXT NOT NULL DEFAULT '',
@@ -170,6 +171,7 @@ class Catalog(SharedFile):
         marks = ", ".join(f":{k}" for k in values)
         with self._tx() as db:
             db.execute(f"INSERT OR REPLACE INTO documents ({names}) VALUES ({marks})", values)
+            _changed(db)
 
     def get(self, doc_id: str) -> DocumentRow | None:
         with self._lock:
@@ -186,6 +188,14 @@ class Catalog(SharedFile):
     def forget(self, doc_id: str) -> None:
         with self._tx() as db:
             db.execute("DELETE FROM documents WHERE doc_id = ?", (doc_id,))
+            _changed(db)
+
+    def version(self) -> int:
+        """A number that changes with every write to the documents table, in any process
+        (one row counted in the same transaction): what a cached listing is keyed on."""
+        with self._lock:
+            row = self._db.execute("SELECT n FROM changes WHERE what = 'documents'").fetchone()
+        return int(row[0]) if row else 0
 
     def blob_used(self, blob: str) -> bool:
         with self._lock:
@@ -275,6 +285,12 @@ class Catalog(SharedFile):
                 f.status, f.reason = "failed", "interrupted by a server restart: send it again"
         job.state = "interrupted"
         self.save_job(job)
+
+
+def _changed(db: sqlite3.Connection) -> None:
+    db.execute(
+        "INSERT INTO changes VALUES ('documents', 1) ON CONFLICT(what) DO UPDATE SET n = n + 1"
+    )
 
 
 def _orphaned(pid: int, host: str, lease: float) -> bool:

@@ -9,6 +9,7 @@ exist for them (``None``, never a different error). Writes are the knowledge bas
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -63,6 +64,11 @@ class Library:
         self.kb = kb
         self.catalog = Catalog(catalog_path(kb.home, kb.config.collection))
         self.originals = Originals(kb.home / "originals")
+        # Every active document's view and record, by path, for one (registry generation,
+        # catalog version): a listing reads the registry once per change, not per request.
+        self._listing: tuple[tuple[str, int], list[tuple[dict[str, Any], DocRecord]]] | None
+        self._listing = None
+        self._listing_lock = threading.Lock()
 
     def close(self) -> None:
         self.catalog.close()
@@ -171,13 +177,21 @@ class Library:
 
     def documents(self, reader: Reader) -> list[dict[str, Any]]:
         """Every document ``reader`` may read, by path."""
-        rows = self.catalog.rows()
-        out = [
-            _view(doc_id, record, rows.get(doc_id))
-            for doc_id, record in self.kb.registry.pages()  # paged: any number of documents
-            if record.get("version") and reader.may_read(record)
-        ]
-        return sorted(out, key=lambda d: (d["path"], d["doc_id"]))
+        return [dict(view) for view, record in self._all_documents() if reader.may_read(record)]
+
+    def _all_documents(self) -> list[tuple[dict[str, Any], DocRecord]]:
+        key = (self.kb.registry.generation(), self.catalog.version())
+        with self._listing_lock:
+            if self._listing is None or self._listing[0] != key:
+                rows = self.catalog.rows()
+                listing = [
+                    (_view(doc_id, record, rows.get(doc_id)), record)
+                    for doc_id, record in self.kb.registry.pages()  # paged: any number
+                    if record.get("version")
+                ]
+                listing.sort(key=lambda pair: (pair[0]["path"], pair[0]["doc_id"]))
+                self._listing = (key, listing)
+            return self._listing[1]
 
     def document(self, doc_id: str, reader: Reader) -> dict[str, Any] | None:
         record = self.kb.registry.record(doc_id)
