@@ -40,12 +40,12 @@ from typing import Any
 import numpy as np
 
 from tools.evaluation.datasets import DEV_SETS, BeirData, load_beir, score_run, to_documents
-from tools.kb.answerability import fit_logistic
-from tools.kb.centring import centre_cosines, centring_applies, sample_positions
-from tools.kb.fusion import fuse
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.kb.languages import Fusion, MergeRule, gate_features, merge_language_pools
-from tools.kb.search import BM25Score, CandidatePool
+from tools.kb.search.answerability import fit_logistic
+from tools.kb.search.candidates import BM25Score, CandidatePool
+from tools.kb.search.centring import centre_cosines, centring_applies, sample_positions
+from tools.kb.search.fusion import fuse
+from tools.kb.search.languages import Fusion, MergeRule, gate_features, merge_language_pools
 from tools.text import detect_language
 
 REPO = Path(__file__).resolve().parent.parent
@@ -225,7 +225,7 @@ def language_pools(q: dict[str, Any]) -> dict[str, CandidatePool]:
 
 
 def merged(rule: MergeRule, fusion: Fusion = HYBRID) -> Order:
-    """The product's merge (``tools.kb.languages``) over the cached per-language pools."""
+    """The product's merge (``tools.kb.search.languages``) over the cached per-language pools."""
 
     def order(q: dict[str, Any]) -> list[int]:
         pools = language_pools(q)
@@ -254,7 +254,7 @@ def _with_norms(name: str, pools: dict[str, Any], args: argparse.Namespace) -> N
 
 
 def _with_centres(name: str, pools: dict[str, Any], args: argparse.Namespace) -> None:
-    """Each query's centred cosines to its candidates, as ``tools.kb.languages`` computes
+    """Each query's centred cosines to its candidates, as ``tools.kb.search.languages`` computes
     them (each language's centre from the same sample of its chunks)."""
     saved = np.load(args.out / f"vectors-{name}.npz")
     chunks, qvecs = saved["chunks"], saved["queries"]
@@ -464,7 +464,7 @@ def stage_answerability(args: argparse.Namespace) -> None:
     asked, with its judged paragraph hidden (an in-topic negative) and with its whole
     article hidden (an off-topic negative). Where the best hit is in another language
     than the question's, the product reads it with the dense-only model on cosines
-    brought to the question language's scale (``tools.kb.centring.on_question_scale``);
+    brought to the question language's scale (``tools.kb.search.centring.on_question_scale``);
     this stage reports that model's AUROC and ECE on those searches next to the full
     model on the raw evidence, and the offline router's route for the answerable ones."""
     from graph import Context
@@ -598,7 +598,7 @@ def flat_side(tau: float | None, slope: float = 1.5) -> Order:
     """Adaptive fusion over the single pool, ignoring a side whose best stands less than
     ``tau`` standard deviations above its pool while the other side's stands higher
     (``tau`` None: only the slope of the adaptive weight changes)."""
-    from tools.kb.fusion import clamp01, minmax, peak
+    from tools.kb.search.fusion import clamp01, minmax, peak
 
     def order(q: dict[str, Any]) -> list[int]:
         p: Pool = q["all"]
@@ -652,7 +652,7 @@ def stage_latency(args: argparse.Namespace) -> None:
         kb.retriever.query_vector(q)
 
     def single() -> contextlib.AbstractContextManager[Any]:
-        return mock.patch("tools.kb.retrieval.language_search", return_value=None)
+        return mock.patch("tools.kb.search.retriever.language_search", return_value=None)
 
     def raw() -> contextlib.AbstractContextManager[Any]:
         return mock.patch.object(type(kb.retriever), "centres", lambda self, snap: {})

@@ -13,7 +13,7 @@ Every passage is ``title + " " + text`` truncated to ``--max-chars`` characters
 passages truncated to ``--max-chars`` in batches (after a warm-up), and query
 latency is the mean of single short queries. ``floor`` is the median cosine
 similarity between a query and random non-relevant passages of the subset (the
-``similarity_floor`` used by ``tools.kb.local_embeddings``).
+``similarity_floor`` used by ``tools.kb.embed.local_embeddings``).
 
 Candidates whose package is not importable (or that would download weights at
 run time) are skipped with a message. Usage::

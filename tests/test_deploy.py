@@ -246,7 +246,7 @@ def test_the_build_context_leaves_out_secrets_state_and_caches(path: str) -> Non
 def test_the_build_context_keeps_what_the_image_runs() -> None:
     patterns = dockerignore()
     for path in ("pyproject.toml", "README.md", "langgraph.json", "aegra.json", "constraints.txt", "server/graphs.py",
-                 "nodes/prepare.py", "tools/kb/answerability_params", "prompts/answer.py",
+                 "nodes/prepare.py", "tools/kb/search/answerability_params", "prompts/answer.py",
                  "cli/main.py", "deploy/Dockerfile", ".env.example"):  # fmt: skip
         assert not docker_excluded(path, patterns), path
     assert (ROOT / "tools" / "kb" / "answerability_params").is_dir()
