@@ -4,11 +4,14 @@
 Chroma client, the embedding cache) and the lock that serialises writers and snapshot
 rebuilds within a process:
 
-* ``store.ChunkStore`` / ``registry.Registry`` — the two Chroma collections and the
-  commit protocol that makes an ingest crash-safe (see ``tools.kb.store.registry``);
-* ``ingest.Ingester`` — load, chunk, embed, write, commit, prune;
-* ``snapshot.SnapshotCache`` — the active chunks and their BM25 index per generation;
-* ``search`` — candidates, fusion, ranking; ``answerability`` — how much to trust them.
+* ``ingest.ingester.Ingester`` — load, chunk, embed, write, commit, prune;
+* ``store.chroma.ChunkStore`` / ``store.registry.Registry`` — the two Chroma collections
+  and the commit protocol that makes an ingest crash-safe (see ``tools.kb.store.registry``);
+* ``embed.embeddings`` — the embedding model and its cache;
+* ``index.snapshot.SnapshotCache`` — the active chunks and their lexical index per
+  generation;
+* ``search.retriever.Retriever`` — a query top to bottom: candidates, centring, fusion,
+  ranking, answerability (``tools.kb.search``).
 """
 
 from __future__ import annotations

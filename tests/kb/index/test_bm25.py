@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from tools.kb.index.bm25 import BM25Index, PositiveIdfBM25
+from tools.kb.index.bm25 import BM25Index, PositiveIdfBM25, clamp01
 from tools.kb.index.tokenizers import make_tokenizer
 
 Tokenizer = Callable[[str], list[str]]
@@ -241,3 +241,10 @@ def test_document_without_tokens_is_never_returned() -> None:
     hits = index.search("leave annual robot", k=10)
     assert {h.index for h in hits} == {1, 2}
     assert index.scores("leave")[0] == 0.0
+
+
+def test_clamp01() -> None:
+    assert clamp01(-1e-9) == 0.0
+    assert clamp01(1 + 1e-9) == 1.0
+    assert clamp01(0.42) == 0.42
+    assert isinstance(clamp01(1), float)

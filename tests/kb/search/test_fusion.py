@@ -11,7 +11,6 @@ from tools.kb.search.fusion import (
     FUSION_METHODS,
     RRF_K,
     FusionMethod,
-    clamp01,
     cosine_to_relevance,
     fuse,
     minmax,
@@ -93,13 +92,6 @@ def test_weighted_relevance_bounds() -> None:
     assert weighted_relevance(0.8, 0.2, 1.0) == pytest.approx(0.8)
     assert weighted_relevance(0.8, 0.2, 0.0) == pytest.approx(0.2)
     assert weighted_relevance(1.0, 1.0, 0.3) == pytest.approx(1.0)
-
-
-def test_clamp01() -> None:
-    assert clamp01(-1e-9) == 0.0
-    assert clamp01(1 + 1e-9) == 1.0
-    assert clamp01(0.42) == 0.42
-    assert isinstance(clamp01(1), float)
 
 
 @pytest.mark.parametrize("method", FUSION_METHODS)

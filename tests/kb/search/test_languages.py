@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.kb.search.candidates import BM25Score, CandidatePool, Filters, candidate_pool, rank
+from tools.kb.search.candidates import BM25Score, CandidatePool, Filters, candidate_pool
+from tools.kb.search.fusion import rank
 from tools.kb.search.languages import (
     DEFAULT_RULE,
     Fusion,

@@ -25,7 +25,8 @@ from langchain_core.embeddings import Embeddings
 from tools.access.acl import Reader, parse_acl
 from tools.kb.embed.embeddings import EmbeddingModel
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.kb.search.candidates import BM25Score, CandidatePool, RetrievedChunk, rank
+from tools.kb.search.candidates import BM25Score, CandidatePool, RetrievedChunk
+from tools.kb.search.fusion import rank
 from tools.kb.search.languages import DEFAULT_RULE, Fusion, merge_language_pools
 
 # --- the shape, on the merge alone -------------------------------------------------

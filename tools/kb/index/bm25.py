@@ -24,7 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from tools.kb.search.fusion import clamp01
+
+def clamp01(value: float) -> float:
+    return 0.0 if value < 0.0 else 1.0 if value > 1.0 else float(value)
 
 
 class PositiveIdfBM25(BM25Okapi):

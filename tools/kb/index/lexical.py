@@ -35,7 +35,7 @@ from typing import Any
 
 import tantivy
 
-from tools.kb.search.fusion import clamp01
+from tools.kb.index.bm25 import clamp01
 from tools.kb.store.writer_lock import writer_lock
 
 Tokenizer = Callable[[str], list[str]]

@@ -1,24 +1,26 @@
-"""Hybrid search over one snapshot: candidates from both retrievers, fused, ranked.
+"""A query's candidates over one snapshot: what each retriever proposes, before fusion.
 
 Each retriever proposes its top ``n``; in hybrid mode every candidate of either gets
 both raw scores (cosine from the stored vector, BM25 from the snapshot), so fusion
-(``tools.kb.search.fusion``) normalises over one pool instead of half-blind lists.
+(``tools.kb.search.fusion``, the next stage) normalises over one pool instead of
+half-blind lists. A KB in several languages gets one pool per language
+(:func:`language_pools`, merged by ``tools.kb.search.languages``). Which chunks a search
+may return (documents asked for, the reader's access, one language) is :class:`Filters`.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, NamedTuple, cast
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
 from tools.access.acl import Reader
 from tools.kb.index.lexical import LexicalFilter
 from tools.kb.index.snapshot import Snapshot
-from tools.kb.search.fusion import FusionMethod, clamp01, cosine_to_relevance, fuse
 from tools.kb.store.chroma import ChunkStore
 
 SearchMode = Literal["hybrid", "bm25", "vector"]
@@ -218,6 +220,32 @@ def candidate_pool(
     return CandidatePool(ids, cosine, bm25, vector_found, bm25_found)
 
 
+def language_pools(
+    query: str,
+    query_vector: np.ndarray | None,
+    snap: Snapshot,
+    chunks: ChunkStore,
+    *,
+    mode: SearchMode,
+    filters: Filters,
+    n: int,
+    languages: Sequence[str],
+) -> dict[str, CandidatePool]:
+    """One candidate pool per document language (``tools.kb.search.languages`` merges them)."""
+    return {
+        lang: candidate_pool(
+            query,
+            query_vector,
+            snap,
+            chunks,
+            mode=mode,
+            filters=replace(filters, language=lang),
+            n=n,
+        )
+        for lang in languages
+    }
+
+
 def _vector_candidates(
     query_vector: np.ndarray, n: int, snap: Snapshot, chunks: ChunkStore, filters: Filters
 ) -> dict[str, float]:
@@ -301,98 +329,3 @@ def _subset(
             kept.pop(next(iter(kept)))
         kept[key] = found
     return found
-
-
-def fused_scores(
-    pool: CandidatePool,
-    *,
-    mode: SearchMode,
-    fusion: str,
-    vector_weight: float,
-    similarity_floor: float,
-) -> dict[str, float]:
-    """The ordering score of every candidate of ``pool`` (``tools.kb.search.fusion``)."""
-    if mode == "vector":
-        return dict(pool.cosine)
-    if mode == "bm25":
-        return dict(pool.bm25_found)  # raw score: the clamped share saturates at 1.0
-    if fusion == "weighted":
-        vrel = {c: cosine_to_relevance(v, similarity_floor) for c, v in pool.cosine.items()}
-        brel = {c: s.share for c, s in pool.bm25.items()}
-        return fuse(vrel, brel, method="weighted", vector_weight=vector_weight)
-    raw = {c: s.raw for c, s in pool.bm25.items()}
-    return fuse(pool.cosine, raw, method=cast(FusionMethod, fusion), vector_weight=vector_weight)
-
-
-def rank(
-    pool: CandidatePool,
-    snap: Snapshot,
-    *,
-    mode: SearchMode,
-    fusion: str,
-    vector_weight: float,
-    similarity_floor: float,
-    top: int,
-    scores: Mapping[str, float] | None = None,
-) -> list[RetrievedChunk]:
-    """The ``top`` candidates by fused score (or by ``scores``: the merge of per-language
-    pools, ``tools.kb.search.languages``), as results."""
-    vrel = {c: cosine_to_relevance(v, similarity_floor) for c, v in pool.cosine.items()}
-    fused = (
-        dict(scores)
-        if scores is not None
-        else fused_scores(
-            pool,
-            mode=mode,
-            fusion=fusion,
-            vector_weight=vector_weight,
-            similarity_floor=similarity_floor,
-        )
-    )
-    order = sorted(pool.ids, key=lambda c: (-fused.get(c, 0.0), c))
-    best = max(fused.values(), default=0.0)
-    top_score = fused[order[0]] if order else 0.0
-    low = min(fused.values(), default=0.0)
-
-    def relevance(cid: str) -> float:
-        """Shown to users and used by rerankers: relative to this query's best hit."""
-        if mode == "vector":
-            return vrel.get(cid, 0.0)
-        if mode == "bm25":
-            return pool.bm25[cid].share
-        if scores is not None:  # merged scores may be negative: min-max over the pool
-            span = top_score - low
-            return (fused[cid] - low) / span if span > 0 else 0.0
-        return fused[cid] / best if best > 0 else 0.0
-
-    return [result(cid, snap, pool, fused[cid], relevance(cid), vrel) for cid in order[:top]]
-
-
-def result(
-    cid: str,
-    snap: Snapshot,
-    pool: CandidatePool,
-    fused: float,
-    relevance: float,
-    vrel: Mapping[str, float],
-) -> RetrievedChunk:
-    """One ranked candidate as a search result."""
-    i = snap.position[cid]
-    m = snap.metadatas[i]
-    bm25 = pool.bm25.get(cid, BM25Score(0.0, 0.0))
-    return RetrievedChunk(
-        chunk_id=cid,
-        doc_id=str(m.get("doc_id", "")),
-        source=str(m.get("source", "")),
-        heading=str(m.get("heading", "")),
-        text=snap.texts[i],
-        chunk_index=int(m.get("chunk_index", 0)),
-        total_chunks=int(m.get("total_chunks", 1)),
-        relevance=clamp01(relevance),
-        fused_score=float(fused),
-        vector_score=pool.cosine.get(cid),
-        bm25_score=bm25.raw,
-        vector_relevance=vrel.get(cid, 0.0),
-        bm25_relevance=bm25.share,
-        metadata=m,
-    )

@@ -91,6 +91,23 @@ def centre_cosines(
     return {cid: float(c) for cid, c in zip(ids, d @ q, strict=True)}
 
 
+def centred_cosines(
+    query_vector: np.ndarray,
+    question_language: str,
+    centres: Mapping[str, np.ndarray],
+    pools: Mapping[str, CandidatePool],
+    snap: Snapshot,
+) -> dict[str, float] | None:
+    """The centred cosine of every candidate of the per-language ``pools`` (None when the
+    snapshot holds none of their vectors)."""
+    lang_of = {c: lang for lang, p in pools.items() for c in p.ids}
+    found, vectors = snap.vectors_of(list(lang_of))  # the snapshot's, not a store read
+    if not found:
+        return None
+    langs = [lang_of[c] for c in found]
+    return centre_cosines(query_vector, question_language, centres, found, langs, vectors)
+
+
 def _unit(mat: np.ndarray) -> np.ndarray:
     if mat.size == 0:
         return mat

@@ -31,16 +31,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tools.kb.index.snapshot import Snapshot
-from tools.kb.search.candidates import (
-    BM25Score,
-    CandidatePool,
-    Filters,
-    SearchMode,
-    candidate_pool,
-    fused_scores,
-)
-from tools.kb.search.centring import centre_cosines, on_question_scale
-from tools.kb.search.fusion import peak
+from tools.kb.search.candidates import BM25Score, CandidatePool, Filters, SearchMode, language_pools
+from tools.kb.search.centring import centred_cosines, on_question_scale
+from tools.kb.search.fusion import fused_scores, peak
 from tools.kb.store.chroma import ChunkStore
 from tools.text import detect_language
 
@@ -317,28 +310,20 @@ def language_search(
     languages = document_languages(snap)
     if len(languages) < 2 or fusion.mode == "bm25" or filters.language is not None:
         return None
-    pools = {
-        lang: candidate_pool(
-            query,
-            query_vector,
-            snap,
-            chunks,
-            mode=fusion.mode,
-            filters=replace(filters, language=lang),
-            n=n,
-        )
-        for lang in languages
-    }
+    pools = language_pools(
+        query,
+        query_vector,
+        snap,
+        chunks,
+        mode=fusion.mode,
+        filters=filters,
+        n=n,
+        languages=languages,
+    )
     question_language = detect_language(query)
     centred = None
     if centres and query_vector is not None:
-        lang_of = {c: lang for lang, p in pools.items() for c in p.ids}
-        found, vectors = snap.vectors_of(list(lang_of))  # the snapshot's, not a store read
-        if found:
-            langs = [lang_of[c] for c in found]
-            centred = centre_cosines(
-                query_vector, question_language, centres, found, langs, vectors
-            )
+        centred = centred_cosines(query_vector, question_language, centres, pools, snap)
     merged = merge_language_pools(pools, question_language, fusion, rule, centred)
     if not merged:
         return None

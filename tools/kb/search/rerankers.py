@@ -25,9 +25,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from tools.errors import ConfigError
+from tools.kb.index.bm25 import clamp01
 from tools.kb.index.tokenizers import keywords
 from tools.kb.search.candidates import RetrievedChunk
-from tools.kb.search.fusion import clamp01
 
 DEFAULT_CROSS_ENCODER = "BAAI/bge-reranker-v2-m3"
 

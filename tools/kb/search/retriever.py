@@ -40,10 +40,10 @@ from tools.kb.search.candidates import (
     RetrievedChunk,
     SearchMode,
     candidate_pool,
-    rank,
     readable_of,
 )
 from tools.kb.search.centring import language_centres
+from tools.kb.search.fusion import rank
 from tools.kb.search.languages import Fusion, document_languages, language_search
 from tools.kb.store.chroma import ChunkStore
 
