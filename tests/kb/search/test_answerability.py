@@ -165,7 +165,7 @@ def test_hybrid_relevance_is_relative_to_the_best_hit(sample_kb: KnowledgeBase) 
 
 
 def test_params_dir_is_inside_the_package() -> None:
-    assert PARAMS_DIR.parent.name == "kb" and Path(PARAMS_DIR / "lexical.json").is_file()
+    assert PARAMS_DIR.parent.name == "search" and Path(PARAMS_DIR / "lexical.json").is_file()
 
 
 def test_evidence_across_languages_has_its_own_dense_only_model() -> None:
