@@ -30,9 +30,9 @@ from tools.evaluation.datasets import (
     score_run,
     to_documents,
 )
-from tools.kb import tokenizers as tk
-from tools.kb.bm25 import BM25Index
-from tools.kb.chunking import ChunkingOptions, chunk_document
+from tools.kb.index import tokenizers as tk
+from tools.kb.index.bm25 import BM25Index
+from tools.kb.ingest.chunking import ChunkingOptions, chunk_document
 
 SETS = DEV_SETS
 _NLTK_WORDS = """i me my myself we our ours ourselves you you're you've you'll you'd your yours

@@ -13,7 +13,7 @@ Every passage is ``title + " " + text`` truncated to ``--max-chars`` characters
 passages truncated to ``--max-chars`` in batches (after a warm-up), and query
 latency is the mean of single short queries. ``floor`` is the median cosine
 similarity between a query and random non-relevant passages of the subset (the
-``similarity_floor`` used by ``tools.kb.local_embeddings``).
+``similarity_floor`` used by ``tools.kb.embed.local_embeddings``).
 
 Candidates whose package is not importable (or that would download weights at
 run time) are skipped with a message. Usage::
@@ -35,8 +35,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import importlib.util
 import json
-import math
-import random
 import statistics
 import sys
 import time
@@ -47,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.embedder_data import SETS, Subset, load_subset, ndcg_at_k, read_jsonl
 from bench.harness import parser
 
 
@@ -192,84 +191,6 @@ def install_size_mb(dirs: Sequence[str]) -> float | None:
     return total / 1e6 if total else None
 
 
-# ----------------------------------------------------------------------------- data
-@dataclass
-class Subset:
-    name: str
-    queries: dict[str, str]
-    corpus: dict[str, str]
-    qrels: dict[str, dict[str, int]]
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    with path.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
-def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
-    with path.open(encoding="utf-8") as fh:
-        for i, line in enumerate(fh):
-            parts = line.rstrip("\n").split("\t")
-            if i == 0 and parts[0] == "query-id":
-                continue
-            if len(parts) >= 3 and int(parts[2]) > 0:
-                out.setdefault(parts[0], {})[parts[1]] = int(parts[2])
-    return out
-
-
-def load_subset(
-    name: str,
-    root: Path,
-    qrels_file: str,
-    n_queries: int,
-    corpus_size: int,
-    max_chars: int,
-    seed: int,
-) -> Subset:
-    docs = _read_jsonl(root / "corpus.jsonl")
-    text = {
-        d["_id"]: ((d.get("title") or "").strip() + " " + d["text"]).strip()[:max_chars]
-        for d in docs
-    }
-    queries = {q["_id"]: q["text"] for q in _read_jsonl(root / "queries.jsonl")}
-    qrels = {
-        q: {d: s for d, s in rel.items() if d in text}
-        for q, rel in _read_qrels(root / qrels_file).items()
-        if q in queries
-    }
-    qrels = {q: r for q, r in qrels.items() if r}
-    rng = random.Random(seed)
-    qids = sorted(qrels)
-    rng.shuffle(qids)
-    qids = sorted(qids[:n_queries])
-    chosen = {d for q in qids for d in qrels[q]}
-    others = sorted(set(text) - chosen)
-    rng.shuffle(others)
-    chosen |= set(others[: max(0, corpus_size - len(chosen))])
-    return Subset(
-        name,
-        {q: queries[q] for q in qids},
-        {d: text[d] for d in sorted(chosen)},
-        {q: qrels[q] for q in qids},
-    )
-
-
-SETS = {
-    "en": ("beir_scifact", "qrels/train.tsv"),
-    "zh": ("rgb/derived_retrieval/zh_refine", "qrels.tsv"),
-    "cmrc": ("cmrc2018_retrieval", "qrels/trial.tsv"),
-}
-
-
-# -------------------------------------------------------------------------- metrics
-def ndcg_at_k(ranked: Sequence[str], rel: dict[str, int], k: int = 10) -> float:
-    dcg = sum(rel.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
-    ideal = sorted(rel.values(), reverse=True)[:k]
-    idcg = sum(r / math.log2(i + 2) for i, r in enumerate(ideal))
-    return dcg / idcg if idcg else 0.0
-
-
 def _embed_batched(
     fn: Callable[[list[str]], np.ndarray], texts: list[str], bs: int = 32
 ) -> np.ndarray:
@@ -367,7 +288,7 @@ def load_sets(args: argparse.Namespace) -> tuple[list[Subset], list[str]]:
     sci = args.data_dir / SETS["en"][0] / "corpus.jsonl"
     if sci.is_file():
         long_docs = [
-            d for d in _read_jsonl(sci) if len(d["title"]) + len(d["text"]) >= args.max_chars
+            d for d in read_jsonl(sci) if len(d["title"]) + len(d["text"]) >= args.max_chars
         ]
         speed_passages = [
             (d["title"] + " " + d["text"])[: args.max_chars]

@@ -48,14 +48,14 @@ from tools.evaluation.datasets import (
 )
 from tools.evaluation.datasets import to_documents as beir_documents
 from tools.evaluation.fitting import held_out
-from tools.kb.answerability import FEATURES, LEXICAL_FEATURES, EvidenceFeatures
-from tools.kb.fusion import FusionMethod, fuse
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
+from tools.kb.search.answerability import FEATURES, LEXICAL_FEATURES, EvidenceFeatures
+from tools.kb.search.fusion import FusionMethod, fuse
 
 SETS = DEV_SETS
 METHODS: tuple[FusionMethod, ...] = ("minmax", "zscore", "rrf")
 WEIGHTS = [round(0.05 * i, 2) for i in range(21)]
-# The per-query weight of ``adaptive`` fusion: base weight x slope (tools.kb.fusion).
+# The per-query weight of ``adaptive`` fusion: base weight x slope (tools.kb.search.fusion).
 SLOPES = [0.5, 1.0, 1.5, 2.0, 3.0]
 
 

@@ -151,10 +151,10 @@ def worker(folder: Path, embedding: str) -> dict[str, Any]:
     from pypdf import PdfReader
 
     from tests.fakes import hash_model
-    from tools.kb.embeddings import make_embedding_model
-    from tools.kb.identity import find_files
+    from tools.kb.embed.embeddings import make_embedding_model
+    from tools.kb.ingest.identity import find_files
+    from tools.kb.ingest.loaders import SourceDocument, load_file
     from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-    from tools.kb.loaders import SourceDocument, load_file
 
     for library in ("pdfplumber", "docx", "openpyxl", "bs4"):  # imported outside the timing
         importlib.import_module(library)

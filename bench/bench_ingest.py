@@ -32,9 +32,9 @@ from typing import Any
 
 from bench.harness import need, parser
 from tools.evaluation.datasets import load_beir, to_documents
-from tools.kb.embeddings import EmbeddingModel, make_embedding_model
+from tools.kb.embed.embeddings import EmbeddingModel, make_embedding_model
+from tools.kb.ingest.loaders import SourceDocument
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.kb.loaders import SourceDocument
 
 
 def timed_model(model: EmbeddingModel, sink: dict[str, float]) -> EmbeddingModel:

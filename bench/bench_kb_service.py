@@ -40,9 +40,9 @@ import httpx
 from tests.docgen import write_pdf
 from tests.fakes import hash_model
 from tests.langgraph_server import start_server, stop_server, wait_until_ready
-from tools.kb.formats import LoadLimits
+from tools.kb.documents.library import Library
+from tools.kb.ingest.formats import LoadLimits
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.kb.library import Library
 from tools.sources.listers import list_source
 from tools.sources.model import Source
 from tools.sources.sync import sync

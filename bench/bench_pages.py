@@ -52,206 +52,39 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import bz2
 import contextlib
-import html
 import inspect
 import json
-import math
 import os
-import re
-import statistics
 import sys
 import tempfile
 import time
-import unicodedata
-from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import tools.answer.search_service as search_service
 import tools.websearch.page_passages as page_passages
 from bench.harness import parser
+from bench.pages_data import (
+    Question,
+    answer_text,
+    contains,
+    freshqa_status,
+    load_crag,
+    load_realtimeqa,
+    pick_choice,
+)
+from bench.pages_report import ceiling, report
 from graph import Context, build_agent_graph, build_graph
-from prompts.answer import OFFLINE_NOTE_EN
 from tests.local_provider import LocalServer, Reply
-from tools.answer.citations import LABEL_RE
 from tools.errors import InputError
-from tools.evaluation.datasets import percentile, read_jsonl
 from tools.websearch import SearchCache, set_default_cache
 from tools.websearch.pages import ENV_ALLOW_HOSTS, default_page_cache
 
 SETS = ("realtimeqa", "crag", "freshqa")
 GRAPHS = {"state": build_graph, "agent": build_agent_graph}
 ENV_KEYS = ("SERPER_API_KEY", "SERPER_BASE_URL", ENV_ALLOW_HOSTS)
-
-
-@dataclass
-class Result:
-    """One frozen search result: what the SERP shows and the page behind it."""
-
-    url: str  # the original address (the page is served from loopback)
-    title: str
-    snippet: str
-    html: str
-    date: str = ""
-
-
-@dataclass
-class Question:
-    qid: str
-    text: str
-    results: list[Result]
-    gold: list[str]  # acceptable answers (RealTimeQA: the gold choice)
-    choices: list[str] = field(default_factory=list)
-    gold_index: int = -1
-    evidence: str = ""
-
-
-# -- data ---------------------------------------------------------------------------
-
-
-def article_html(title: str, text: str, date: str) -> str:
-    """A saved article text as the simple page a news site would serve."""
-    paras = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
-    body = "\n".join(f"<p>{html.escape(p)}</p>" for p in paras)
-    stamp = f"<time>{html.escape(date)}</time>" if date else ""
-    return (
-        f"<html><head><title>{html.escape(title)}</title></head><body>"
-        f"<article><h1>{html.escape(title)}</h1>{stamp}\n{body}</article></body></html>"
-    )
-
-
-def load_realtimeqa(root: Path) -> list[Question]:
-    folder = root / "realtimeqa" / "gcs"
-    weeks = sorted(p.name.removesuffix("_qa.jsonl") for p in folder.glob("*_qa.jsonl"))
-    if not weeks:
-        raise SystemExit(f"no RealTimeQA weeks in {folder} (expected YYYYMMDD_qa.jsonl)")
-    out: list[Question] = []
-    for week in weeks:
-        searches = {
-            row["question_id"]: row.get("search_result") or []
-            for row in read_jsonl(folder / f"{week}_gcs.jsonl")
-        }
-        for row in read_jsonl(folder / f"{week}_qa.jsonl"):
-            choices = [str(c).replace("\\'", "'") for c in row["choices"]]
-            gold = int(row["answer"][0])
-            results = [
-                Result(
-                    url=str(r.get("url") or ""),
-                    title=r.get("title") or "",
-                    # The adapter cuts it to snippet_chars; a SERP shows the lead of a news item.
-                    snippet=" ".join(str(r.get("text") or "").split())[:1000],
-                    html=article_html(r.get("title") or "", r.get("text") or "", ""),
-                    date=str(r.get("publish_date") or ""),
-                )
-                for r in searches.get(row["question_id"], [])
-            ]
-            out.append(
-                Question(
-                    row["question_id"],
-                    row["question_sentence"],
-                    results,
-                    [choices[gold]],
-                    choices,
-                    gold,
-                    str(row.get("evidence") or ""),
-                )
-            )
-    return out
-
-
-def load_crag(root: Path) -> list[Question]:
-    path = root / "crag_sample" / "dev_data.jsonl.bz2"
-    if not path.exists():
-        raise SystemExit(f"{path} does not exist")
-    out: list[Question] = []
-    with bz2.open(path, "rt", encoding="utf-8") as fh:
-        for n, line in enumerate(fh):
-            row = json.loads(line)
-            results = [
-                Result(
-                    r.get("page_url") or "",
-                    r.get("page_name") or "",
-                    r.get("page_snippet") or "",
-                    r.get("page_result") or "",
-                    r.get("page_last_modified") or "",
-                )
-                for r in row["search_results"]
-            ]
-            gold = [str(a) for a in [row["answer"], *row.get("alternative_answers", [])]]
-            out.append(Question(f"crag-{n}", row["query"], results, gold))
-    return out
-
-
-def freshqa_status(root: Path) -> dict[str, Any]:
-    """What FreshQA offers for this measurement (it has no saved results or pages)."""
-    path = root / "freshqa" / "freshqa_dev.jsonl"
-    rows = list(read_jsonl(path))
-    keys = sorted({k for r in rows for k in r})
-    saved = [k for k in keys if "search" in k or "page" in k or "html" in k or "snippet" in k]
-    return {
-        "questions": len(rows),
-        "fields": keys,
-        "with_source_urls": sum(bool(r.get("source")) for r in rows),
-        "saved_results_or_pages": saved,
-        "measurable": bool(saved),
-        "why": "FreshQA rows carry source URLs only (no saved search results, snippets or "
-        "pages); fetching them needs the internet, so snippets vs pages cannot be compared "
-        "offline without inventing pages.",
-    }
-
-
-# -- scoring ------------------------------------------------------------------------
-
-
-def norm(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).casefold()
-    return " ".join(re.sub(r"[\W_]+", " ", text).split())
-
-
-def contains(hay: str, needle: str) -> bool:
-    n = norm(needle)
-    return bool(n) and f" {n} " in f" {norm(hay)} "
-
-
-def pick_choice(answer: str, choices: list[str]) -> int | None:
-    """The single choice the answer names best (phrase contained, then share of its
-    words), or None when nothing matches or two choices tie."""
-    words = set(norm(answer).split())
-
-    def score(choice: str) -> tuple[bool, float]:
-        tokens = norm(choice).split()
-        return contains(answer, choice), sum(t in words for t in tokens) / max(1, len(tokens))
-
-    scores = [score(c) for c in choices]
-    best = max(scores)
-    if best[1] == 0 or scores.count(best) > 1:
-        return None
-    return scores.index(best)
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return 0.0, 0.0
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def mcnemar(gained: int, lost: int) -> float:
-    """Exact two-sided McNemar p-value of the discordant pairs (binomial, p = 1/2)."""
-    n = gained + lost
-    tail = sum(math.comb(n, i) for i in range(min(gained, lost) + 1)) / 2**n
-    return min(1.0, 2 * tail)
-
-
-def answer_text(answer: str) -> str:
-    """The quoted sentences only: no offline note, no labels."""
-    return LABEL_RE.sub("", answer.replace(OFFLINE_NOTE_EN, ""))
 
 
 # -- the loopback web ---------------------------------------------------------------
@@ -423,110 +256,6 @@ def run_set(
                 rows[mode].append(row)
             print(f"  {q.qid}: done", file=sys.stderr, flush=True)
     return rows
-
-
-# -- reporting ----------------------------------------------------------------------
-
-
-def share(rows: list[dict[str, Any]], key: str) -> str:
-    have = [r[key] for r in rows if key in r]
-    k, n = sum(have), len(have)
-    lo, hi = wilson(k, n)
-    return f"{k}/{n} = {k / n:.0%} [{lo:.0%}, {hi:.0%}]" if n else "-"
-
-
-def ms(values: list[float]) -> str:
-    if not values:
-        return "-"
-    return f"{statistics.median(values):.0f} / {percentile(values, 90):.0f}"
-
-
-def report(
-    name: str, rows: dict[str, list[dict[str, Any]]], questions: list[Question], detail: bool
-) -> dict[str, Any]:
-    snip, pages = rows["snippets"], rows["pages"]
-    keys = [
-        k
-        for k in ("context_has_gold", "answer_has_gold", "answer_picks_gold")
-        if any(k in r for r in snip)
-    ]
-    print(f"\n## {name}: {len(snip)} questions, snippets vs pages (95 % Wilson interval)\n")
-    print("| figure | snippets | pages | right only with pages / only with snippets |")
-    print("|---|---|---|---|")
-    summary: dict[str, Any] = {"questions": len(snip)}
-    for k in keys:
-        pairs = [(a[k], b[k]) for a, b in zip(snip, pages, strict=True) if k in a]
-        gained = sum(1 for a, b in pairs if b and not a)
-        lost = sum(1 for a, b in pairs if a and not b)
-        print(
-            f"| {k.replace('_', ' ')} | {share(snip, k)} | {share(pages, k)} | {gained} / {lost} (McNemar p = {mcnemar(gained, lost):.2f}) |"
-        )
-        summary[k] = {"snippets": sum(a for a, _ in pairs), "pages": sum(b for _, b in pairs)}
-        summary[k].update(n=len(pairs), pages_only=gained, snippets_only=lost)
-    read = sum(r["pages_read"] for r in pages)
-    failed = sum(r["pages_failed"] for r in pages)
-    print(f"| web pages read / not read | - | {read} / {failed} | |")
-    routes = Counter(str(r["route"]) for r in snip)
-    with_web = sum(r["web_sources"] > 0 for r in snip)
-    print(
-        f"\nroutes: {', '.join(f'{k} {v}' for k, v in routes.most_common())}; "
-        f"questions answered with web sources: {with_web}/{len(snip)}"
-    )
-    diff = [b["ms"] - a["ms"] for a, b in zip(snip, pages, strict=True)]
-    page_ms = {k: [v for r in pages for v in r["page_ms"][k]] for k in ("fetch", "extract", "rank")}
-    print("\n| latency, ms (median / p90) | value |")
-    print("|---|---|")
-    print(f"| end to end, snippets | {ms([r['ms'] for r in snip])} |")
-    print(f"| end to end, pages | {ms([r['ms'] for r in pages])} |")
-    print(f"| pages − snippets, same question | {ms(diff)} |")
-    print(
-        f"| reading the pages (the run's `read_pages` calls) | {ms([r['read_pages_ms'] for r in pages])} |"
-    )
-    print(f"| per page: fetch from loopback (robots.txt included) | {ms(page_ms['fetch'])} |")
-    print(f"| per page: HTML extraction | {ms(page_ms['extract'])} |")
-    print(f"| per page: chunking + BM25 + lexical rerank | {ms(page_ms['rank'])} |")
-    summary.update(
-        pages_read=read,
-        pages_failed=failed,
-        ms_snippets=[r["ms"] for r in snip],
-        ms_pages=[r["ms"] for r in pages],
-        read_pages_ms=[r["read_pages_ms"] for r in pages],
-        page_ms=page_ms,
-        rows=rows,
-    )
-    if detail:
-        print_detail(questions, snip, pages)
-    return summary
-
-
-def print_detail(
-    questions: list[Question], snip: list[dict[str, Any]], pages: list[dict[str, Any]]
-) -> None:
-    """One row per question: its gold answer, found with snippets / with pages."""
-    print("\n| question | gold | context has gold (snippets / pages) | answer has gold |")
-    print("|---|---|---|---|")
-    for q, a, b in zip(questions, snip, pages, strict=True):
-        gold = q.gold[0] if len(q.gold[0]) <= 40 else q.gold[0][:37] + "..."
-        print(
-            f"| {q.text} | {gold} | {a['context_has_gold']:d} / {b['context_has_gold']:d} "
-            f"| {a['answer_has_gold']:d} / {b['answer_has_gold']:d} |"
-        )
-
-
-def ceiling(questions: list[Question]) -> str:
-    """How many questions have the gold answer (and the evidence sentence, tags removed)
-    anywhere in their saved pages: what any reading of them could find."""
-    k = sum(any(contains(r.html, g) for r in q.results for g in q.gold) for q in questions)
-    empty = sum(not q.results for q in questions)
-    line = f"gold answer anywhere in the saved pages: {k}/{len(questions)}; no results: {empty}"
-    with_evidence = [q for q in questions if q.evidence]
-    if with_evidence:
-        found = sum(
-            any(contains(r.html, re.sub(r"<[^>]+>", "", q.evidence)) for r in q.results)
-            for q in with_evidence
-        )
-        line += f"; evidence sentence verbatim in them: {found}/{len(with_evidence)}"
-    return line
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,7 +24,7 @@ from pathlib import Path
 from bench.harness import SAMPLE_KB, SAMPLE_QUESTIONS, parser
 from tools.evaluation.datasets import load_beir, score_run, to_documents
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.kb.rerankers import make_reranker, rerank_chunks
+from tools.kb.search.rerankers import make_reranker, rerank_chunks
 
 DATASETS = {
     "scifact": ("beir_scifact", "train"),

@@ -49,11 +49,11 @@ from tools.evaluation.datasets import (
     score_run,
     to_documents,
 )
-from tools.kb.bm25 import BM25Index
-from tools.kb.chunking import ChunkingOptions, chunk_document
-from tools.kb.fusion import FUSION_METHODS
+from tools.kb.index.bm25 import BM25Index
+from tools.kb.index.tokenizers import make_tokenizer
+from tools.kb.ingest.chunking import ChunkingOptions, chunk_document
 from tools.kb.knowledge_base import SEARCH_MODES, KBConfig, KnowledgeBase, SearchMode
-from tools.kb.tokenizers import make_tokenizer
+from tools.kb.search.fusion import FUSION_METHODS
 
 METRICS = ("ndcg@10", "recall@5", "recall@10", "mrr@10", "hit@5")
 

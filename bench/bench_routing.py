@@ -38,8 +38,8 @@ from typing import Any
 
 from bench.harness import parser
 from tools.evaluation.datasets import BeirData, load_beir, read_jsonl, to_documents
+from tools.kb.ingest.loaders import SourceDocument, content_hash
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.kb.loaders import SourceDocument, content_hash
 from tools.policy.offline import KB_PROBE_STRONG, offline_route
 
 THRESHOLDS = [round(0.025 * i, 3) for i in range(1, 25)]

@@ -46,9 +46,9 @@ from langchain_core.embeddings import Embeddings
 from bench.harness import REPO, need, parser, rerun, write_json
 from tools.access.acl import Reader
 from tools.evaluation.datasets import percentile
-from tools.kb.embeddings import EmbeddingModel
+from tools.kb.embed.embeddings import EmbeddingModel
+from tools.kb.ingest.loaders import SourceDocument, content_hash
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.kb.loaders import SourceDocument, content_hash
 
 NEWS = Path("crud_rag_news_sample") / "news_sample.jsonl"
 SCIFACT = Path("beir_scifact") / "corpus.jsonl"

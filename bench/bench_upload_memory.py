@@ -38,9 +38,9 @@ import uvicorn
 from starlette.applications import Starlette
 from server import documents_api
 from tests.fakes import hash_model
-from tools.kb.jobs import JobRunner
+from tools.kb.documents.jobs import JobRunner
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.kb.library import Library
+from tools.kb.documents.library import Library
 kb = KnowledgeBase(KBConfig(home=Path(sys.argv[1])), embedding_model=hash_model())
 library = Library(kb)
 runner = JobRunner(library)

@@ -196,7 +196,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def _require_named_collection(context: dict[str, Any], home: Path) -> None:
     """A collection the user named must exist: ``ask`` reads, it never creates one."""
-    from tools.kb.store import (
+    from tools.kb.store.chroma import (
         StoreLocation,
         never_written,
         no_collection,
@@ -215,7 +215,7 @@ def _require_named_collection(context: dict[str, Any], home: Path) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from tools.kb.identity import copies_elsewhere
+    from tools.kb.ingest.identity import copies_elsewhere
     from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
     kb_path = Path(args.kb)

@@ -16,8 +16,8 @@ from typing import Any
 from graph import Context, build_graph
 from run import resources
 from tools.evaluation.datasets import BeirData, percentile, read_jsonl
+from tools.kb.ingest.loaders import SourceDocument, content_hash
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.kb.loaders import SourceDocument, content_hash
 from tools.policy.offline import offline_route
 
 NO_INFO = ("没找到相关信息", "No relevant information found")

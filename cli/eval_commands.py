@@ -24,7 +24,7 @@ from tools.evaluation.datasets import (
     unrelated_samples,
 )
 from tools.kb.knowledge_base import SEARCH_MODES, KBConfig, SearchMode
-from tools.kb.rerankers import make_reranker
+from tools.kb.search.rerankers import make_reranker
 
 METRICS = ("ndcg@10", "recall@5", "recall@10", "mrr@10", "hit@5")
 
@@ -109,7 +109,7 @@ def register_calibration(ev_sub: Any) -> None:
         default=None,
         metavar="DIR",
         help="also fit the answerability model on these samples and write its parameters "
-        "to DIR (<embedder>.json and lexical.json); tools/kb/answerability_params is the "
+        "to DIR (<embedder>.json and lexical.json); tools/kb/search/answerability_params is the "
         "shipped copy",
     )
     cal.add_argument("--l2", type=float, default=1.0, help="L2 penalty of the fit (default 1)")
@@ -206,7 +206,7 @@ def _calibration_samples(
 
 def cmd_calibration(args: argparse.Namespace) -> int:
     from tools.evaluation.calibration import calibration_report, plot_reliability
-    from tools.kb.embeddings import embedding_model_id
+    from tools.kb.embed.embeddings import embedding_model_id
 
     if not args.data and args.rgb is None:
         raise ConfigError("give at least one --data BEIR folder or --rgb file")
@@ -252,7 +252,7 @@ def _fit(
     each set's calibration under the model fitted without it."""
     from tools.evaluation.calibration import calibration_report
     from tools.evaluation.fitting import fit_params, held_out, write_params
-    from tools.kb.answerability import FEATURES
+    from tools.kb.search.answerability import FEATURES
 
     samples = [s for group in groups.values() for s in group]
     written = write_params(fit_params(samples, model_id, l2=args.l2), args.fit)

@@ -9,10 +9,10 @@ from cli.common import ProgressBar, add_kb_options, open_kb, print_json
 from tools.access.acl import Reader, parse_acl
 from tools.answer.sources import describe_location, location_fields
 from tools.errors import ConfigError
-from tools.kb.formats import LoadLimits
+from tools.kb.ingest.formats import LoadLimits
+from tools.kb.ingest.loaders import SUPPORTED_SUFFIXES
 from tools.kb.knowledge_base import SEARCH_MODES
-from tools.kb.loaders import SUPPORTED_SUFFIXES
-from tools.kb.rerankers import make_reranker, rerank_chunks
+from tools.kb.search.rerankers import make_reranker, rerank_chunks
 from tools.text import shown_name
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from cli.common import add_kb_options, open_kb, print_json
 from tools.access.acl import parse_acl
 from tools.errors import InputError
-from tools.kb.library import Library, catalog_path
+from tools.kb.documents.library import Library, catalog_path
 from tools.sources.model import KINDS, LastSync, Source, SourceStore, interval_s
 from tools.sources.sync import remove_documents, sync
 from tools.sources.worker import POLL_S, run_worker

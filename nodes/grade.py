@@ -1,7 +1,7 @@
 """``grade``: how well the evidence supports an answer, and the web fallback.
 
 Knowledge-base confidence is the calibrated answerability of the retrieval
-(``tools.kb.answerability``: the probability that the top hits answer the question,
+(``tools.kb.search.answerability``: the probability that the top hits answer the question,
 so ``confidence_threshold`` 0.3 means 30 %); for web results, which carry no
 score, it is the share of question keywords their title and snippet contain. With a
 model, the top internal results are also graded correct / ambiguous / incorrect

@@ -18,8 +18,8 @@ from run.node_helpers import emit, history_of
 from run.reducers import fresh_turn
 from run.run_settings import resolve_run_settings
 from tools.errors import InputError
-from tools.kb.rerankers import make_reranker
-from tools.kb.tokenizers import warm_up, warmed_up
+from tools.kb.index.tokenizers import warm_up, warmed_up
+from tools.kb.search.rerankers import make_reranker
 from tools.policy.offline import answer_language
 from tools.text import content_text, undecodable_bytes
 

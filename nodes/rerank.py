@@ -3,7 +3,7 @@
 Internal candidates are reranked by ``Context.reranker``; with ``joint_ranking`` on
 and both kinds present, KB and web candidates are scored together and the best
 ``rerank_top_n`` overall are kept (the answer still shows them in their own
-labelled sections). Scores stay in [0, 1] (see ``tools.kb.rerankers``), so the grader's
+labelled sections). Scores stay in [0, 1] (see ``tools.kb.search.rerankers``), so the grader's
 threshold keeps its meaning. An unusable ``llm`` ordering falls back to the
 first-stage order with a warning.
 """
@@ -21,7 +21,7 @@ from run.models import OFFLINE, fast_model, model_env
 from run.node_helpers import emit, structured_call, timed
 from run.run_settings import ModelEnv
 from tools.answer.context_builder import fence
-from tools.kb.rerankers import Candidate, make_reranker, reorder
+from tools.kb.search.rerankers import Candidate, make_reranker, reorder
 from tools.policy.offline import text_overlap
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/

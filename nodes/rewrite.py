@@ -15,7 +15,7 @@ from run.crosslingual import other_languages, planned_translations, translated_q
 from run.models import OFFLINE, fast_model
 from run.node_helpers import emit, timed
 from run.run_settings import settings_of
-from tools.kb.tokenizers import keywords
+from tools.kb.index.tokenizers import keywords
 from tools.policy.offline import offline_rewrites
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/

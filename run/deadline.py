@@ -32,7 +32,7 @@ from prompts.notices import (
 from run.context import Context
 from run.models import OFFLINE
 from run.tracing import annotate_run, run_summary
-from tools.kb.store_deadline import store_deadline
+from tools.kb.store.chroma_deadline import store_deadline
 
 if TYPE_CHECKING:
     from run.state import State

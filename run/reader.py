@@ -17,7 +17,7 @@ from langgraph.config import get_config
 
 from tools.access.acl import Reader
 from tools.access.users import ALL_DOCUMENTS
-from tools.kb.collections import resolve_scope
+from tools.kb.documents.collections import resolve_scope
 
 
 def _field(user: Any, name: str) -> Any:

@@ -18,8 +18,8 @@ from server.api_caller import Caller, Refused
 from server.documents_api import NOT_FOUND, blocking, endpoint, services
 from tools.access.scope import doc_path, origin_of
 from tools.errors import InputError
-from tools.kb.collections import collection_store, parse_set
-from tools.kb.library import Library
+from tools.kb.documents.collections import collection_store, parse_set
+from tools.kb.documents.library import Library
 
 FOLDER_DEPTH = 2  # folder levels offered by the picker
 

@@ -1,6 +1,6 @@
 """The document API: /kb routes of the server (docs/API.md is the contract).
 
-Thin HTTP over ``tools.kb.library`` / ``tools.kb.jobs``: each handler identifies the
+Thin HTTP over ``tools.kb.documents.library`` / ``tools.kb.documents.jobs``: each handler identifies the
 caller (``server.api_caller``), runs the blocking work off the event loop and answers JSON.
 A document the caller may not read is 404 "document not found", whatever the route.
 The knowledge base is the graphs' own instance (``run.resources.get_kb``), so a run
@@ -29,11 +29,11 @@ from server.upload_stream import Receiver, disk_error, receive
 from server.web_headers import API_HEADERS, add_missing
 from tools.access.acl import ACL, parse_acl
 from tools.errors import ConfigError, HybridRagError, InputError, StoreError
-from tools.kb.catalog import TERMINAL_JOB
-from tools.kb.formats import LoadLimits
-from tools.kb.jobs import JobRunner, Upload, owned_by_others, plan, resume_unfinished
-from tools.kb.library import Library
-from tools.kb.originals import serving
+from tools.kb.documents.catalog import TERMINAL_JOB
+from tools.kb.documents.jobs import JobRunner, Upload, owned_by_others, plan, resume_unfinished
+from tools.kb.documents.library import Library
+from tools.kb.documents.originals import serving
+from tools.kb.ingest.formats import LoadLimits
 
 MAX_PAGE = 500
 EVENTS_POLL_S = 0.3

@@ -3,7 +3,7 @@ reads the server's folders and buckets with the server's own credentials.
 
 A sync asked over HTTP is a job like an upload (``GET /kb/jobs/{id}``, its event stream):
 its files are the entries that changed, each with its status, and it runs in the same
-queue as the uploads (``tools.kb.jobs.JobRunner``).
+queue as the uploads (``tools.kb.documents.jobs.JobRunner``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from server.api_caller import Caller, Refused
 from server.documents_api import blocking, endpoint, services
 from tools.access.acl import parse_acl
 from tools.errors import HybridRagError, InputError
-from tools.kb.catalog import Job, JobFile
-from tools.kb.library import Library, catalog_path
+from tools.kb.documents.catalog import Job, JobFile
+from tools.kb.documents.library import Library, catalog_path
 from tools.sources.model import Source, SourceStore
 from tools.sources.sync import remove_documents, sync
 

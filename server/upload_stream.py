@@ -13,7 +13,7 @@ rename) and hashed as it goes. Bounds, each answered with a JSON error naming th
 * ``MAX_FILES`` file parts and ``MAX_FIELDS`` text fields of ``FIELD_BYTES`` each (400).
 
 A part file left by a killed process is removed when a server next opens the data home
-(``tools.kb.originals.Originals.sweep``).
+(``tools.kb.documents.originals.Originals.sweep``).
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from starlette.requests import Request
 
 from server.api_caller import Refused
 from tools.errors import InputError
-from tools.kb.formats import LoadLimits
-from tools.kb.formats.base import MB
-from tools.kb.jobs import Upload
-from tools.kb.originals import Originals
+from tools.kb.documents.jobs import Upload
+from tools.kb.documents.originals import Originals
+from tools.kb.ingest.formats import LoadLimits
+from tools.kb.ingest.formats.base import MB
 
 MAX_FILES = 100  # file parts per upload request
 MAX_FIELDS = 20

@@ -6,7 +6,7 @@ handler, no ``eval``), is never framed (``frame-ancestors 'none'``), and nothing
 loads is sniffed into another type or sends the page's address away. An original file
 is a stranger's bytes: it is served sandboxed (``sandbox``: no script, no same-origin
 access, even when a browser renders it), and a type a browser may render actively
-(HTML, SVG, XML ...) only as an attachment (``tools.kb.originals.serving``).
+(HTML, SVG, XML ...) only as an attachment (``tools.kb.documents.originals.serving``).
 
 Both servers mount the same routes (``server/webapp.py``), so the headers are attached
 by the routes themselves: langgraph dev and Aegra serve them alike.

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from langchain_core.embeddings import Embeddings
 
-from tools.kb.embeddings import EmbeddingModel
+from tools.kb.embed.embeddings import EmbeddingModel
+from tools.kb.index.tokenizers import make_tokenizer
 from tools.kb.knowledge_base import KnowledgeBase
-from tools.kb.tokenizers import make_tokenizer
 
 
 class HashEmbeddings(Embeddings):

@@ -248,7 +248,7 @@ def test_chromas_own_query_skips_what_the_reader_may_not_read(
     are ``n`` readable chunks, so a reader's search is never starved by others' ones;
     whether the reader's share is compared exactly (small) or found by a deeper query
     filtered on the reader's mask (``exact_limit`` 0), never by a list of chunk ids."""
-    import tools.kb.search as search_module
+    import tools.kb.search.candidates as search_module
 
     monkeypatch.setattr(search_module, "EXACT_LIMIT", exact_limit)
     snap = acl_kb.snapshot()

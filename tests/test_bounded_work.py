@@ -19,15 +19,15 @@ import pytest
 
 from tests.fakes import hash_model
 from tests.hostile_files import line_drawing_pdf, shared_stream_pdf
-from tests.test_kb_jobs import wait_for_end
+from tests.kb.documents.test_jobs import wait_for_end
 from tools.access.acl import Reader
-from tools.kb.catalog import Catalog, JobFile
-from tools.kb.formats import LoadLimits
-from tools.kb.jobs import JobRunner, Upload, plan
+from tools.kb.documents.catalog import Catalog, JobFile
+from tools.kb.documents.jobs import JobRunner, Upload, plan
+from tools.kb.documents.library import Library
+from tools.kb.documents.originals import Originals
+from tools.kb.documents.scheduler import FairPool
+from tools.kb.ingest.formats import LoadLimits
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.kb.library import Library
-from tools.kb.originals import Originals
-from tools.kb.scheduler import FairPool
 
 REPO = Path(__file__).resolve().parent.parent
 HOSTILE_LIMITS = LoadLimits(parse_memory_mb=512, parse_seconds=8)
@@ -69,7 +69,7 @@ def test_hostile_pdfs_fail_within_their_bounds_while_another_users_upload_comple
 
 
 def test_a_file_over_the_parse_memory_limit_is_named(tmp_path: Path) -> None:
-    from tools.kb.formats.isolated import parse
+    from tools.kb.ingest.formats.isolated import parse
 
     with pytest.raises(Exception, match=r"the 64 MB parse memory limit"):
         parse("pdf", line_drawing_pdf(0.5), LoadLimits(parse_memory_mb=64, parse_seconds=60))
@@ -84,7 +84,7 @@ def test_parsing_works_in_a_process_with_over_1024_open_files() -> None:
     import os
     import resource
 
-    from tools.kb.formats.isolated import parse
+    from tools.kb.ingest.formats.isolated import parse
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard < 1200:
@@ -227,7 +227,7 @@ def test_what_a_killed_process_was_writing_is_removed_at_the_next_start(tmp_path
     script = (
         "import os, signal, sys\n"
         "from pathlib import Path\n"
-        "from tools.kb.originals import Originals\n"
+        "from tools.kb.documents.originals import Originals\n"
         f"o = Originals(Path({str(store)!r}))\n"
         "part = o.part_path(); part.write_bytes(b'x' * 2_000_000)\n"
         "tmp = o.directory / 'ab' / ('.ab' + 'c' * 62 + '.md.' + part.name[:-5] + '.tmp')\n"
@@ -253,10 +253,10 @@ import sys, time
 from pathlib import Path
 from tests.fakes import hash_model
 from tests.hostile_files import shared_stream_pdf
-from tools.kb.formats import LoadLimits
-from tools.kb.jobs import JobRunner, Upload, plan
+from tools.kb.ingest.formats import LoadLimits
+from tools.kb.documents.jobs import JobRunner, Upload, plan
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.kb.library import Library
+from tools.kb.documents.library import Library
 kb = KnowledgeBase(KBConfig(home=Path(sys.argv[1])), embedding_model=hash_model())
 library = Library(kb)
 runner = JobRunner(library, LoadLimits(parse_seconds=600), workers=1)

@@ -19,7 +19,7 @@ from tools.evaluation.calibration import (
     reliability_bins,
 )
 from tools.evaluation.datasets import AnswerabilitySample
-from tools.kb.answerability import EvidenceFeatures
+from tools.kb.search.answerability import EvidenceFeatures
 
 
 def test_auroc_by_hand() -> None:
@@ -174,7 +174,7 @@ def test_the_fit_weighs_every_data_set_the_same_and_separates_the_classes(
     tmp_path: Path,
 ) -> None:
     from tools.evaluation.fitting import balanced, fit_params, held_out, write_params
-    from tools.kb.answerability import DENSE_FEATURES, FEATURES, AnswerabilityModel
+    from tools.kb.search.answerability import DENSE_FEATURES, FEATURES, AnswerabilityModel
 
     samples = _samples("big", 40, 1) + _samples("small", 10, 2) + _samples("mid", 20, 3)
     rows = balanced(samples)
@@ -205,7 +205,7 @@ def test_the_fit_weighs_every_data_set_the_same_and_separates_the_classes(
 def test_a_fit_needs_both_classes() -> None:
     from tools.errors import InputError
     from tools.evaluation.fitting import fit
-    from tools.kb.answerability import FEATURES
+    from tools.kb.search.answerability import FEATURES
 
     only_answerable = [s for s in _samples("set", 10, 4) if s.label == 1]
     with pytest.raises(InputError, match="answerable and unanswerable"):
@@ -217,8 +217,8 @@ def test_eval_calibration_fit_writes_the_parameters_the_kb_loads(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from cli.main import main
-    from tools.kb.answerability import AnswerabilityModel, params_name
-    from tools.kb.embeddings import embedding_model_id
+    from tools.kb.embed.embeddings import embedding_model_id
+    from tools.kb.search.answerability import AnswerabilityModel, params_name
 
     first = _beir(tmp_path / "first")
     second = _beir(tmp_path / "second")

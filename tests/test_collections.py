@@ -25,7 +25,7 @@ from tools.access.acl import Reader, parse_acl
 from tools.access.scope import make_scope, parse_scope
 from tools.access.users import add_user
 from tools.errors import ConfigError, InputError
-from tools.kb.collections import DocumentSet, collection_store, resolve_scope
+from tools.kb.documents.collections import DocumentSet, collection_store, resolve_scope
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
 LEAVE = "How many days of annual leave after 6 years of service?"

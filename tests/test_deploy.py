@@ -246,10 +246,10 @@ def test_the_build_context_leaves_out_secrets_state_and_caches(path: str) -> Non
 def test_the_build_context_keeps_what_the_image_runs() -> None:
     patterns = dockerignore()
     for path in ("pyproject.toml", "README.md", "langgraph.json", "aegra.json", "constraints.txt", "server/graphs.py",
-                 "nodes/prepare.py", "tools/kb/answerability_params", "prompts/answer.py",
+                 "nodes/prepare.py", "tools/kb/search/answerability_params", "prompts/answer.py",
                  "cli/main.py", "deploy/Dockerfile", ".env.example"):  # fmt: skip
         assert not docker_excluded(path, patterns), path
-    assert (ROOT / "tools" / "kb" / "answerability_params").is_dir()
+    assert (ROOT / "tools" / "kb" / "search" / "answerability_params").is_dir()
 
 
 def test_langgraph_dockerfile_adds_the_whole_folder(tmp_path: Path) -> None:

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from graph import Context, build_graph
+from tools.kb.ingest.titles import document_title
 from tools.kb.knowledge_base import KnowledgeBase
-from tools.kb.titles import document_title
 from tools.policy.disclosure import (
     WEB_NOT_AVAILABLE,
     names_configuration,
@@ -109,7 +109,7 @@ def test_a_documents_title(text: str, markdown: bool, title: str) -> None:
 
 def test_the_sample_kb_lists_titles_not_file_names(sample_kb: KnowledgeBase) -> None:
     from tools.access.acl import Reader
-    from tools.kb.library import Library
+    from tools.kb.documents.library import Library
 
     titles = {
         d["path"].rsplit("/", 1)[-1]: d["title"]

@@ -14,10 +14,10 @@ import pytest
 
 from tools.access.acl import Reader, parse_acl
 from tools.errors import InputError
-from tools.kb.jobs import Upload, clean_path, owned_by_others, plan, run_job
+from tools.kb.documents.jobs import Upload, clean_path, owned_by_others, plan, run_job
+from tools.kb.documents.library import Library
+from tools.kb.documents.originals import serving
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.kb.library import Library
-from tools.kb.originals import serving
 from tools.sources.model import Source
 from tools.sources.sync import sync
 

@@ -29,7 +29,7 @@ from tests.servers import PostgresServer
 from tests.test_documents_api import doc_url, wait_job
 from tools.access.users import USERS_FILE_ENV, add_user
 from tools.access.users_file import rotate_token, set_disabled
-from tools.kb.catalog import Catalog, JobFile
+from tools.kb.documents.catalog import Catalog, JobFile
 
 STREAM_END_S = 15.0  # the stream re-checks the caller every 0.3 s
 USERS = (("alice", ["hr"], False), ("bob", ["sales"], False), ("carol", ["hr"], False),

@@ -276,9 +276,9 @@ def test_a_job_a_stopped_server_left_is_finished_after_the_restart(tmp_path: Pat
     import subprocess
     import sys
 
-    from tools.kb.jobs import Upload, plan
+    from tools.kb.documents.jobs import Upload, plan
+    from tools.kb.documents.library import Library
     from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-    from tools.kb.library import Library
 
     users = tmp_path / "users.json"
     tokens = {name: add_user(users, name, groups) for name, groups in

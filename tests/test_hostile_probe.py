@@ -273,7 +273,7 @@ def test_the_open_lock_of_a_reader_needs_no_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Where no tmpfs can be mounted: the lock's write fails as a full disk makes it fail.
-    from tools.kb import writer_lock
+    from tools.kb.store import writer_lock
 
     def no_space(*args: Any) -> int:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

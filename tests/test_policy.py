@@ -374,7 +374,7 @@ def test_context_validation_loads_nothing_and_sets_no_environment(
     import importlib.util
     import os
 
-    from tools.kb import rerankers as rerank
+    from tools.kb.search import rerankers as rerank
 
     real = importlib.util.find_spec
     monkeypatch.setattr(

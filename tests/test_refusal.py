@@ -13,8 +13,8 @@ from graph import Context, build_graph
 from nodes.generate import checked_refusal
 from run import resources
 from tests.fakes import ScriptedChatModel, grade_every, hash_model
+from tools.kb.ingest.loaders import SourceDocument, content_hash
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.kb.loaders import SourceDocument, content_hash
 from tools.policy.refusal import MIN_SUPPORT, check_answer, is_refusal, support
 
 # Same-event passages without the figure asked for (RGB's "negative" kind), in the

@@ -23,8 +23,8 @@ from tests.langgraph_server import server_env
 from tests.ports import HOST
 from tests.s3_server import CREDENTIALS, S3Server
 from tools.access.acl import Reader
+from tools.kb.documents.library import Library, catalog_path
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.kb.library import Library, catalog_path
 from tools.sources.model import Source, SourceStore
 from tools.sources.sync import sync
 

@@ -18,7 +18,7 @@ import pytest
 from graph import Context, build_graph
 from tests.local_provider import BlackHole
 from tools.errors import EmbeddingError, StoreError
-from tools.kb.embeddings import make_embedding_model
+from tools.kb.embed.embeddings import make_embedding_model
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -139,7 +139,7 @@ def write_lock_timeout() -> float:
 
 def job_workers(environ: Mapping[str, str] | None = None) -> int:
     """Threads running a server's upload and sync jobs (``$HYBRID_RAG_JOB_WORKERS``,
-    default 2, 1..16): jobs are shared fairly between their owners (``tools.kb.scheduler``),
+    default 2, 1..16): jobs are shared fairly between their owners (``tools.kb.documents.scheduler``),
     so with two or more one user's slow file never holds up another user's upload."""
     raw = (os.environ if environ is None else environ).get("HYBRID_RAG_JOB_WORKERS", "").strip()
     if not raw:

@@ -39,7 +39,7 @@ from run.node_helpers import emit
 from run.search_setup import locale_setting, search_service
 from tools.answer.search_service import WebFound
 from tools.answer.turn import fold_web
-from tools.kb.rerankers import Reranker, make_reranker
+from tools.kb.search.rerankers import Reranker, make_reranker
 from tools.text import LABEL_RE
 
 if TYPE_CHECKING:  # types only: at run time nodes never import graph/

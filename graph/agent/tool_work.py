@@ -30,7 +30,7 @@ from tools.answer.citations import SourceKind, labelled
 from tools.answer.context_builder import cut_snippet, fence, neutralise
 from tools.answer.search_service import SearchService
 from tools.errors import InputError
-from tools.kb.rerankers import Reranker
+from tools.kb.search.rerankers import Reranker
 from tools.websearch import build_params
 
 INTERNAL_SEARCH = "internal_search"

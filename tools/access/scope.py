@@ -5,7 +5,7 @@
 * ``source:<id>``: one synced source's documents; ``source:upload`` the uploaded ones,
   ``source:cli`` those ``hybrid-rag ingest`` added;
 * ``set:<name>``: a named set of documents an admin or a user defined
-  (``tools.kb.collections``), resolved to its doc_ids when the run starts.
+  (``tools.kb.documents.collections``), resolved to its doc_ids when the run starts.
 
 A scope is applied by the ``Reader`` (``tools.access.acl``) on top of the access rules,
 so it only ever narrows what a user may read.

@@ -21,7 +21,7 @@ from tools.access.acl import Reader
 from tools.answer.sources import Source, chunk_to_source, web_to_source
 from tools.errors import HybridRagError, kb_unavailable
 from tools.kb.knowledge_base import KnowledgeBase, Retrieval
-from tools.kb.rerankers import Reranker, rerank_chunks
+from tools.kb.search.rerankers import Reranker, rerank_chunks
 from tools.policy.confidence import KBSearch, evidence_from, is_keyword_selection
 from tools.websearch import (
     SKIPPED_BY_USER,

@@ -1,7 +1,7 @@
 """Calibration figures for a probability: AUROC, expected calibration error, reliability.
 
 Owns the measures ``hybrid-rag eval calibration`` and ``bench/bench_evidence.py``
-report for the answerability probability (``tools.kb.answerability``), and the
+report for the answerability probability (``tools.kb.search.answerability``), and the
 reliability diagram (matplotlib, the optional ``eval`` extra, imported only here).
 """
 

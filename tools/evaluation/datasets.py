@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from tools.errors import InputError
-from tools.kb.answerability import EvidenceFeatures
+from tools.kb.ingest.loaders import SourceDocument, content_hash
 from tools.kb.knowledge_base import SEARCH_MODES, KBConfig, KnowledgeBase, Retrieval, SearchMode
-from tools.kb.loaders import SourceDocument, content_hash
-from tools.kb.rerankers import Reranker, rerank_chunks
+from tools.kb.search.answerability import EvidenceFeatures
+from tools.kb.search.rerankers import Reranker, rerank_chunks
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Fitting the answerability model (``tools.kb.answerability``) on labelled samples.
+"""Fitting the answerability model (``tools.kb.search.answerability``) on labelled samples.
 
 ``hybrid-rag eval calibration --fit DIR`` builds the samples (``tools.evaluation.datasets``:
 each judged query with and without its judged documents, unrelated questions, RGB's
@@ -9,7 +9,7 @@ fallback for an embedder without its own file). Every data set (``group``) weigh
 in a fit, whatever its size. ``held_out`` refits without each group and predicts it: how
 far the probability transfers to a corpus it was not fitted on.
 
-The shipped parameters (``tools/kb/answerability_params/``) are this command's output on
+The shipped parameters (``tools/kb/search/answerability_params/``) are this command's output on
 the four dev sets (bench/README.md, "Calibrated answerability").
 """
 
@@ -23,7 +23,7 @@ import numpy as np
 
 from tools.errors import InputError
 from tools.evaluation.datasets import AnswerabilitySample
-from tools.kb.answerability import (
+from tools.kb.search.answerability import (
     ACROSS,
     DENSE_FEATURES,
     FALLBACK,

@@ -1,5 +1,5 @@
 """The feedback store: one SQLite file in the data home (``feedback.sqlite``), shared by
-the server's replicas and the CLI as the catalog is (``tools.kb.catalog.SharedFile``).
+the server's replicas and the CLI as the catalog is (``tools.kb.documents.catalog.SharedFile``).
 
 One row per user and answer: an answer is named by its thread and its text (``answer_key``),
 so the page finds a vote again when a thread is reopened, where the run's id is not known;
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.errors import InputError
-from tools.kb.catalog import SharedFile
+from tools.kb.documents.catalog import SharedFile
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS feedback (

@@ -4,11 +4,14 @@
 Chroma client, the embedding cache) and the lock that serialises writers and snapshot
 rebuilds within a process:
 
-* ``store.ChunkStore`` / ``registry.Registry`` — the two Chroma collections and the
-  commit protocol that makes an ingest crash-safe (see ``tools.kb.registry``);
-* ``ingest.Ingester`` — load, chunk, embed, write, commit, prune;
-* ``snapshot.SnapshotCache`` — the active chunks and their BM25 index per generation;
-* ``search`` — candidates, fusion, ranking; ``answerability`` — how much to trust them.
+* ``ingest.ingester.Ingester`` — load, chunk, embed, write, commit, prune;
+* ``store.chroma.ChunkStore`` / ``store.registry.Registry`` — the two Chroma collections
+  and the commit protocol that makes an ingest crash-safe (see ``tools.kb.store.registry``);
+* ``embed.embeddings`` — the embedding model and its cache;
+* ``index.snapshot.SnapshotCache`` — the active chunks and their lexical index per
+  generation;
+* ``search.retriever.Retriever`` — a query top to bottom: candidates, centring, fusion,
+  ranking, answerability (``tools.kb.search``).
 """
 
 from __future__ import annotations
@@ -24,28 +27,28 @@ from typing import Any
 
 from tools.access.acl import ACL, FolderRules
 from tools.errors import ConfigError
-from tools.kb.chunking import ChunkingOptions
-from tools.kb.embeddings import (
+from tools.kb.embed.embeddings import (
     DEFAULT_EMBEDDING,
     EmbeddingCache,
     EmbeddingModel,
     make_embedding_model,
 )
-from tools.kb.formats import LoadLimits
-from tools.kb.fusion import FUSION_METHODS
-from tools.kb.identity import aliases, assign_doc_ids, find_files
-from tools.kb.ingest import Ingester, IngestReport, ProgressFn
-from tools.kb.loaders import FileBytes, FileRef, SourceDocument
-from tools.kb.registry import Registry
-from tools.kb.retrieval import Ranking, Retrieval, Retriever
-from tools.kb.search import (
+from tools.kb.index.snapshot import Snapshot, SnapshotCache
+from tools.kb.index.tokenizers import make_tokenizer
+from tools.kb.ingest.chunking import ChunkingOptions
+from tools.kb.ingest.formats import LoadLimits
+from tools.kb.ingest.identity import aliases, assign_doc_ids, find_files
+from tools.kb.ingest.ingester import Ingester, IngestReport, ProgressFn
+from tools.kb.ingest.loaders import FileBytes, FileRef, SourceDocument
+from tools.kb.search.candidates import (
     SEARCH_MODES,
     CandidatePool,
     RetrievedChunk,
     SearchMode,
 )
-from tools.kb.snapshot import Snapshot, SnapshotCache
-from tools.kb.store import (
+from tools.kb.search.fusion import FUSION_METHODS
+from tools.kb.search.retriever import Ranking, Retrieval, Retriever
+from tools.kb.store.chroma import (
     ChunkStore,
     StoreGuard,
     StoreLocation,
@@ -57,8 +60,8 @@ from tools.kb.store import (
     reopen_client,
     require_collection,
 )
-from tools.kb.tokenizers import make_tokenizer
-from tools.kb.writer_lock import lock_path, writer_lock
+from tools.kb.store.registry import Registry
+from tools.kb.store.writer_lock import lock_path, writer_lock
 from tools.settings import (
     bm25_cache_dir,
     chroma_path,
@@ -160,7 +163,7 @@ class KnowledgeBase:
         # One lock for writers and snapshot rebuilds: a search never sees half an ingest
         # made by this instance, and two threads never rebuild the same snapshot.
         self._lock = threading.RLock()
-        # The search side, with its own caches and their lock (tools.kb.retrieval).
+        # The search side, with its own caches and their lock (tools.kb.search.retriever).
         self.retriever = Retriever(
             snapshot=self.snapshot,
             model=self.model,
@@ -277,7 +280,7 @@ class KnowledgeBase:
         """Add new documents, replace changed ones, skip unchanged ones.
 
         Each file keeps one doc_id whichever route reaches it, and two files never share
-        one (``tools.kb.identity``). With ``prune``, documents previously ingested from a
+        one (``tools.kb.ingest.identity``). With ``prune``, documents previously ingested from a
         named directory whose files are gone (or can no longer be read) are deleted;
         documents of other folders are never touched. ``limits`` bound what one file may
         cost (default ``LoadLimits.from_env()``); a file beyond them, or one that cannot

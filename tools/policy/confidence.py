@@ -1,6 +1,6 @@
 """Which searches are evidence that the knowledge base answers the question.
 
-The KB confidence of a turn is the best calibrated answerability (``tools.kb.answerability``)
+The KB confidence of a turn is the best calibrated answerability (``tools.kb.search.answerability``)
 among the searches that found its sources. The calibration was fitted on searches of the
 question itself; a query made only of some of the question's words (an offline keyword
 variant, the coverage rule's "missing terms" query) is a retrieval aid, not such a
@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from tools.kb.tokenizers import words_of
+from tools.kb.index.tokenizers import words_of
 
 
 def is_keyword_selection(query: str, question: str) -> bool:

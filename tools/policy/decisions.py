@@ -8,7 +8,7 @@ its unit test (tests/test_policy.py).
 Two numbers per kind of evidence:
 
 * knowledge base: the calibrated probability that the retrieval answers the question
-  (``tools.kb.answerability``, the best of the searches behind the kept passages), or,
+  (``tools.kb.search.answerability``, the best of the searches behind the kept passages), or,
   when a model graded the top passages (Corrective-RAG grades), their mean grade points;
 * web: the share of question keywords in the top results' titles and snippets (web
   results carry no calibrated score).

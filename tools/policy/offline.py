@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from tools.kb.tokenizers import CHINESE_MODALS, keywords
+from tools.kb.index.tokenizers import CHINESE_MODALS, keywords
 from tools.policy.ranges import matching_row, naming_row, quantities
 from tools.policy.untrusted import quotable_text
 from tools.text import CODE_RE, LABEL_RE, detect_language, split_sentences

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from tools.kb.tokenizers import make_tokenizer
+from tools.kb.index.tokenizers import make_tokenizer
 from tools.text import LABEL_RE
 
 NO_INFORMATION = {"zh": "没找到相关信息。", "en": "No relevant information found."}

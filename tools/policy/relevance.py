@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from tools.kb.tokenizers import keywords, make_tokenizer
+from tools.kb.index.tokenizers import keywords, make_tokenizer
 from tools.policy.offline import INTERNAL_CUES_EN, TIME_CUES_EN, uncovered_terms
 from tools.text import detect_language
 

@@ -1,6 +1,6 @@
 """What a source holds now: one ``Entry`` per document, its bytes fetched on demand.
 
-* folder: the files under a server folder (``tools.kb.identity.find_files``: hidden files
+* folder: the files under a server folder (``tools.kb.ingest.identity.find_files``: hidden files
   ignored, links followed only inside it);
 * urls / sitemap: pages read through the web page reader (``tools.websearch.pages``:
   public hosts only, robots.txt, size and time limits), with a fresh page cache per sync
@@ -28,10 +28,10 @@ import httpx
 
 from tools.access.acl import ACL, FolderRules
 from tools.errors import HybridRagError, InputError
-from tools.kb.formats import LoadLimits
-from tools.kb.identity import find_files
-from tools.kb.loaders import SUPPORTED_SUFFIXES
-from tools.kb.originals import suffix_of
+from tools.kb.documents.originals import suffix_of
+from tools.kb.ingest.formats import LoadLimits
+from tools.kb.ingest.identity import find_files
+from tools.kb.ingest.loaders import SUPPORTED_SUFFIXES
 from tools.sources.model import Source
 from tools.websearch.pages import PageCache, PageError, PageSettings, fetch_page
 

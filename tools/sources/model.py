@@ -1,7 +1,7 @@
 """A source: where documents come from and stay in sync with (a server folder, a list of
 URLs, a sitemap, an S3 bucket prefix), with the ACL its documents get and a schedule.
 
-Sources are rows of the knowledge base's catalog file (``tools.kb.library.catalog_path``),
+Sources are rows of the knowledge base's catalog file (``tools.kb.documents.library.catalog_path``),
 so the server, the worker and the CLI see the same ones.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from tools.access.acl import ACL
 from tools.errors import InputError
-from tools.kb.catalog import SharedFile
+from tools.kb.documents.catalog import SharedFile
 
 KINDS = ("folder", "urls", "sitemap", "s3")
 _ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")

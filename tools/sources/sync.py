@@ -5,7 +5,7 @@ hashed, and only a changed hash is parsed and embedded), and documents whose ent
 disappeared (or now answers 404/410) are removed. An entry that cannot be read this time
 keeps its document as it was; a source that cannot be listed at all removes nothing.
 
-Each document is committed whole or not at all (``tools.kb.registry``), and its catalog
+Each document is committed whole or not at all (``tools.kb.store.registry``), and its catalog
 row is written after the commit, so a sync killed at any point (``kill -9``) leaves every
 document as before or after it, and the next sync finishes the job: a committed document
 without its row is found unchanged in the registry and gets its row, a deletion whose
@@ -21,10 +21,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from tools.errors import InputError, StoreError
-from tools.kb.catalog import DocumentRow
-from tools.kb.formats import LoadLimits
-from tools.kb.library import Item, Library, Outcome
-from tools.kb.writer_lock import writer_lock
+from tools.kb.documents.catalog import DocumentRow
+from tools.kb.documents.library import Item, Library, Outcome
+from tools.kb.ingest.formats import LoadLimits
+from tools.kb.store.writer_lock import writer_lock
 from tools.settings import write_lock_dir
 from tools.sources.listers import Entry, FetchError, Gone, SourceError, list_source
 from tools.sources.model import LastSync, Source

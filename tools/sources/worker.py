@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from tools.errors import HybridRagError
-from tools.kb.library import Library
+from tools.kb.documents.library import Library
 from tools.sources.model import LastSync, Source, SourceStore
 from tools.sources.sync import sync
 

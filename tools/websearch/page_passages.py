@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from tools.kb.bm25 import BM25Index
-from tools.kb.chunking import ChunkingOptions, chunk_document
-from tools.kb.formats import LoadError, LoadLimits, extract
-from tools.kb.rerankers import Candidate, LexicalReranker
-from tools.kb.tokenizers import make_tokenizer
+from tools.kb.index.bm25 import BM25Index
+from tools.kb.index.tokenizers import make_tokenizer
+from tools.kb.ingest.chunking import ChunkingOptions, chunk_document
+from tools.kb.ingest.formats import LoadError, LoadLimits, extract
+from tools.kb.search.rerankers import Candidate, LexicalReranker
 
 from .pages import PageCache, PageError, PageSettings, default_page_cache, fetch_page
 

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from tools.kb.fusion import RRF_K
+from tools.kb.search.fusion import RRF_K
 
 from .dates import iso_now, parse_date
 from .providers import RawItem

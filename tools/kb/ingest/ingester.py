@@ -1,0 +1,326 @@
+"""Ingestion: documents in, chunks embedded and written, versions committed.
+
+The order of writes is the crash-safety protocol of ``tools.kb.store.registry``: new chunks
+beside the old ones, one registry commit per batch, then the old chunks go. Unchanged
+documents (same content hash) are skipped; embeddings are cached by text, so a rerun
+after an interruption embeds only what it had not reached.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from itertools import islice
+from pathlib import Path
+from typing import Any, Protocol
+
+from tools.access.acl import acl_metadata
+from tools.errors import InputError
+from tools.kb.embed.embeddings import EmbeddingCache, EmbeddingModel, embed_with_cache
+from tools.kb.ingest.chunking import ChunkingOptions, chunk_document
+from tools.kb.ingest.identity import under
+from tools.kb.ingest.loaders import FileBytes, FileRef, SkippedFile, SourceDocument, read_file
+from tools.kb.ingest.titles import document_title
+from tools.kb.store.chroma import ChunkStore
+from tools.kb.store.registry import DocRecord, Registry
+from tools.text import detect_language
+
+ProgressFn = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True)
+class FileNote:
+    """Something a reader of the answers should know about an indexed file."""
+
+    source: str
+    note: str
+
+
+@dataclass
+class IngestReport:
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)
+    notes: list[FileNote] = field(default_factory=list)  # indexed, but partly (rows cut...)
+    chunks_written: int = 0
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        notes = f", {len(self.notes)} notes" if self.notes else ""
+        return (
+            f"{len(self.added)} added, {len(self.updated)} updated, "
+            f"{len(self.unchanged)} unchanged, {len(self.deleted)} deleted, "
+            f"{len(self.skipped)} skipped{notes}; {self.chunks_written} chunks written "
+            f"in {self.seconds:.1f} s"
+        )
+
+
+class Versioned(Protocol):
+    @property
+    def content_hash(self) -> str: ...
+    @property
+    def extraction(self) -> str: ...
+    @property
+    def acl(self) -> tuple[str, ...]: ...
+
+
+def version_of(doc: Versioned) -> str:
+    """The content hash; for documents, of the bytes together with the extraction tag
+    (loader revision and bounds), so a better loader re-extracts unchanged files; with
+    the access list when there is one, so a changed ACL rewrites the chunks' metadata
+    (their embeddings come from the cache). A public text file keeps its old version."""
+    if not doc.extraction and not doc.acl:
+        return doc.content_hash[:16]
+    acl = f":acl={','.join(doc.acl)}" if doc.acl else ""
+    return hashlib.sha256(f"{doc.content_hash}:{doc.extraction}{acl}".encode()).hexdigest()[:16]
+
+
+def _inner(progress: ProgressFn | None, done: int, total: int) -> Callable[[str], None] | None:
+    """Progress inside a batch ("big.md: chunk 1,280/39,116"), against the file count."""
+    if progress is None:
+        return None
+    return lambda item: progress(done, total, item)
+
+
+@dataclass(frozen=True)
+class _Record:
+    """One chunk on its way to the store, and where it stands in its document."""
+
+    id: str
+    body: str
+    index_text: str
+    metadata: dict[str, Any]
+    doc_id: str
+    number: int  # 1-based
+    of: int
+
+    def progress(self) -> str:
+        return f"{self.doc_id}: chunk {self.number:,}/{self.of:,}"
+
+
+class Ingester:
+    """Writes documents into one knowledge base; callers serialise calls (the KB's lock)."""
+
+    # Documents embedded and committed together: one registry write makes a whole
+    # batch active, so a batch is the unit of crash safety as well as of embedding.
+    batch_documents = 32
+    slice_chunks = 256  # chunks embedded and written together (bounds vectors in memory)
+
+    def __init__(
+        self,
+        *,
+        registry: Registry,
+        chunks: ChunkStore,
+        model: EmbeddingModel,
+        cache: EmbeddingCache,
+        chunking: ChunkingOptions,
+        collection: str,
+    ) -> None:
+        self._registry = registry
+        self._chunks = chunks
+        self._model = model
+        self._cache = cache
+        self._chunking = chunking
+        self._collection = collection
+
+    def ingest(
+        self,
+        docs: Sequence[SourceDocument | FileBytes | FileRef],
+        report: IngestReport,
+        progress: ProgressFn | None,
+    ) -> set[str]:
+        """Ingest documents, or files read one at a time (a document file is parsed only
+        when its version changed). Returns the doc_ids present afterwards (indexed or
+        unchanged): a file that could not be read is skipped with its reason."""
+        registry = self._registry.records()
+        self._finish_deletions(registry)
+        pending: list[SourceDocument] = []
+        present: set[str] = set()
+        for n, item in enumerate(docs):
+            if progress:
+                progress(n, len(docs), item.doc_id)
+            doc: SourceDocument | FileBytes | SkippedFile = (
+                read_file(item.path, item.doc_id, item.limits, item.via)
+                if isinstance(item, FileRef)
+                else item
+            )
+            if isinstance(doc, SkippedFile):
+                report.skipped.append(doc)
+                continue
+            if isinstance(item, FileRef) and item.acl:
+                doc = replace(doc, acl=item.acl)
+            current = registry.get(doc.doc_id)
+            if (
+                current
+                and current.get("version") == version_of(doc)
+                and current.get("source") == doc.source  # a moved file is rewritten
+            ):
+                self._reroute(doc.doc_id, current, doc.via, registry)
+                # A crash after a commit may have left the old version's chunks behind.
+                self._chunks.delete_other_versions(doc.doc_id, version_of(doc))
+                report.unchanged.append(doc.doc_id)
+                present.add(doc.doc_id)
+                continue
+            loaded = doc.load() if isinstance(doc, FileBytes) else doc
+            if isinstance(loaded, SkippedFile):
+                report.skipped.append(loaded)
+                continue
+            report.notes.extend(FileNote(loaded.source, note) for note in loaded.notes)
+            present.add(loaded.doc_id)
+            pending.append(loaded)
+            if len(pending) >= self.batch_documents:
+                self._ingest_batch(pending, registry, report, _inner(progress, n, len(docs)))
+                pending = []
+        if pending:
+            self._ingest_batch(
+                pending, registry, report, _inner(progress, max(len(docs) - 1, 0), len(docs))
+            )
+        if progress:
+            progress(len(docs), len(docs), "")
+        return present
+
+    def prune(self, roots: Sequence[Path], seen: set[str], report: IngestReport) -> None:
+        """Delete documents that came from under ``roots`` (resolved folders) and were not
+        seen; documents of other folders are never touched."""
+        gone = [
+            doc_id
+            for doc_id, record in self._registry.pages()  # listed first: deleting moves pages
+            if record.get("version") and doc_id not in seen and under(record, roots)
+        ]
+        for doc_id in gone:
+            self.delete(doc_id)
+            report.deleted.append(doc_id)
+
+    def retire(self, doc_ids: Sequence[str], report: IngestReport) -> None:
+        """Delete records that held a file now indexed under another doc_id (a store
+        written before ``tools.kb.ingest.identity``); called after that file's commit, so a crash
+        in between leaves the file twice (repaired by the next ingest), never missing."""
+        for doc_id in doc_ids:
+            with contextlib.suppress(InputError):  # already gone
+                self.delete(doc_id)
+                report.deleted.append(doc_id)
+
+    def delete(self, doc_id: str) -> int:
+        """Remove a document; returns the number of chunks removed."""
+        record = self._registry.record(doc_id)
+        if not record or not record.get("version"):
+            raise InputError(
+                f"no document with doc_id {doc_id!r} in collection {self._collection!r}"
+            )
+        # Tombstone first (one write): from here on readers see no version.
+        self._registry.commit({doc_id: {**record, "version": ""}})
+        self._chunks.delete_document(doc_id)
+        self._registry.forget(doc_id)
+        return int(record.get("chunks", 0))
+
+    def _finish_deletions(self, registry: dict[str, DocRecord]) -> None:
+        """Complete deletions a crash interrupted (tombstone written, chunks still there)."""
+        for doc_id in [d for d, r in registry.items() if not r.get("version")]:
+            self._chunks.delete_document(doc_id)
+            self._registry.forget(doc_id)
+            del registry[doc_id]
+
+    def _reroute(
+        self, doc_id: str, current: DocRecord, via: str, registry: dict[str, DocRecord]
+    ) -> None:
+        """An unchanged file reached by another route: record the route that owns it (the
+        folder that prunes it) without re-embedding anything. Its own folder wins over a
+        followed link, so ingesting the link's folder never takes the file from it."""
+        recorded = str(current.get("via") or "")
+        if via == recorded or (via and not recorded):
+            return
+        record: DocRecord = {**current, "via": via}
+        self._registry.commit({doc_id: record})
+        registry[doc_id] = record
+
+    def _ingest_batch(
+        self,
+        docs: Sequence[SourceDocument],
+        registry: dict[str, DocRecord],
+        report: IngestReport,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        commits: dict[str, DocRecord] = {}
+        records = self._records(docs, now, commits, report, progress)
+        # Embedded and written slice by slice, chunks made one document at a time: a
+        # giant document never holds all its vectors, index texts and metadata at once,
+        # each slice's embeddings are cached as soon as computed (an interrupted ingest
+        # resumes there), and progress moves inside one file. The registry commit below
+        # still makes the whole batch active in one write (crash safety unchanged).
+        for part in iter(lambda: list(islice(records, self.slice_chunks)), []):
+            vectors = embed_with_cache(self._model, [r.index_text for r in part], self._cache)
+            self._chunks.write(
+                [r.id for r in part], vectors, [r.body for r in part], [r.metadata for r in part]
+            )
+            if progress:
+                progress(part[-1].progress())
+        if not commits:
+            return
+        self._registry.commit(commits)
+        for doc_id, record in commits.items():
+            previous = registry.get(doc_id)
+            if previous and previous.get("version"):
+                self._chunks.delete_other_versions(doc_id, record["version"])
+                report.updated.append(doc_id)
+            else:
+                report.added.append(doc_id)
+            registry[doc_id] = record
+            report.chunks_written += record["chunks"]
+
+    def _records(
+        self,
+        docs: Sequence[SourceDocument],
+        now: str,
+        commits: dict[str, DocRecord],
+        report: IngestReport,
+        progress: Callable[[str], None] | None,
+    ) -> Iterator[_Record]:
+        """The chunks of ``docs``, one document chunked at a time; each document's registry
+        record goes into ``commits`` as it is chunked."""
+        for doc in docs:
+            if progress:
+                progress(f"{doc.doc_id}: chunking")
+            version = version_of(doc)
+            chunks = chunk_document(doc.text, markdown=doc.is_markdown, options=self._chunking)
+            if not chunks:
+                report.skipped.append(SkippedFile(doc.source, "no text after chunking"))
+                continue
+            commits[doc.doc_id] = {
+                "version": version,
+                "content_hash": doc.content_hash,
+                "source": doc.source,
+                **({"via": doc.via} if doc.via else {}),
+                **({"acl": ",".join(doc.acl)} if doc.acl else {}),
+                "chunks": len(chunks),
+                "ingested_at": now,
+                "title": document_title(doc.text, markdown=doc.is_markdown),
+            }
+            for c in chunks:
+                yield _Record(
+                    id=f"{doc.doc_id}#{version}#{c.chunk_index:05d}",
+                    body=c.text,
+                    index_text=c.index_text(),
+                    metadata={
+                        "doc_id": doc.doc_id,
+                        "source": doc.source,
+                        "heading": c.heading,
+                        "chunk_index": c.chunk_index,
+                        "total_chunks": c.total_chunks,
+                        "content_hash": doc.content_hash,
+                        "version": version,
+                        "ingested_at": now,
+                        "is_table": c.is_table,
+                        "lang": detect_language(c.text),
+                        **c.location(),  # page, page_end, sheet: only those known
+                        **acl_metadata(doc.acl),  # who may read it: the searches filter
+                    },
+                    doc_id=doc.doc_id,
+                    number=c.chunk_index + 1,
+                    of=len(chunks),
+                )

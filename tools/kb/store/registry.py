@@ -1,0 +1,131 @@
+"""The document registry: which version of each document is active.
+
+Crash safety of an update (ingest of a changed document ``d``, old version ``v1``,
+new ``v2``):
+
+1. the chunks of ``v2`` are written beside those of ``v1`` (ids carry the version);
+2. commit: one ``upsert`` to the registry sets ``d -> v2`` and a new generation;
+3. the chunks of ``d`` whose version is not ``v2`` are deleted.
+
+Readers only use chunks whose version is the registry's active one, so a crash
+before 2 leaves ``v1`` fully in force, after 2 leaves ``v2``; never a mix, never
+nothing. A deletion first commits a *tombstone* (a record with an empty version),
+then removes the chunks and the record; the next ingest finishes an interrupted one.
+The generation changes with every commit, so anything derived from the active set
+(the BM25 snapshot) can tell whether it is current.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any, TypedDict, cast
+
+from chromadb.api.models.Collection import Collection
+
+from tools.kb.store.chroma import StoreGuard
+
+GENERATION_ID = "__generation__"
+# Records per read: embedded Chroma binds one SQL variable per id it returns, and SQLite
+# refuses more than 32,766 in one statement ("too many SQL variables"), so a registry of
+# more documents than that could not be read whole.
+RECORD_PAGE = 5000
+_OPTIONAL_EMPTY = {"via": "", "acl": "", "title": ""}  # optional keys, as written when absent
+
+
+class DocRecord(TypedDict, total=False):
+    """The registry's record of one document."""
+
+    version: str  # the first 16 hex digits of the content hash; "" marks a tombstone
+    content_hash: str
+    source: str  # absolute path of the file, or the corpus name for API documents
+    via: str  # the symbolic link under the ingested folder that reached the file, or ""
+    acl: str  # who may read it, comma-separated principals (tools.access.acl); "" public
+    chunks: int
+    ingested_at: str  # ISO 8601, UTC
+    title: str  # its metadata title or first heading (tools.kb.ingest.titles), or ""
+
+
+class Registry:
+    """The ``<collection>-docs`` collection, read and committed as one unit."""
+
+    def __init__(self, collection: Collection, guard: StoreGuard) -> None:
+        self.collection = collection
+        self._guard = guard
+        self.written = ""  # the generation this object committed last
+
+    def records(self) -> dict[str, DocRecord]:
+        """Every document's record, tombstones included (read page by page)."""
+        return dict(self.pages())
+
+    def pages(self) -> Iterator[tuple[str, DocRecord]]:
+        """Every document's record, ``RECORD_PAGE`` at a time: no read is unbounded."""
+        offset = 0
+        while True:
+            got = self._guard(
+                "reading the registry",
+                lambda offset=offset: self.collection.get(  # type: ignore[misc]
+                    include=["metadatas"], limit=RECORD_PAGE, offset=offset
+                ),
+            )
+            for doc_id, meta in zip(got["ids"], got["metadatas"] or [], strict=True):
+                if doc_id != GENERATION_ID:
+                    yield doc_id, cast(DocRecord, dict(meta or {}))
+            if len(got["ids"]) < RECORD_PAGE:
+                return
+            offset += RECORD_PAGE
+
+    def record(self, doc_id: str) -> DocRecord | None:
+        """One document's record (None: never ingested), without reading the others."""
+        got = self._guard(
+            f"reading the registry entry of {doc_id}",
+            lambda: self.collection.get(ids=[doc_id], include=["metadatas"]),
+        )
+        metas = got["metadatas"] or []
+        return (
+            cast(DocRecord, dict(metas[0] or {}))
+            if got["ids"] and doc_id != GENERATION_ID
+            else None
+        )
+
+    def generation(self) -> str:
+        got = self._guard(
+            "reading the generation",
+            lambda: self.collection.get(ids=[GENERATION_ID], include=["metadatas"]),
+        )
+        metas = got["metadatas"] or []
+        return str(metas[0].get("generation", "")) if metas and metas[0] else ""
+
+    def commit(self, records: Mapping[str, DocRecord]) -> None:
+        """Point documents at versions and change the generation, in one write.
+
+        Each record replaces the stored one whole: Chroma's upsert keeps a metadata key it
+        is not given, so an optional key a record lacks is written empty (else a file
+        reached directly kept the link route it once had, and the link's removal pruned
+        it)."""
+        ids = [*records, GENERATION_ID]
+        metas: list[dict[str, Any]] = [
+            *({**_OPTIONAL_EMPTY, **r} for r in records.values()),
+            {"generation": (generation := uuid.uuid4().hex)},
+        ]
+        names = ", ".join(list(records)[:3]) + ("…" if len(records) > 3 else "")
+        self._guard(
+            f"committing {names}",
+            lambda: self.collection.upsert(
+                ids=ids,
+                embeddings=[[1.0]] * len(ids),  # type: ignore[arg-type]
+                metadatas=metas,  # type: ignore[arg-type]
+            ),
+        )
+        self.written = generation
+
+    def forget(self, doc_id: str) -> None:
+        """Remove a document's record (after its chunks are gone)."""
+        self._guard(
+            f"deleting registry entry of {doc_id}", lambda: self.collection.delete(ids=[doc_id])
+        )
+
+
+def active_versions(records: Mapping[str, DocRecord]) -> dict[str, str]:
+    """``doc_id -> version`` of the documents readers may see (tombstones excluded)."""
+    return {d: str(r["version"]) for d, r in records.items() if r.get("version")}
