@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langchain_core.messages.tool import ToolCall
@@ -36,7 +36,8 @@ from nodes.rerank import effective_reranker
 from prompts.agent import BOUND_TOOL_MESSAGE, REPEATED_NONE, REPEATED_TOOL_MESSAGE
 from run.approval_interrupt import APPROVAL_ERRORS
 from run.node_helpers import emit
-from run.search_setup import locale_setting, search_service
+from run.run_view import run_of
+from run.search_setup import locale_setting
 from tools.answer.search_service import WebFound
 from tools.answer.turn import fold_web
 from tools.kb.rerankers import Reranker, make_reranker
@@ -60,9 +61,10 @@ def agent_reranker(ctx: Context, mode: str | None) -> Reranker | None:
 
 
 async def _internal_search(query: str, runtime: ToolRuntime) -> tuple[str, dict[str, Any]]:
-    ctx = cast("Context", runtime.context)
+    run = run_of(runtime.state, runtime)
+    ctx = run.ctx
     return await work.internal_search(
-        search_service(ctx, runtime.state),
+        run.search(),
         registry_of(runtime.state),
         query,
         question=runtime.state.get("question"),
@@ -75,10 +77,11 @@ async def _internal_search(query: str, runtime: ToolRuntime) -> tuple[str, dict[
 async def _google_search(
     query: str, runtime: ToolRuntime, hl: str | None = None, gl: str | None = None
 ) -> tuple[str, dict[str, Any]]:
-    ctx = cast("Context", runtime.context)
+    run = run_of(runtime.state, runtime)
+    ctx = run.ctx
     default_hl, default_gl = locale_setting(ctx)  # what the model leaves out: as configured
     return await work.google_search(
-        search_service(ctx, runtime.state),
+        run.search(),
         registry_of(runtime.state),
         query,
         default_hl if hl is None else hl,
