@@ -94,7 +94,8 @@ async def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     raw, add_message = current_question(state)
     question = validate_question(raw, ctx.max_question_chars)
     settings = resolve_run_settings(ctx)  # the environment, read once for the whole run
-    require_checkpointer(ctx, settings)  # a run that may pause for approval must be resumable
+    # A run that may pause for approval must be resumable.
+    require_checkpointer(ctx, settings, runtime.execution_info)
     if ctx.reranker.startswith("cross-encoder"):  # a missing local model fails now, not mid-run
         await asyncio.to_thread(make_reranker, ctx.reranker)
     messages = state.get("messages") or []

@@ -26,8 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from langgraph.config import get_config
-from langgraph.constants import CONFIG_KEY_CHECKPOINTER
+from langgraph.runtime import ExecutionInfo
 from langgraph.types import interrupt
 from pydantic import ValidationError
 
@@ -63,11 +62,17 @@ def approval_needed(ctx: Context, settings: WebSearchSettings | None) -> bool:
     return ctx.approve_web_search and settings is not None and settings.is_configured
 
 
-def require_checkpointer(ctx: Context, settings: RunSettings) -> None:
-    """Fail upfront, naming the problem, when this run could pause but not be resumed."""
+def require_checkpointer(
+    ctx: Context, settings: RunSettings, execution: ExecutionInfo | None
+) -> None:
+    """Fail upfront, naming the problem, when this run could pause but not be resumed.
+
+    Told by LangGraph's public ``Runtime.execution_info``: a run has a ``thread_id`` when
+    its graph keeps threads (a checkpointer needs one; None without persistence). Not
+    caught: a caller naming a thread to a graph compiled without a checkpointer."""
     if not ctx.approve_web_search:
         return
-    if get_config().get("configurable", {}).get(CONFIG_KEY_CHECKPOINTER) is not None:
+    if execution is not None and execution.thread_id is not None:
         return
     if not approval_needed(ctx, web_settings(settings)):
         return
