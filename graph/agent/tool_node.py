@@ -1,8 +1,20 @@
 """The agent's tools as LangChain tools that read their run through LangGraph's
 ``ToolRuntime``: the ``Context`` from ``runtime.context``, the sources labelled so far
-(and the approval state of the step) from ``runtime.state``. No closure over a run: the
-two tools are built once, and the work is ``graph.agent.tool_work`` over the run's
-``SearchService`` (``run.search_setup``), the same service the state graph searches with.
+(and the approval state of the step) from ``runtime.state``, both through the run's view
+(``run.run_view.run_of``). No closure over a run: the two tools are built once, and the
+work is ``graph.agent.tool_work`` over the run's ``SearchService`` (``run.search_setup``),
+the same service the state graph searches with.
+
+Why :func:`run_calls` runs a turn's calls, not LangGraph's ``ToolNode`` (measured by
+``tests/test_agent_tool_node.py``): ``ToolNode`` runs them concurrently
+(``asyncio.gather``), each with the state the step started from, and has no per-run
+budget. On one turn of two ``internal_search`` calls and a ``google_search`` under
+``max_tool_calls=2``, ``ToolNode`` numbered both searches from ``[internal-1]``: 5 labels
+of the 10 passages the model read named two different passages, and the third call ran
+past the bound. ``run_calls`` numbers in call order (``[internal-1..5]``, then
+``[internal-6..10]``, 0 labels named twice), refuses the third call with a tool message,
+and answers a call repeated in the turn from the first one's results. It injects the
+``ToolRuntime`` as ``ToolNode`` does, so the tools would move to ``ToolNode`` unchanged.
 """
 
 from __future__ import annotations
