@@ -13,7 +13,6 @@ from langgraph.runtime import Runtime
 
 from prompts import answer as P
 from run.crosslingual import source_similarity
-from run.deadline import past_deadline
 from run.localize import localize
 from run.models import OFFLINE, load_chat_model
 from run.node_helpers import emit, timed
@@ -121,14 +120,14 @@ def quoted_answer(
     return extractive_answer(question, quotable, language, similarity=similarity), []
 
 
-def extractive_note(state: Mapping[str, Any], language: str) -> str:
+def extractive_note(run: RunView, language: str) -> str:
     """Why the answer is quoted from the sources: offline mode (no model configured), or
     the model failed; nothing past the deadline (the deadline sentence says it). A
     model-mode run never calls itself "offline"."""
     zh = language == "zh"
-    if past_deadline(state):
+    if run.past_deadline:
         return ""
-    if state.get("mode", OFFLINE) == OFFLINE:
+    if run.state.get("mode", OFFLINE) == OFFLINE:
         return P.OFFLINE_NOTE_ZH if zh else P.OFFLINE_NOTE_EN
     return P.MODEL_FAILED_NOTE_ZH if zh else P.MODEL_FAILED_NOTE_EN
 
@@ -171,7 +170,7 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                     similarity=source_similarity(run),
                 )
                 warnings.extend(unmentioned)
-            answer = f"{answer} {extractive_note(state, language)}".rstrip()
+            answer = f"{answer} {extractive_note(run, language)}".rstrip()
         answer += web_note(state, language)
     return {
         "answer": answer,

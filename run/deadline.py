@@ -97,13 +97,6 @@ async def within_deadline(
         return await run_late(node, state, runtime, late)
 
 
-def past_deadline(state: Mapping[str, Any]) -> bool:
-    """Whether the run's deadline has passed (a node then runs late: see the module doc);
-    the answer's deadline sentence then says why it is extractive."""
-    settings = settings_in(state)
-    return settings is not None and time.time() >= settings.deadline
-
-
 async def run_late(
     node: NodeFn, state: Mapping[str, Any], runtime: Runtime[Context], late: NodeFn | None
 ) -> dict[str, Any]:

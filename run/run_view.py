@@ -7,7 +7,7 @@ call from the node's ``(state, runtime)`` (a tool's ``ToolRuntime`` carries both
 (:attr:`RunView.settings`), the models (:attr:`RunView.fast_model`,
 :attr:`RunView.model_env`), the search service (:meth:`RunView.search`,
 :meth:`RunView.kb_probe`), the caller's reader and role (:attr:`RunView.reader`,
-:attr:`RunView.operator`), the deadline (:attr:`RunView.deadline`) and the trace metadata
+:attr:`RunView.operator`), the deadline (:attr:`RunView.past_deadline`) and the trace metadata
 (:meth:`RunView.annotate`). No helper takes a
 context and a state in some order: it takes the view.
 
@@ -19,7 +19,7 @@ in its state fails with :class:`RunSettingsMissingError`, naming the problem.
 
 from __future__ import annotations
 
-import dataclasses
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -87,11 +87,6 @@ class RunView:
         return self.settings.model
 
     @property
-    def mode(self) -> str:
-        """The answering model's spec as ``prepare`` resolved it."""
-        return str(self.state.get("mode") or "")
-
-    @property
     def fast_model(self) -> str:
         """The fast model's spec as ``prepare`` resolved it (for a node called on its own
         without one: resolved from the context by the run's model environment)."""
@@ -101,10 +96,12 @@ class RunView:
         return resolve_model_spec(self.ctx.fast_model, fallback=self.ctx.model, env=self.model_env)
 
     @property
-    def deadline(self) -> float | None:
-        """The run's end (epoch seconds), or None without settings (a node on its own)."""
+    def past_deadline(self) -> bool:
+        """Whether the run's deadline has passed (``run.deadline``: a node then runs late,
+        and the answer's deadline sentence says why it is extractive); never for a node
+        called on its own, without settings."""
         settings = settings_in(self.state)
-        return None if settings is None else settings.deadline
+        return settings is not None and time.time() >= settings.deadline
 
     @property
     def reader(self) -> Reader:
@@ -119,20 +116,16 @@ class RunView:
     def search(self) -> SearchService:
         """The run's search service (knowledge base, web, approval: ``run.search_setup``)."""
         return search_service(
-            self.ctx, self.settings, web_skipped=bool(self.state.get("web_skipped"))
+            self.ctx, self.settings, self.reader, web_skipped=bool(self.state.get("web_skipped"))
         )
 
     async def kb_probe(self, question: str) -> tuple[float, list[str]]:
         """The router's "does the KB answer this?" over what the caller may read."""
-        return await kb_probe(self.ctx, self.settings, question)
+        return await kb_probe(self.ctx, self.settings, self.reader, question)
 
     def annotate(self, **metadata: Any) -> None:
         """Metadata on the node's trace run (nothing when tracing is off)."""
         annotate_run(**metadata)
-
-    def with_state(self, state: Mapping[str, Any]) -> RunView:
-        """The same run seen with ``state`` (a step's own running copy)."""
-        return dataclasses.replace(self, state=state)
 
 
 def run_of(state: Mapping[str, Any], runtime: RunLike) -> RunView:

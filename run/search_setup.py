@@ -9,9 +9,9 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from run.approval_interrupt import tool_approval
-from run.reader import run_reader
 from run.resources import get_kb, web_settings
 from run.run_settings import RunSettings
+from tools.access.acl import Reader
 from tools.answer.search_service import SearchService
 from tools.errors import HybridRagError, kb_unavailable
 
@@ -25,8 +25,10 @@ def locale_setting(ctx: Context) -> tuple[str | None, str | None]:
     return (None if ctx.hl == "auto" else ctx.hl, None if ctx.gl == "auto" else ctx.gl)
 
 
-def search_service(ctx: Context, settings: RunSettings, *, web_skipped: bool) -> SearchService:
-    """Searches under ``ctx`` with the run's settings (``run.run_settings``, passed as values);
+def search_service(
+    ctx: Context, settings: RunSettings, reader: Reader, *, web_skipped: bool
+) -> SearchService:
+    """Searches under ``ctx`` for ``reader`` with the run's settings (``run.run_settings``);
     a web search first asks a person when ``approve_web_search`` says so (not when the
     turn already ``web_skipped``; once skipped in this step, later searches are skipped
     without asking)."""
@@ -37,15 +39,16 @@ def search_service(ctx: Context, settings: RunSettings, *, web_skipped: bool) ->
         cache=settings.cache,
         read_pages=ctx.read_pages,
         page_settings=settings.pages,
-        reader=run_reader(ctx.scope, settings.home),
+        reader=reader,
     )
 
 
-async def kb_probe(ctx: Context, settings: RunSettings, question: str) -> tuple[float, list[str]]:
+async def kb_probe(
+    ctx: Context, settings: RunSettings, reader: Reader, question: str
+) -> tuple[float, list[str]]:
     """The router's "does the KB answer this?" (``KnowledgeBase.probe``, off the event
     loop) for both graphs, over the documents the caller may read; an unavailable KB
     probes 0.0 with its warning."""
-    reader = run_reader(ctx.scope, settings.home)
     try:
         kb = get_kb
         return await asyncio.to_thread(lambda: kb(ctx, settings).probe(question, reader=reader)), []
