@@ -63,8 +63,9 @@ def resumed_run(state: Mapping[str, Any], runtime: Runtime[Context]) -> dict[str
     paused task alone, in a new run that never passes ``prepare``. The run's settings
     live in an untracked channel (``run.state``: never checkpointed), so that task finds
     none: this is how it knows, through LangGraph's public state alone, that its run
-    starts here. The environment is read once for the resumed run, and its deadline
-    starts now; the update puts them in the state for the run's later nodes."""
+    starts here (so does a run continued after a failure, ``invoke(None)``: a new run
+    too). The environment is read once for the resumed run, and its deadline starts now;
+    the update puts them in the state for the run's later nodes."""
     if settings_in(state) is not None:
         return {}
     return {"run_settings": resolve_run_settings(runtime.context)}
@@ -86,8 +87,7 @@ async def within_deadline(
             budget = asyncio.timeout(left)
             try:
                 async with budget:
-                    update = await node(state, runtime)
-                return update
+                    return await node(state, runtime)
             except TimeoutError:
                 if not budget.expired():
                     raise  # the node's own timeout, not the deadline
@@ -141,9 +141,8 @@ def with_default_context(
 ) -> Node[S]:
     """Give the node a default ``Context`` when the caller passed none, and run it within
     the run's deadline (``run_timeout_s``; past it, ``late`` or the node's offline form:
-    see above). The node that ``starts_run`` resolves the run's settings and deadline
-    (those in its state are the previous turn's); any other node that finds none starts a
-    resumed run (:func:`resumed_run`).
+    see above). The node that ``starts_run`` (``prepare``) resolves a new turn's settings
+    and deadline; any other node that finds none starts a resumed run (:func:`resumed_run`).
 
     When LangSmith tracing is on, the node's run also gets a summary of its update
     (route, strategy, confidence, counts…) as metadata; see ``run.tracing``.
