@@ -7,9 +7,9 @@ call from the node's ``(state, runtime)`` (a tool's ``ToolRuntime`` carries both
 (:attr:`RunView.settings`), the models (:attr:`RunView.fast_model`,
 :attr:`RunView.model_env`), the search service (:meth:`RunView.search`,
 :meth:`RunView.kb_probe`), the caller's reader and role (:attr:`RunView.reader`,
-:attr:`RunView.operator`), the deadline (:attr:`RunView.past_deadline`) and the trace metadata
-(:meth:`RunView.annotate`). No helper takes a
-context and a state in some order: it takes the view.
+:attr:`RunView.operator`), the deadline (:attr:`RunView.past_deadline`) and the trace
+metadata (:meth:`RunView.annotate`). No helper takes a context and a state in some order:
+it takes the view (``tests/test_run_view.py`` keeps it so).
 
 Nothing here reads the environment. A run's settings are resolved once at its start
 (``prepare``; a paused run resumed later is a new run, whose start is the graph's node
