@@ -12,8 +12,7 @@ from langgraph.types import Overwrite
 
 from run.deadline import stated_once
 from run.localize import localize_all
-from run.reader import run_operator
-from run.run_settings import settings_of
+from run.run_view import run_of
 from tools.evaluation.run_stats import record_run
 from tools.policy.decisions import web_unavailable
 from tools.policy.disclosure import shown_warnings
@@ -27,7 +26,8 @@ log = logging.getLogger("hybrid_rag.nodes")
 
 
 async def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    ctx = runtime.context
+    run = run_of(state, runtime)
+    ctx = run.ctx
     decision = state.get("decision")
     record = {
         "graph": "agent" if state.get("tool_calls") else "state",
@@ -44,7 +44,7 @@ async def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "warnings": len(state.get("warnings") or []),
     }
 
-    where = settings_of(state, ctx).home
+    where = run.settings.home
 
     def write() -> None:
         # create=False: a run records into an existing data home, never makes one
@@ -59,7 +59,7 @@ async def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     warnings = list(state.get("warnings") or [])
     # Not the web failure the answer's note states, nor the server's configuration to
     # anyone but its operator.
-    shown = shown_warnings(warnings, web_unavailable(state), operator=run_operator())
+    shown = shown_warnings(warnings, web_unavailable(state), operator=run.operator)
     once = stated_once(shown, str(state.get("answer") or ""), ctx, language)
     localized = localize_all(once, language)
     # The warnings in the answer's language (Overwrite: the reducer would append them).

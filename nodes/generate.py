@@ -13,12 +13,11 @@ from langgraph.runtime import Runtime
 
 from prompts import answer as P
 from run.crosslingual import source_similarity
-from run.deadline import past_deadline
 from run.localize import localize
-from run.models import OFFLINE, load_chat_model, model_env
+from run.models import OFFLINE, load_chat_model
 from run.node_helpers import emit, timed
 from run.reader import run_operator
-from run.run_settings import settings_of
+from run.run_view import RunView, run_of
 from tools.answer.citations import assign_labels, validate_citations
 from tools.answer.context_builder import BuiltContext, build_context
 from tools.answer.sources_block import with_sources
@@ -42,7 +41,8 @@ def refuses(state: Mapping[str, Any]) -> bool:
     return bool((state.get("decision") or {}).get("refuse", True))
 
 
-def select_sources(state: Mapping[str, Any], ctx: Context) -> list[dict[str, Any]]:
+def select_sources(run: RunView) -> list[dict[str, Any]]:
+    state, ctx = run.state, run.ctx
     internal = list(state.get("internal_docs") or [])[: ctx.top_k_internal]
     web = list(state.get("web_docs") or [])[: ctx.top_k_web]
     return assign_labels([*internal, *web], state.get("language", "en"))
@@ -57,9 +57,8 @@ def system_prompt(language: str, web_failure: str | None) -> str:
     return template.format(web_note=note, today=datetime.now(UTC).date())
 
 
-def build_prompt(
-    state: Mapping[str, Any], ctx: Context, sources: list[dict[str, Any]]
-) -> tuple[list[Any], BuiltContext]:
+def build_prompt(run: RunView, sources: list[dict[str, Any]]) -> tuple[list[Any], BuiltContext]:
+    state, ctx = run.state, run.ctx
     language = state.get("language", "en")
     system = system_prompt(language, web_reason(state))
     built = build_context(
@@ -121,20 +120,20 @@ def quoted_answer(
     return extractive_answer(question, quotable, language, similarity=similarity), []
 
 
-def extractive_note(state: Mapping[str, Any], language: str) -> str:
+def extractive_note(run: RunView, language: str) -> str:
     """Why the answer is quoted from the sources: offline mode (no model configured), or
     the model failed; nothing past the deadline (the deadline sentence says it). A
     model-mode run never calls itself "offline"."""
     zh = language == "zh"
-    if past_deadline(state):
+    if run.past_deadline:
         return ""
-    if state.get("mode", OFFLINE) == OFFLINE:
+    if run.state.get("mode", OFFLINE) == OFFLINE:
         return P.OFFLINE_NOTE_ZH if zh else P.OFFLINE_NOTE_EN
     return P.MODEL_FAILED_NOTE_ZH if zh else P.MODEL_FAILED_NOTE_EN
 
 
 async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    ctx = runtime.context
+    run = run_of(state, runtime)
     language = state.get("language", "en")
     mode = state.get("mode", OFFLINE)
     message_id: str | None = None
@@ -143,14 +142,15 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     warnings: list[str] = []
     emit(runtime, "answering", mode=mode)
     with timed("generate", timings):
-        sources = select_sources(state, ctx)
-        messages, built = build_prompt(state, ctx, sources)
+        sources = select_sources(run)
+        messages, built = build_prompt(run, sources)
         if built.omitted:
             warnings.append(f"{built.omitted} sources left out to fit context_token_budget")
         answer = ""
         if mode != OFFLINE:
+            env = run.model_env  # outside the try: missing settings are no model failure
             try:
-                reply = await load_chat_model(mode, model_env(state, ctx)).ainvoke(messages)
+                reply = await load_chat_model(mode, env).ainvoke(messages)
                 answer, message_id = str(reply.content).strip(), reply.id
                 draft = str(reply.content)
             except Exception as exc:  # provider down: answer from the sources, say why
@@ -167,10 +167,10 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                     state["question"],
                     built.included,
                     language,
-                    similarity=source_similarity(ctx, settings_of(state, ctx)),
+                    similarity=source_similarity(run),
                 )
                 warnings.extend(unmentioned)
-            answer = f"{answer} {extractive_note(state, language)}".rstrip()
+            answer = f"{answer} {extractive_note(run, language)}".rstrip()
         answer += web_note(state, language)
     return {
         "answer": answer,

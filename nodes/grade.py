@@ -18,9 +18,10 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from prompts.internal import GRADE_SYSTEM
-from run.models import OFFLINE, fast_model, model_env
+from run.models import OFFLINE
 from run.node_helpers import emit, structured_call, timed
 from run.run_settings import ModelEnv
+from run.run_view import run_of
 from tools.answer.context_builder import fence
 from tools.answer.sources import Source
 from tools.policy.decisions import (
@@ -76,7 +77,8 @@ async def _model_grades(
 
 
 async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    ctx = runtime.context
+    run = run_of(state, runtime)
+    ctx = run.ctx
     question: str = state["question"]
     internal = list(state.get("internal_docs") or [])
     timings: dict[str, float] = {}
@@ -84,9 +86,9 @@ async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     grades: list[Grade] = []
     emit(runtime, "grading")
     with timed("grade", timings):
-        spec = fast_model(state, ctx)
+        spec = run.fast_model
         if spec != OFFLINE and internal and state.get("iteration", 0) == 0:
-            result = await _model_grades(model_env(state, ctx), spec, question, internal)
+            result = await _model_grades(run.model_env, spec, question, internal)
             if result is None:
                 warnings.append("document grading output unusable; used relevance scores")
             else:

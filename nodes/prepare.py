@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 
-from run import deadline
 from run.approval_interrupt import require_checkpointer
 from run.models import resolve_model_spec
 from run.node_helpers import emit, history_of
@@ -95,7 +94,8 @@ async def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     raw, add_message = current_question(state)
     question = validate_question(raw, ctx.max_question_chars)
     settings = resolve_run_settings(ctx)  # the environment, read once for the whole run
-    require_checkpointer(ctx, settings)  # a run that may pause for approval must be resumable
+    # A run that may pause for approval must be resumable.
+    require_checkpointer(ctx, settings, runtime.execution_info)
     if ctx.reranker.startswith("cross-encoder"):  # a missing local model fails now, not mid-run
         await asyncio.to_thread(make_reranker, ctx.reranker)
     messages = state.get("messages") or []
@@ -111,8 +111,8 @@ async def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "mode": mode,
         "fast_mode": resolve_model_spec(ctx.fast_model, fallback=mode, env=settings.model),
         "language": language,
-        "deadline": deadline.start(ctx),  # the run's end (run_timeout_s)
-        "run_settings": settings,  # never checkpointed nor shown (run.state)
+        # with the run's deadline (run_timeout_s); never checkpointed nor shown (run.state)
+        "run_settings": settings,
     }
     if add_message:
         asked = HumanMessage(question, id=str(uuid.uuid4()))

@@ -17,8 +17,9 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from prompts.internal import REFLECT_SYSTEM
-from run.models import OFFLINE, fast_model, model_env
+from run.models import OFFLINE
 from run.node_helpers import emit, structured_call, timed
+from run.run_view import RunView, run_of
 from tools.answer.context_builder import fence
 from tools.policy.decisions import (
     REFLECT_BELOW,
@@ -56,27 +57,26 @@ def _offline(state: Mapping[str, Any]) -> Reflection:
     return Reflection(sufficient=step.sufficient, next_query=step.next_query, source=step.source)
 
 
-async def _model_reflection(
-    state: Mapping[str, Any], ctx: Context, spec: str
-) -> tuple[Reflection | None, str | None]:
+async def _model_reflection(run: RunView, spec: str) -> tuple[Reflection | None, str | None]:
     """The model's verdict on the top sources (None and why, when unusable)."""
     sources = "\n\n".join(
         fence(str(d.get("text", ""))[:500], f"Source {i}")
-        for i, d in enumerate(_evidence(state)[:8], 1)
+        for i, d in enumerate(_evidence(run.state)[:8], 1)
     )
-    question = f"Question: {state['question']}\n\nSources:\n{sources}"
-    return await structured_call(spec, Reflection, REFLECT_SYSTEM, question, model_env(state, ctx))
+    question = f"Question: {run.state['question']}\n\nSources:\n{sources}"
+    return await structured_call(spec, Reflection, REFLECT_SYSTEM, question, run.model_env)
 
 
 async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    ctx = runtime.context
+    run = run_of(state, runtime)
+    ctx = run.ctx
     iteration = int(state.get("iteration") or 0)
     reasoning = list(state.get("reasoning") or [])
     timings: dict[str, float] = {}
     warnings: list[str] = []
     emit(runtime, "reflecting", iteration=iteration)
     with timed("reflect", timings):
-        spec = fast_model(state, ctx)
+        spec = run.fast_model
         confidence = float(state.get("confidence") or 0.0)
         if iteration >= ctx.max_iterations:
             decision = Reflection(sufficient=True)
@@ -87,7 +87,7 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         else:
             decision, note = _offline(state), "offline coverage rule"
             if spec != OFFLINE:
-                out, error = await _model_reflection(state, ctx, spec)
+                out, error = await _model_reflection(run, spec)
                 if out is None:
                     warnings.append(f"reflection output unusable ({error}); used coverage rule")
                 else:

@@ -17,9 +17,10 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from prompts.internal import RERANK_SYSTEM
-from run.models import OFFLINE, fast_model, model_env
+from run.models import OFFLINE
 from run.node_helpers import emit, structured_call, timed
 from run.run_settings import ModelEnv
+from run.run_view import run_of
 from tools.answer.context_builder import fence
 from tools.kb.search.rerankers import Candidate, make_reranker, reorder
 from tools.policy.offline import text_overlap
@@ -66,7 +67,8 @@ async def _llm_order(
 
 
 async def rerank(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    ctx = runtime.context
+    run = run_of(state, runtime)
+    ctx = run.ctx
     question: str = state["question"]
     internal = list(state.get("internal_docs") or [])
     web = list(state.get("web_docs") or [])
@@ -82,11 +84,11 @@ async def rerank(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         top_n = ctx.rerank_top_n if joint else max(ctx.rerank_top_n, len(pool))
         error: str | None = None
         if name == "llm":
-            spec = fast_model(state, ctx)
+            spec = run.fast_model
             if spec == OFFLINE:
                 ranked, error = pool[:top_n], "no model configured (offline)"
             else:
-                ranked, error = await _llm_order(spec, question, pool, top_n, model_env(state, ctx))
+                ranked, error = await _llm_order(spec, question, pool, top_n, run.model_env)
             if error:
                 warnings.append(f"llm reranking unusable ({error}); kept first-stage order")
         else:

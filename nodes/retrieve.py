@@ -14,9 +14,8 @@ from langgraph.runtime import Runtime
 
 from run.deadline import deadline_reason
 from run.node_helpers import emit, timed
-from run.reader import run_operator
-from run.search_setup import locale_setting, search_service
-from run.tracing import annotate_run
+from run.run_view import run_of
+from run.search_setup import locale_setting
 from tools.answer.sources import Source
 from tools.answer.turn import fold_web
 from tools.policy.disclosure import web_reason_for
@@ -51,7 +50,8 @@ def _queries(state: Mapping[str, Any], source: str, planned: str) -> list[str]:
 
 
 async def retrieve_internal(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    ctx = runtime.context
+    run = run_of(state, runtime)
+    ctx = run.ctx
     queries = _queries(state, "internal", "kb_queries")
     timings: dict[str, float] = {}
     warnings: list[str] = []
@@ -59,7 +59,7 @@ async def retrieve_internal(state: State, runtime: Runtime[Context]) -> dict[str
     question = state["question"]
     with timed("retrieve_internal", timings):
         anchor = None if ctx.embed_every_query else question
-        found = await search_service(ctx, state).search_kb(
+        found = await run.search().search_kb(
             queries, ctx.top_k_internal * 2, question=question, anchor=anchor
         )
         if found.error:
@@ -75,11 +75,12 @@ async def retrieve_internal(state: State, runtime: Runtime[Context]) -> dict[str
 
 async def search_web(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Search the web; with ``approve_web_search`` a person approves, edits or skips it first."""
-    ctx = runtime.context
+    run = run_of(state, runtime)
+    ctx = run.ctx
     timings: dict[str, float] = {}
     hl, gl = locale_setting(ctx)  # 'auto': each query's own language
     with timed("search_web", timings):
-        found = await search_service(ctx, state).search_web(
+        found = await run.search().search_web(
             _queries(state, "web", "web_queries"),
             hl=hl,
             gl=gl,
@@ -89,7 +90,7 @@ async def search_web(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         )
     update = fold_web(state, found)
     if found.status == "ok":
-        annotate_run(
+        run.annotate(
             web_provider=found.providers,
             cache_hits=found.cache_hits,
             pages_read=found.pages_read,
@@ -101,7 +102,7 @@ async def search_web(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         warnings = [found.error]
     else:
         warnings = [f"web search failed: {found.error}"]
-    error = web_reason_for(found.error, operator=run_operator()) if found.error else found.error
+    error = web_reason_for(found.error, operator=run.operator) if found.error else found.error
     emit(runtime, "searched", count=len(update.get("web_docs") or []), error=error)
     return {**update, "warnings": warnings, "timings": timings}
 

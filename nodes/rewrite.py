@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from langgraph.runtime import Runtime
 
 from run.crosslingual import other_languages, planned_translations, translated_queries
-from run.models import OFFLINE, fast_model
+from run.models import OFFLINE
 from run.node_helpers import emit, timed
-from run.run_settings import settings_of
+from run.run_view import run_of
 from tools.kb.index.tokenizers import keywords
 from tools.policy.offline import offline_rewrites
 
@@ -37,7 +37,8 @@ def _follow_up_query(question: str, history: list[dict[str, str]]) -> str | None
 
 
 async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    ctx = runtime.context
+    run = run_of(state, runtime)
+    ctx = run.ctx
     question: str = state["question"]
     history = state.get("history") or []
     timings: dict[str, float] = {}
@@ -49,7 +50,7 @@ async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         if follow_up:
             kb.insert(1, follow_up)
             web.insert(1, follow_up)
-        spec = fast_model(state, ctx)
+        spec = run.fast_model
         planned = state.get("planned") or {}
         if spec != OFFLINE and planned:
             kb, web = list(planned.get("kb") or []), list(planned.get("web") or [])
@@ -57,13 +58,13 @@ async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         web_queries = _clean(web, question, 3)
         report: dict[str, Any] = {}
         if ctx.crosslingual and spec != OFFLINE and planned:
-            _, base = await other_languages(ctx, settings_of(state, ctx), question)
+            _, base = await other_languages(run, question)
             extra, report = planned_translations(
                 question, list(planned.get("languages") or []),
                 list(planned.get("translations") or []), base,
             )  # fmt: skip
         elif ctx.crosslingual:
-            extra, report = await translated_queries(ctx, settings_of(state, ctx), question, spec)
+            extra, report = await translated_queries(run, question, spec)
         else:
             extra = []
         if ctx.crosslingual:

@@ -15,10 +15,9 @@ from pydantic import BaseModel, Field
 
 from prompts.internal import PLAN_SYSTEM, PLAN_TRANSLATE
 from run.crosslingual import language_names, other_languages
-from run.models import OFFLINE, fast_model, model_env
+from run.models import OFFLINE
 from run.node_helpers import emit, render_history, structured_call, timed
-from run.run_settings import settings_of
-from run.search_setup import kb_probe
+from run.run_view import run_of
 from tools.policy.decisions import Route, route_without_plan
 from tools.policy.offline import offline_route
 
@@ -40,15 +39,16 @@ class Plan(BaseModel):
 
 
 async def route(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    ctx = runtime.context
+    run = run_of(state, runtime)
+    ctx = run.ctx
     question: str = state["question"]
     timings: dict[str, float] = {}
     warnings: list[str] = []
     emit(runtime, "routing")
     with timed("route", timings):
-        probe, unavailable = await kb_probe(ctx, state, question)
+        probe, unavailable = await run.kb_probe(question)
         warnings.extend(unavailable)
-        spec = fast_model(state, ctx)
+        spec = run.fast_model
         result: dict[str, Any]
         if spec == OFFLINE:
             decision = offline_route(question, probe)
@@ -62,10 +62,7 @@ async def route(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 )
             )
             # The KB's other languages: the plan translates too, so no extra call is spent.
-            settings = settings_of(state, ctx)
-            languages, _ = (
-                await other_languages(ctx, settings, question) if ctx.crosslingual else ([], {})
-            )
+            languages, _ = await other_languages(run, question) if ctx.crosslingual else ([], {})
             translate = (
                 PLAN_TRANSLATE.format(languages=language_names(languages)) if languages else ""
             )
@@ -75,7 +72,7 @@ async def route(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 num_rewrites=ctx.num_rewrites,
                 translate=translate,
             )
-            out, error = await structured_call(spec, Plan, system, user, model_env(state, ctx))
+            out, error = await structured_call(spec, Plan, system, user, run.model_env)
             if out is None:  # a failed planner: the shared rule (the agent's too)
                 fallback = route_without_plan(offline_route(question, probe).route, True)
                 warnings.append(f"planner output unusable ({error}); routed to {fallback}")

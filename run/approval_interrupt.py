@@ -23,11 +23,10 @@ in ``rerank``; a node in front of ``search_web`` would split that step and run
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from langgraph.config import get_config
-from langgraph.constants import CONFIG_KEY_CHECKPOINTER
+from langgraph.runtime import ExecutionInfo
 from langgraph.types import interrupt
 from pydantic import ValidationError
 
@@ -63,11 +62,17 @@ def approval_needed(ctx: Context, settings: WebSearchSettings | None) -> bool:
     return ctx.approve_web_search and settings is not None and settings.is_configured
 
 
-def require_checkpointer(ctx: Context, settings: RunSettings) -> None:
-    """Fail upfront, naming the problem, when this run could pause but not be resumed."""
+def require_checkpointer(
+    ctx: Context, settings: RunSettings, execution: ExecutionInfo | None
+) -> None:
+    """Fail upfront, naming the problem, when this run could pause but not be resumed.
+
+    Told by LangGraph's public ``Runtime.execution_info``: a run has a ``thread_id`` when
+    its graph keeps threads (a checkpointer needs one; None without persistence). Not
+    caught: a caller naming a thread to a graph compiled without a checkpointer."""
     if not ctx.approve_web_search:
         return
-    if get_config().get("configurable", {}).get(CONFIG_KEY_CHECKPOINTER) is not None:
+    if execution is not None and execution.thread_id is not None:
         return
     if not approval_needed(ctx, web_settings(settings)):
         return
@@ -81,7 +86,6 @@ def require_checkpointer(ctx: Context, settings: RunSettings) -> None:
 
 def web_search_decision(
     ctx: Context,
-    state: Mapping[str, Any],
     settings: WebSearchSettings | None,
     queries: Sequence[str],
     *,
@@ -89,16 +93,18 @@ def web_search_decision(
     gl: str | None,
     num: int,
     cache: SearchCache | None = None,
+    web_skipped: bool = False,
 ) -> WebSearchDecision | None:
     """The person's decision on searching ``queries``, or ``None`` when none is needed.
 
     Pauses the run (``interrupt``) until it is resumed with a decision. ``hl``, ``gl`` and
-    ``num`` are those of the coming search (the estimate skips queries already cached).
+    ``num`` are those of the coming search (the estimate skips queries already cached);
+    ``web_skipped``: the person skipped a web search earlier in this turn.
     """
     if not approval_needed(ctx, settings):
         return None
     assert settings is not None  # approval_needed checked it
-    if state.get("web_skipped"):
+    if web_skipped:
         return SKIP  # skipped once this turn: do not ask again
     cache = cache or default_cache()
     request = approval_request(settings, queries, hl=hl, gl=gl, num=num, cache=cache)
@@ -110,17 +116,18 @@ def web_search_decision(
         raise invalid_decision(exc) from None
 
 
-def tool_approval(ctx: Context, state: Mapping[str, Any], run: RunSettings) -> WebApproval:
+def tool_approval(ctx: Context, run: RunSettings, *, web_skipped: bool) -> WebApproval:
     """:func:`web_search_decision` as the search service's hook for one step (both graphs):
     once the user skips, later searches in the step are skipped too without asking again."""
-    turn = {"web_skipped": bool(state.get("web_skipped"))}
+    turn = {"web_skipped": web_skipped}  # this step's, once the person skips
 
     def approve(
         settings: WebSearchSettings, queries: list[str], *, hl: str | None, gl: str | None, num: int
     ) -> WebSearchDecision | None:
         decision = web_search_decision(
-            ctx, turn, settings, queries, hl=hl, gl=gl, num=num, cache=run.cache
-        )
+            ctx, settings, queries, hl=hl, gl=gl, num=num, cache=run.cache,
+            web_skipped=turn["web_skipped"],
+        )  # fmt: skip
         if decision is not None and decision.action == "skip":
             turn["web_skipped"] = True
         return decision

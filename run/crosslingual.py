@@ -18,24 +18,22 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from prompts.internal import TRANSLATE_SYSTEM
 from run.models import NOSTREAM, OFFLINE, load_chat_model
 from run.resources import get_kb
-from run.run_settings import RunSettings
 from tools.errors import HybridRagError
 from tools.policy.offline import Similarity
 from tools.policy.translation import translation_problem
 from tools.text import detect_language
 
-if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from run.context import Context
+if TYPE_CHECKING:
+    from run.run_view import RunView
 
 log = logging.getLogger("hybrid_rag.nodes")
 
 LANGUAGE_NAMES = {"zh": "Simplified Chinese", "en": "English"}
 
 
-async def other_languages(
-    ctx: Context, settings: RunSettings, question: str
-) -> tuple[list[str], dict[str, Any]]:
+async def other_languages(run: RunView, question: str) -> tuple[list[str], dict[str, Any]]:
     """The KB's languages other than the question's (``zh``/``en``), and the report."""
+    ctx, settings = run.ctx, run.settings
     try:
         mix = await asyncio.to_thread(lambda: get_kb(ctx, settings).languages())
     except HybridRagError:
@@ -81,11 +79,11 @@ def keep_translation(
 
 
 async def translated_queries(
-    ctx: Context, settings: RunSettings, question: str, spec: str
+    run: RunView, question: str, spec: str
 ) -> tuple[list[str], dict[str, Any]]:
     """Extra KB queries in the KB's other languages (one model call per language, used
     when the planner did not translate), and a report for the output."""
-    others, report = await other_languages(ctx, settings, question)
+    others, report = await other_languages(run, question)
     if not report or not others:
         return [], report
     if spec == OFFLINE:
@@ -98,7 +96,7 @@ async def translated_queries(
         )
         return [], report
     queries: list[str] = []
-    model = load_chat_model(spec, settings.model)
+    model = load_chat_model(spec, run.model_env)
     for lang in others:
         try:
             reply = await model.ainvoke(
@@ -116,10 +114,11 @@ async def translated_queries(
     return queries, report
 
 
-def source_similarity(ctx: Context, settings: RunSettings) -> Similarity:
+def source_similarity(run: RunView) -> Similarity:
     """Cosine of the question to each text with the KB's embedding model, for the offline
     answer's sources in another language (blocking: call it off the event loop). A KB
     that cannot be opened gives no similarity (zeros), never an error."""
+    ctx, settings = run.ctx, run.settings
 
     def similarity(question: str, texts: list[str]) -> list[float]:
         try:

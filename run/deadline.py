@@ -1,6 +1,8 @@
 """The run deadline (``Context.run_timeout_s``): one bound on a whole run.
 
-``prepare`` sets ``state["deadline"]``; every node then runs within what is left of it
+``prepare`` starts it (``RunSettings.deadline``, resolved with the run's settings at its
+start; a paused run resumed later is a new run and gets its own, see
+:func:`resumed_run`); every node then runs within what is left of it
 (:func:`within_deadline`, applied by both graph builders). A node still busy at the
 deadline is cancelled and, like every later node, runs again "late": with the offline
 rules instead of the models (``mode``/``fast_mode`` offline), and with a late variant where
@@ -20,7 +22,6 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
@@ -31,6 +32,7 @@ from prompts.notices import (
 )
 from run.context import Context
 from run.models import OFFLINE
+from run.run_settings import resolve_run_settings, settings_in
 from run.tracing import annotate_run, run_summary
 from tools.kb.store.chroma_deadline import store_deadline
 
@@ -41,17 +43,8 @@ if TYPE_CHECKING:
 LATE_BUDGET_S = 10.0
 # The key a late node's state carries when the deadline cut the node off mid-way.
 CUT_OFF = "cut_off"
-# LangGraph's key for the task's scratchpad, whose ``resume`` holds the values a resumed
-# task receives (langgraph._internal._constants.CONFIG_KEY_SCRATCHPAD).
-_SCRATCHPAD = "__pregel_scratchpad"
 
 NodeFn = Callable[[Any, Runtime[Any]], Awaitable[dict[str, Any]]]
-
-
-def start(ctx: Context) -> float:
-    """The deadline of a run starting now (epoch seconds: checkpoints keep it; ``prepare``
-    sets it)."""
-    return time.time() + ctx.run_timeout_s
 
 
 def deadline_reason(ctx: Context) -> str:
@@ -63,28 +56,29 @@ def deadline_sentence(ctx: Context, language: str) -> str:
     return template.format(seconds=ctx.run_timeout_s)
 
 
-def _resuming() -> bool:
-    """Whether this task is being resumed after an interrupt (a person answered an
-    approval question, maybe hours later): the resumed run gets its own deadline."""
-    try:
-        scratchpad = get_config().get("configurable", {}).get(_SCRATCHPAD)
-    except RuntimeError:  # called outside a run
-        return False
-    return bool(getattr(scratchpad, "resume", None))
+def resumed_run(state: Mapping[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+    """The start of a run resumed after a pause, or ``{}`` for a task of a running run.
+
+    A person may answer an approval question hours later; LangGraph then re-runs the
+    paused task alone, in a new run that never passes ``prepare``. The run's settings
+    live in an untracked channel (``run.state``: never checkpointed), so that task finds
+    none: this is how it knows, through LangGraph's public state alone, that its run
+    starts here (so does a run continued after a failure, ``invoke(None)``: a new run
+    too). The environment is read once for the resumed run, and its deadline starts now;
+    the update puts them in the state for the run's later nodes."""
+    if settings_in(state) is not None:
+        return {}
+    return {"run_settings": resolve_run_settings(runtime.context)}
 
 
 async def within_deadline(
     node: NodeFn, state: Mapping[str, Any], runtime: Runtime[Context], late: NodeFn | None = None
 ) -> dict[str, Any]:
     """Run ``node`` within the run's deadline; past it, its late form (see module doc)."""
-    ctx = runtime.context
-    deadline = state.get("deadline")
-    refreshed: dict[str, Any] = {}
-    if deadline is not None and _resuming():
-        deadline = start(ctx)
-        refreshed = {"deadline": deadline}
-    if deadline is None:  # prepare (which sets it), or a node called on its own
+    settings = settings_in(state)
+    if settings is None:  # a node called on its own, outside a graph's run
         return await node(state, runtime)
+    deadline = settings.deadline
     # Cancelling the node cannot stop a knowledge-base call in its worker thread (and
     # the process waits for that thread at exit): the Chroma requests end by it too.
     with store_deadline(float(deadline)):
@@ -93,22 +87,14 @@ async def within_deadline(
             budget = asyncio.timeout(left)
             try:
                 async with budget:
-                    update = await node(state, runtime)
-                return {**update, **refreshed}
+                    return await node(state, runtime)
             except TimeoutError:
                 if not budget.expired():
                     raise  # the node's own timeout, not the deadline
                 # Cut off in the middle: its late form knows (the agent counts the model
                 # call the deadline cut off, ``model_calls``).
                 state = {**state, CUT_OFF: True}
-        return {**await run_late(node, state, runtime, late), **refreshed}
-
-
-def past_deadline(state: Mapping[str, Any]) -> bool:
-    """Whether the run's deadline has passed (a node then runs late: see the module doc);
-    the answer's deadline sentence then says why it is extractive."""
-    deadline = state.get("deadline")
-    return deadline is not None and time.time() >= float(deadline)
+        return await run_late(node, state, runtime, late)
 
 
 async def run_late(
@@ -155,8 +141,8 @@ def with_default_context(
 ) -> Node[S]:
     """Give the node a default ``Context`` when the caller passed none, and run it within
     the run's deadline (``run_timeout_s``; past it, ``late`` or the node's offline form:
-    see above). The node that ``starts_run`` sets the deadline: the one in
-    its state is the previous turn's.
+    see above). The node that ``starts_run`` (``prepare``) resolves a new turn's settings
+    and deadline; any other node that finds none starts a resumed run (:func:`resumed_run`).
 
     When LangSmith tracing is on, the node's run also gets a summary of its update
     (route, strategy, confidence, counts…) as metadata; see ``run.tracing``.
@@ -171,7 +157,9 @@ def with_default_context(
         if starts_run:
             update = await node(state, runtime)
         else:
-            update = await within_deadline(node, state, runtime, late)
+            resumed = resumed_run(state, runtime)
+            state = {**state, **resumed} if resumed else state  # type: ignore[assignment]
+            update = {**await within_deadline(node, state, runtime, late), **resumed}
         annotate_run(**run_summary(update, name))
         return update
 

@@ -15,14 +15,13 @@ import asyncio
 import hashlib
 import threading
 import weakref
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 
-from run.run_settings import ModelEnv, settings_of
+from run.run_settings import ModelEnv
 from tools.chat_models import (  # noqa: F401  (register_* re-exported for callers)
     AUTO_MODEL,
     OFFLINE,
@@ -32,9 +31,6 @@ from tools.chat_models import (  # noqa: F401  (register_* re-exported for calle
     validate_model_spec,
 )
 from tools.errors import ConfigError
-
-if TYPE_CHECKING:
-    from run.context import Context
 
 # A hung endpoint costs at most (1 + MAX_RETRIES) x HYBRID_RAG_MODEL_TIMEOUT per call; every
 # model step falls back to its offline rule, so a run still answers (with a warning).
@@ -81,19 +77,6 @@ def resolve_model_spec(
         env = env or ModelEnv.read()
         return AUTO_MODEL if env.api_key or env.base_url else OFFLINE
     return spec
-
-
-def fast_model(state: Mapping[str, Any], ctx: Context) -> str:
-    """The fast model's spec as ``prepare`` resolved it for this run (nodes called on
-    their own, outside a run, resolve it now)."""
-    spec = state.get("fast_mode")
-    env = model_env(state, ctx)
-    return str(spec or resolve_model_spec(ctx.fast_model, fallback=ctx.model, env=env))
-
-
-def model_env(state: Mapping[str, Any], ctx: Context) -> ModelEnv:
-    """The chat-model environment ``prepare`` read for this run."""
-    return settings_of(state, ctx).model
 
 
 def load_chat_model(spec: str, env: ModelEnv | None = None) -> BaseChatModel:

@@ -39,9 +39,11 @@ def timed(name: str, sink: dict[str, float]) -> Iterator[None]:
 
 
 async def structured_call(
-    spec: str, schema: type[T], system: str, user: str, env: ModelEnv | None = None
+    spec: str, schema: type[T], system: str, user: str, env: ModelEnv
 ) -> tuple[T | None, str | None]:
-    """Ask ``spec`` for ``schema``; returns (result, None) or (None, why it failed).
+    """Ask ``spec`` for ``schema`` with the run's model environment (``env``: a node's
+    ``run_of(...).model_env``, never read again here); returns (result, None) or
+    (None, why it failed).
 
     Any failure — the model erroring, output that does not parse or validate —
     is returned, not raised, so the caller falls back to its deterministic rule.

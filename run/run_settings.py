@@ -1,19 +1,23 @@
-"""The run's settings from the environment, read once per run.
+"""The run's settings from the environment, read once per run, and the run's deadline.
 
 ``prepare`` calls :func:`resolve_run_settings` at the start of every run and puts the
 result in the state's ``run_settings`` channel, which LangGraph never checkpoints and no
 output, stream or schema shows (``run.state``). The nodes below it take it from there
-(:func:`settings_of`) and pass it on as a value: to the search service (web-search
-settings, page settings, the search cache, the knowledge base's data home and Chroma
-server) and to the models (:class:`ModelEnv`). So a run sees one consistent environment,
-and nothing below ``prepare`` reads it. A node called on its own, or a run resumed after
-a pause (a new run, maybe hours later), resolves it on first use.
+through their run's view (``run.run_view.run_of``) and pass it on as values: to the
+search service (web-search settings, page settings, the search cache, the knowledge
+base's data home and Chroma server) and to the models (:class:`ModelEnv`). So a run sees
+one consistent environment, and nothing below ``prepare`` reads it. A run resumed after
+a pause (a new run, maybe hours later) starts with the channel empty: the graph's node
+wrapper resolves its settings, and so its deadline, once at its start
+(``run.deadline.with_default_context``). A node called on its own gets them in its state
+or fails naming the problem (``run.run_view.RunSettingsMissingError``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,7 +72,7 @@ class RunSettings:
     only ``RunSettings(...)``.
     """
 
-    __slots__ = ("cache", "chroma", "home", "model", "pages", "web", "web_problem")
+    __slots__ = ("cache", "chroma", "deadline", "home", "model", "pages", "web", "web_problem")
 
     def __init__(
         self,
@@ -80,6 +84,7 @@ class RunSettings:
         home: Path,
         pages: PageSettings,
         cache: SearchCache,
+        deadline: float,
     ) -> None:
         self.web = web  # None: web search disabled (search_provider=none)
         self.web_problem = web_problem  # a web-search configuration error, met per search
@@ -89,6 +94,9 @@ class RunSettings:
         self.home = home  # the data home (the context's, else $HYBRID_RAG_HOME, else XDG)
         self.pages = pages  # reading the pages behind web results (host allowance)
         self.cache = cache  # the process's web-search cache
+        # The run's end (epoch seconds, Context.run_timeout_s from the run's start): one
+        # per run, so a run resumed after a pause, which resolves its own, gets its own.
+        self.deadline = deadline
 
     def __reduce__(self) -> tuple[Any, tuple[()]]:
         # A run's settings (an untracked state channel: they hold keys) outlive the run in
@@ -103,7 +111,8 @@ class RunSettings:
 
 
 def resolve_run_settings(ctx: Context, environ: Mapping[str, str] | None = None) -> RunSettings:
-    """Read the environment now, for one run (``prepare``)."""
+    """Read the environment now, for one run starting now (``prepare``, or the node
+    wrapper of a resumed run): the settings and the run's deadline."""
     env = os.environ if environ is None else environ
     web: WebSearchSettings | None = None
     problem: HybridRagError | None = None
@@ -132,11 +141,12 @@ def resolve_run_settings(ctx: Context, environ: Mapping[str, str] | None = None)
         home=home_path(ctx.data_home or None, env),
         pages=PageSettings.from_env(env),
         cache=default_cache(),
+        deadline=time.time() + ctx.run_timeout_s,
     )
 
 
-def settings_of(state: Mapping[str, Any], ctx: Context) -> RunSettings:
-    """The settings ``prepare`` resolved for this run (resolved now when absent: a node
-    called on its own, or a run resumed after a pause)."""
+def settings_in(state: Mapping[str, Any]) -> RunSettings | None:
+    """The run's settings held in ``state`` (None: none, e.g. the first task of a paused
+    run resumed later, whose untracked settings channel starts empty)."""
     settings = state.get("run_settings")
-    return settings if isinstance(settings, RunSettings) else resolve_run_settings(ctx)
+    return settings if isinstance(settings, RunSettings) else None

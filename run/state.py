@@ -89,14 +89,16 @@ class State(InputState, OutputState, total=False):
     answer_message_id: str | None
     answer_draft: str  # the model's reply as streamed (cite compares the checked text)
     asked_id: str  # the human message the last prepare took as its question
-    deadline: float  # the run's end (epoch seconds): prepare sets it from run_timeout_s
     fast_mode: str  # the fast model's spec, resolved once per run by prepare (see mode)
     planned: dict[
         str, list[str]
     ]  # the router's queries ({'kb': [...], 'web': [...]}), with a model
-    # The run's settings from the environment (run.run_settings.RunSettings, set by prepare):
-    # an untracked channel, so never checkpointed, and in no output (it holds keys).
-    run_settings: Annotated[Any, UntrackedValue(object)]
+    # The run's settings from the environment and its deadline (run.run_settings.RunSettings,
+    # set by prepare): an untracked channel, so never checkpointed, and in no output (it
+    # holds keys); a paused run resumed later finds it empty and resolves its own
+    # (run.deadline.resumed_run). guard=False: tasks of one step resumed together (a run
+    # continued after a crash) each resolve them, and any one of those values will do.
+    run_settings: Annotated[Any, UntrackedValue(object, guard=False)]
 
 
 class AgentOutputState(OutputState, total=False):

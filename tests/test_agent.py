@@ -565,7 +565,11 @@ def test_the_tools_read_their_run_from_the_tool_runtime(kb_home: Path) -> None:
     tool = AGENT_TOOLS["internal_search"]
     assert set(tool.tool_call_schema.model_json_schema()["properties"]) == {"query"}
     earlier = {"id": "x", "kind": "internal", "label": "[internal-1]", "number": 1, "text": "t"}
-    runtime = ToolRuntime(state={"language": "en", "sources": [earlier]}, context=ctx(kb_home),
+    from run.run_settings import resolve_run_settings
+
+    state = {"language": "en", "sources": [earlier],
+             "run_settings": resolve_run_settings(ctx(kb_home))}  # as prepare  # fmt: skip
+    runtime = ToolRuntime(state=state, context=ctx(kb_home),
                           config={}, stream_writer=lambda _: None, tool_call_id="1", store=None)  # fmt: skip
     msg = asyncio.run(tool.ainvoke({"name": "internal_search", "id": "1", "type": "tool_call",
                                     "args": {"query": Q, "runtime": runtime}}))  # fmt: skip

@@ -257,6 +257,58 @@ async def test_the_sqlite_checkpointer_resumes_after_a_restart(
     assert searched(provider) == ["python release"] and "[web-1]" in out["answer"]
 
 
+@pytest.mark.parametrize("builder", [build_graph, build_agent_graph])
+async def test_an_approval_answered_hours_later_gets_a_fresh_deadline(
+    sample_kb: KnowledgeBase, provider: LocalServer, monkeypatch: pytest.MonkeyPatch, builder: Any
+) -> None:
+    """The resumed run is a new run: its own settings and deadline, not the paused run's,
+    long past (it would answer late: no search, "the run deadline was reached"). Told
+    apart through the state alone: the untracked settings channel, empty on resume
+    (issue 42 item 2: no private LangGraph key, run.deadline.resumed_run)."""
+    import time
+
+    graph = builder(checkpointer=InMemorySaver())
+    context = ctx(sample_kb.home, run_timeout_s=60)
+    paused = await graph.ainvoke({"question": WEB_Q}, thread("late"), context=context)
+    assert paused["__interrupt__"]
+    state = await graph.aget_state(thread("late"))
+    assert "run_settings" not in state.values and "deadline" not in state.values  # per run
+    now = time.time()
+    monkeypatch.setattr(time, "time", lambda: now + 3 * 3600)  # answered three hours later
+    out = await graph.ainvoke(Command(resume="approve"), thread("late"), context=context)
+    assert "__interrupt__" not in out
+    assert "deadline" not in out["answer"], out["answer"]
+    assert not any("deadline" in w for w in out["warnings"]), out["warnings"]
+    assert searched(provider) and "[web-1]" in out["answer"]
+
+
+def test_a_node_without_its_runs_settings_fails_naming_the_problem(
+    sample_kb: KnowledgeBase, provider: LocalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing below prepare reads the environment, not even as a fallback: a node called
+    on its own without the settings prepare resolves gets a clear error, and the search
+    it would have made reads no environment variable (issue 42 item 2)."""
+    import asyncio
+    import os
+
+    from langgraph.runtime import Runtime
+
+    from nodes.retrieve import search_web
+    from run.run_settings import resolve_run_settings
+    from run.run_view import RunSettingsMissingError
+
+    context = ctx(sample_kb.home, approve_web_search=False)
+    state: dict[str, Any] = {"question": WEB_Q, "route": "search", "web_queries": [WEB_Q]}
+    with pytest.raises(RunSettingsMissingError, match=r"run's settings are missing.*prepare"):
+        asyncio.run(search_web(state, Runtime(context=context)))  # type: ignore[arg-type]
+    assert searched(provider) == []
+    # With them (as prepare resolves them), the environment is not read again.
+    state["run_settings"] = resolve_run_settings(context)
+    monkeypatch.setattr(os, "environ", {})  # a read would find no key and search nothing
+    out = asyncio.run(search_web(state, Runtime(context=context)))  # type: ignore[arg-type]
+    assert out["web_docs"] and searched(provider) == [WEB_Q]
+
+
 # --- the agent graph (same helper, same payload, same answers) --------------------------
 
 

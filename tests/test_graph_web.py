@@ -112,13 +112,15 @@ def test_a_later_successful_search_clears_the_earlier_failure(
     from langgraph.runtime import Runtime
 
     from nodes.retrieve import search_web
+    from run.run_settings import resolve_run_settings
     from tools.policy.decisions import web_unavailable
 
     provider.route("/search", Reply(SERPER_BODY))
     context = Context(data_home=str(tmp_path / "home"), search_provider="serper")
     failed = {"question": "python release", "route": "search", "web_error": "HTTP 500: boom"}
     assert web_unavailable(failed) == "HTTP 500: boom"
-    update = asyncio.run(search_web(failed, Runtime(context=context)))  # type: ignore[arg-type]
+    run = {**failed, "run_settings": resolve_run_settings(context)}  # as prepare
+    update = asyncio.run(search_web(run, Runtime(context=context)))  # type: ignore[arg-type]
     assert update["web_docs"] and update["web_error"] == ""
     assert web_unavailable({**failed, **update}) is None
     # Results from an earlier round still count when a later round fails.

@@ -18,6 +18,8 @@ from graph.agent.tool_work import GOOGLE_SEARCH, INTERNAL_SEARCH
 from nodes.generate import refuses
 from nodes.grade import after_grade, grade
 from nodes.retrieve import merge_sources
+from run.run_settings import resolve_run_settings
+from run.run_view import run_of
 from tests.agent_fakes import LocalLLMServer, serper_rows
 from tools.policy.decisions import (
     KEEP_ON_FALLBACK,
@@ -150,7 +152,7 @@ def test_both_graphs_decide_the_same_on_the_same_evidence(
              "both": [INTERNAL_SEARCH, GOOGLE_SEARCH]}[route]  # fmt: skip
     agent_state = {**common, "sources": [*internal, *web], "internal_docs": internal,
                    "web_docs": web, "tool_calls": [{"name": c} for c in calls]}  # fmt: skip
-    verdict = decision_of(agent_state, context)
+    verdict = decision_of(run_of(agent_state, Runtime(context=context)))
     assert graded["evidence"] == record(evidence_of(agent_state))  # the same evidence
     for key in ("confidence", "kb_confidence", "web_confidence", "refuse"):
         assert graded["decision"][key] == verdict[key], key
@@ -191,7 +193,8 @@ def _state_graph_turn(context: Context, route: str, kb: list[str]) -> dict[str, 
 
     runtime = Runtime(context=context)
     state: dict[str, Any] = {**_fresh(), "question": Q2, "route": route, "kb_queries": kb,
-                             "web_queries": [Q2], "fast_mode": "offline", "iteration": 0}  # fmt: skip
+                             "web_queries": [Q2], "fast_mode": "offline", "iteration": 0,
+                             "run_settings": resolve_run_settings(context)}  # as prepare  # fmt: skip
     steps = [retrieve_internal, search_web] if route == "both" else [retrieve_internal]
     for node in [*steps, grade]:
         state.update(asyncio.run(node(state, runtime)))  # type: ignore[arg-type]
@@ -210,7 +213,8 @@ def _agent_turn(context: Context, calls: list[dict[str, Any]] | None) -> dict[st
     from graph.agent.offline_loop import offline_answer, offline_tools
 
     runtime = Runtime(context=context)
-    state: dict[str, Any] = {**_fresh(), "question": Q2, "language": "en"}
+    state: dict[str, Any] = {**_fresh(), "question": Q2, "language": "en",
+                             "run_settings": resolve_run_settings(context)}  # as prepare  # fmt: skip
     if calls is None:
         state["mode"] = "offline"
         for node in (offline_tools, offline_answer):
@@ -218,7 +222,7 @@ def _agent_turn(context: Context, calls: list[dict[str, Any]] | None) -> dict[st
         return state
     state.update(mode="custom:any", messages=[AIMessage("", tool_calls=calls)])
     state.update(asyncio.run(run_tools(state, runtime)))  # type: ignore[arg-type]
-    return {**state, **_confidence(state, context)}
+    return {**state, **_confidence(run_of(state, runtime))}
 
 
 @pytest.mark.parametrize("case", ["both", "fallback"])
@@ -523,7 +527,8 @@ def test_one_locale_rule_for_every_web_search(
     monkeypatch.setattr("graph.agent.tool_node.work.google_search", capture)
 
     def call(context: Context, **args: Any) -> None:
-        runtime = ToolRuntime(state={"language": "en"}, context=context, config={},
+        state = {"language": "en", "run_settings": resolve_run_settings(context)}
+        runtime = ToolRuntime(state=state, context=context, config={},
                               stream_writer=lambda _: None, tool_call_id="1", store=None)  # fmt: skip
         asyncio.run(AGENT_TOOLS["google_search"].ainvoke(
             {"name": "google_search", "id": "1", "type": "tool_call",

@@ -154,7 +154,9 @@ async def test_a_later_turn_is_not_bound_by_the_previous_turns_deadline(
     config: Any = {"configurable": {"thread_id": "t-deadline"}}
     ctx = Context(data_home=str(sample_home), search_provider="none")
     await graph.ainvoke({"question": KB_QUESTION}, config, context=ctx)
-    await graph.aupdate_state(config, {"deadline": 0.0})  # the last turn's, long past
+    # The deadline is the run's (with its settings, never checkpointed): none is left in
+    # the thread for the next turn to inherit.
+    assert "deadline" not in (await graph.aget_state(config)).values
     out = await graph.ainvoke({"question": NEW_QUESTION}, config, context=ctx)
     assert not any("deadline" in w for w in out["warnings"]), out["warnings"]
     assert "deadline" not in out["answer"]

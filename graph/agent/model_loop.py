@@ -59,8 +59,9 @@ from prompts.agent import (
 from prompts.notices import DEADLINE_TOOL_MESSAGE
 from run.deadline import CUT_OFF
 from run.localize import localize
-from run.models import OFFLINE, load_chat_model, model_env
+from run.models import OFFLINE, load_chat_model
 from run.node_helpers import emit
+from run.run_view import RunView, run_of
 from tools.errors import HybridRagError
 from tools.policy.decisions import Decision, Evidence, decide, record, turn_evidence
 
@@ -90,19 +91,21 @@ def _add_ms(state: Mapping[str, Any], key: str, started: float) -> dict[str, flo
     return {key: round(previous + (time.perf_counter() - started) * 1000, 2)}
 
 
-def answer_sources(state: Mapping[str, Any], ctx: Context) -> list[dict[str, Any]]:
+def answer_sources(run: RunView) -> list[dict[str, Any]]:
     """The best sources per kind, labels unchanged (registry order is label order): the KB
     passages kept (on a web fallback, those ``tools.policy.kept_internal`` kept when it was
     decided, as in the state graph) and the web results."""
+    state, ctx = run.state, run.ctx
     internal = list(state.get("internal_docs") or [])[: ctx.top_k_internal]
     return [*internal, *list(state.get("web_docs") or [])[: ctx.top_k_web]]
 
 
-def bounded_answer(state: Mapping[str, Any], ctx: Context, reason: str | None) -> dict[str, Any]:
+def bounded_answer(run: RunView, reason: str | None) -> dict[str, Any]:
     """Stop gracefully: quote the gathered sources and say why the run ended (``reason``
     None: the deadline, which the answer's deadline sentence states)."""
+    state = run.state
     language = state.get("language", "en")
-    sources = answer_sources(state, ctx)
+    sources = answer_sources(run)
     text, warnings = quoted_answer(state["question"], sources, language)
     if reason is not None:
         shown = localize(reason, language)
@@ -112,7 +115,7 @@ def bounded_answer(state: Mapping[str, Any], ctx: Context, reason: str | None) -
         "answer": f"{text}{web_note(state, language)}",
         "warnings": warnings,
         **route_of(state.get("tool_calls") or []),
-        **_confidence(state, ctx),
+        **_confidence(run),
     }
 
 
@@ -145,19 +148,19 @@ async def agent_prepare(state: AgentState, runtime: Runtime[Context]) -> dict[st
 
 async def call_model(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     """One model turn: tool calls to run next, or the answer (bounded, never raises)."""
-    ctx = runtime.context
+    run = run_of(state, runtime)
+    ctx = run.ctx
     started = time.perf_counter()
     calls = int(state.get("model_calls") or 0)
     if calls >= ctx.max_model_calls:
-        return bounded_answer(
-            state, ctx, f"the max_model_calls bound ({ctx.max_model_calls}) was reached"
-        )
+        return bounded_answer(run, f"the max_model_calls bound ({ctx.max_model_calls}) was reached")
     tools_left = ctx.max_tool_calls - len(state.get("tool_calls") or [])
     messages = agent_messages(state, tools_left)
     emit(runtime, "thinking", call=calls + 1, tools_left=max(0, tools_left))
     update: dict[str, Any] = {"model_calls": calls + 1}
+    env = run.model_env  # outside the try: missing settings are no model failure
     try:
-        model = load_chat_model(state["mode"], model_env(state, ctx))
+        model = load_chat_model(state["mode"], env)
         # Tools stay bound even when the budget is spent: some providers reject a history
         # with tool calls but no tool definitions. The system prompt then says "answer now",
         # and a model that still asks for tools gets the graceful bounded answer below.
@@ -176,18 +179,18 @@ async def call_model(state: AgentState, runtime: Runtime[Context]) -> dict[str, 
     update["timings"] = _add_ms(state, "call_model", started)
     if isinstance(reply, AIMessage) and reply.tool_calls:
         if repeats_ignored(state.get("messages") or [], reply):
-            return {**update, **bounded_answer(state, ctx, REPEATED)}
+            return {**update, **bounded_answer(run, REPEATED)}
         if tools_left <= 0:
             return {
                 **update,
                 **bounded_answer(
-                    state, ctx, f"the max_tool_calls bound ({ctx.max_tool_calls}) was reached"
+                    run, f"the max_tool_calls bound ({ctx.max_tool_calls}) was reached"
                 ),
             }
         return {**update, "messages": [reply]}
     answer = reply.text.strip() if isinstance(reply, AIMessage) else str(reply).strip()
     if not answer:
-        bounded = bounded_answer(state, ctx, "the model replied with nothing")
+        bounded = bounded_answer(run, "the model replied with nothing")
         return {**update, **bounded}
     language = state.get("language", "en")
     emit(runtime, "answering", mode=state["mode"])
@@ -199,7 +202,7 @@ async def call_model(state: AgentState, runtime: Runtime[Context]) -> dict[str, 
         "answer_message_id": reply.id,
         "answer_draft": answer,
         **route_of(state.get("tool_calls") or []),
-        **_confidence(state, ctx),
+        **_confidence(run),
     }
 
 
@@ -238,9 +241,10 @@ def model_drives(state: Mapping[str, Any]) -> bool:
     return state.get("mode") != OFFLINE and not state.get("degraded")
 
 
-def decision_of(state: Mapping[str, Any], ctx: Context, *, searches_left: int = 0) -> Decision:
+def decision_of(run: RunView, *, searches_left: int = 0) -> Decision:
     """``tools.policy.decide`` over the agent's evidence (the state graph's ``grade`` asks
     the same function); ``searches_left``: 0 once the run answers."""
+    state, ctx = run.state, run.ctx
     return decide(
         evidence_of(state),
         ctx.confidence_threshold,
@@ -250,12 +254,12 @@ def decision_of(state: Mapping[str, Any], ctx: Context, *, searches_left: int = 
     )
 
 
-def _confidence(state: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
-    verdict = decision_of(state, ctx)
+def _confidence(run: RunView) -> dict[str, Any]:
+    verdict = decision_of(run)
     return {
         "confidence": verdict["confidence"],
         "decision": verdict,
-        "evidence": record(evidence_of(state)),
+        "evidence": record(evidence_of(run.state)),
     }
 
 
@@ -287,7 +291,7 @@ async def late_call_model(state: Mapping[str, Any], runtime: Runtime[Context]) -
     extractive answer (the deadline sentence ``run_late`` appends says why), counting the
     model call the deadline cut off."""
     calls = int(state.get("model_calls") or 0) + (1 if state.get(CUT_OFF) else 0)
-    return {"model_calls": calls, **bounded_answer(state, runtime.context, None)}
+    return {"model_calls": calls, **bounded_answer(run_of(state, runtime), None)}
 
 
 # --- routing ---------------------------------------------------------------------------

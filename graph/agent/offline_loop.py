@@ -36,8 +36,8 @@ from run.crosslingual import translated_queries
 from run.localize import localize
 from run.models import OFFLINE
 from run.node_helpers import emit, timed
-from run.run_settings import settings_of
-from run.search_setup import kb_probe, locale_setting
+from run.run_view import RunView, run_of
+from run.search_setup import locale_setting
 from tools.policy.decisions import (
     decide,
     kept_internal,
@@ -79,13 +79,11 @@ def offline_plan(route: str, question: str, web_args: dict[str, Any]) -> list[To
     return plan
 
 
-async def crosslingual_report(
-    ctx: Context, state: Mapping[str, Any], question: str
-) -> dict[str, Any]:
+async def crosslingual_report(run: RunView, question: str) -> dict[str, Any]:
     """The state graph's rewrite-step report (offline, nothing is translated)."""
-    if not ctx.crosslingual:
+    if not run.ctx.crosslingual:
         return {}
-    _, report = await translated_queries(ctx, settings_of(state, ctx), question, OFFLINE)
+    _, report = await translated_queries(run, question, OFFLINE)
     return report
 
 
@@ -96,13 +94,14 @@ async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[st
     The calls and their results go to ``messages`` exactly as on the model path (an AI
     turn with ``tool_calls``, then the tool messages), so a chat UI shows the same trace.
     """
-    ctx = runtime.context
+    run = run_of(state, runtime)
+    ctx = run.ctx
     question: str = state["question"]
     timings: dict[str, float] = {}
     warnings: list[str] = []
     emit(runtime, "routing", mode=OFFLINE)
     with timed("offline_tools", timings):
-        probe, unavailable = await kb_probe(ctx, state, question)
+        probe, unavailable = await run.kb_probe(question)
         warnings.extend(unavailable)
         rule = offline_route(question, probe)
         degraded = str(state.get("degraded") or "")
@@ -135,7 +134,7 @@ async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[st
         update["internal_docs"] = kept
     if len(plan) > ctx.max_tool_calls:
         warnings.append(f"max_tool_calls ({ctx.max_tool_calls}) left planned searches out")
-    report = await crosslingual_report(ctx, state, question)
+    report = await crosslingual_report(run, question)
     return {
         **update,
         "messages": messages,
@@ -160,17 +159,17 @@ def offline_note(state: Mapping[str, Any], language: str) -> str:
 
 async def offline_answer(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
     """The state graph's offline answer: extractive, refusing on weak evidence, labelled."""
-    ctx = runtime.context
+    run = run_of(state, runtime)
     language = state.get("language", "en")
     timings: dict[str, float] = {}
     warnings: list[str] = []
     emit(runtime, "answering", mode=OFFLINE)
     with timed("offline_answer", timings):
         # Same budgeted selection as ``generate`` (labels are the registry's, unchanged).
-        _, built = build_prompt(state, ctx, answer_sources(state, ctx))
+        _, built = build_prompt(run, answer_sources(run))
         if built.omitted:
             warnings.append(f"{built.omitted} sources left out to fit context_token_budget")
-        verdict = decision_of(state, ctx)
+        verdict = decision_of(run)
         confidence = verdict["confidence"]
         if verdict["refuse"]:
             answer = no_information(language)

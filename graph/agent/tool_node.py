@@ -1,8 +1,20 @@
 """The agent's tools as LangChain tools that read their run through LangGraph's
 ``ToolRuntime``: the ``Context`` from ``runtime.context``, the sources labelled so far
-(and the approval state of the step) from ``runtime.state``. No closure over a run: the
-two tools are built once, and the work is ``graph.agent.tool_work`` over the run's
-``SearchService`` (``run.search_setup``), the same service the state graph searches with.
+(and the approval state of the step) from ``runtime.state``, both through the run's view
+(``run.run_view.run_of``). No closure over a run: the two tools are built once, and the
+work is ``graph.agent.tool_work`` over the run's ``SearchService`` (``run.search_setup``),
+the same service the state graph searches with.
+
+Why :func:`run_calls` runs a turn's calls, not LangGraph's ``ToolNode`` (measured by
+``tests/test_agent_tool_node.py``): ``ToolNode`` runs them concurrently
+(``asyncio.gather``), each with the state the step started from, and has no per-run
+budget. On one turn of two ``internal_search`` calls and a ``google_search`` under
+``max_tool_calls=2``, ``ToolNode`` numbered both searches from ``[internal-1]``: 5 labels
+of the 10 passages the model read named two different passages, and the third call ran
+past the bound. ``run_calls`` numbers in call order (``[internal-1..5]``, then
+``[internal-6..10]``, 0 labels named twice), refuses the third call with a tool message,
+and answers a call repeated in the turn from the first one's results. It injects the
+``ToolRuntime`` as ``ToolNode`` does, so the tools would move to ``ToolNode`` unchanged.
 """
 
 from __future__ import annotations
@@ -10,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langchain_core.messages.tool import ToolCall
@@ -36,7 +48,8 @@ from nodes.rerank import effective_reranker
 from prompts.agent import BOUND_TOOL_MESSAGE, REPEATED_NONE, REPEATED_TOOL_MESSAGE
 from run.approval_interrupt import APPROVAL_ERRORS
 from run.node_helpers import emit
-from run.search_setup import locale_setting, search_service
+from run.run_view import run_of
+from run.search_setup import locale_setting
 from tools.answer.search_service import WebFound
 from tools.answer.turn import fold_web
 from tools.kb.search.rerankers import Reranker, make_reranker
@@ -60,9 +73,10 @@ def agent_reranker(ctx: Context, mode: str | None) -> Reranker | None:
 
 
 async def _internal_search(query: str, runtime: ToolRuntime) -> tuple[str, dict[str, Any]]:
-    ctx = cast("Context", runtime.context)
+    run = run_of(runtime.state, runtime)
+    ctx = run.ctx
     return await work.internal_search(
-        search_service(ctx, runtime.state),
+        run.search(),
         registry_of(runtime.state),
         query,
         question=runtime.state.get("question"),
@@ -75,10 +89,11 @@ async def _internal_search(query: str, runtime: ToolRuntime) -> tuple[str, dict[
 async def _google_search(
     query: str, runtime: ToolRuntime, hl: str | None = None, gl: str | None = None
 ) -> tuple[str, dict[str, Any]]:
-    ctx = cast("Context", runtime.context)
+    run = run_of(runtime.state, runtime)
+    ctx = run.ctx
     default_hl, default_gl = locale_setting(ctx)  # what the model leaves out: as configured
     return await work.google_search(
-        search_service(ctx, runtime.state),
+        run.search(),
         registry_of(runtime.state),
         query,
         default_hl if hl is None else hl,
