@@ -11,6 +11,7 @@ and clear errors for a bad URL, a server that is down and a missing database.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import itertools
 import json
@@ -21,6 +22,8 @@ from typing import Any
 import pytest
 
 from cli.main import main
+from graph import Context, build_graph
+from run import resources
 from tests.fakes import hash_model
 from tests.ports import free_port
 from tests.servers import PostgresServer, running_postgres
@@ -226,3 +229,50 @@ def test_kb_stats_names_the_backend_without_the_password(
     monkeypatch.delenv("HYBRID_RAG_KB_DATABASE_URL")
     assert main(["kb", "stats", "--json", "--database-url", url]) == 0  # the option
     assert json.loads(capsys.readouterr().out)["documents"] == 5
+
+
+def answer(home: Path, question: str, **context: Any) -> dict[str, Any]:
+    ctx = Context(data_home=str(home), search_provider="none", **context)
+    out = asyncio.run(build_graph().ainvoke({"question": question}, context=ctx))
+    return {k: out[k] for k in ("route", "answer", "citations")}
+
+
+def test_migrate_copies_an_embedded_home_and_answers_stay_the_same(
+    tmp_path: Path,
+    db_url: str,
+    corpus: tuple[Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    home = tmp_path / "home"
+    question = "How many days of annual leave after five years of service?"
+    with KnowledgeBase(KBConfig(home=home), embedding_model=hash_model()) as chroma:
+        ingest(chroma, corpus)
+        before = stored(chroma), results(chroma, None), results(chroma, GROUP_A)
+        resources.register_kb(chroma)
+        try:
+            answered = answer(home, question)
+        finally:
+            resources.close_all()
+    monkeypatch.setattr("tools.kb.pg_migrate.COPY_PAGE", 3)  # several pages
+    assert main(["--home", str(home), "kb", "migrate", "--to", db_url]) == 0
+    assert "copied this run" in capsys.readouterr().out
+    assert main(["--home", str(home), "kb", "migrate", "--to", db_url]) == 0  # idempotent
+    assert "(0 copied this run)" in capsys.readouterr().out
+    with open_pg(home, db_url) as kb:  # the same home: its lexical index stays valid
+        assert (stored(kb), results(kb, None), results(kb, GROUP_A)) == before
+        resources.register_kb(kb)
+        try:
+            assert answer(home, question, kb_database_url=db_url) == answered
+        finally:
+            resources.close_all()
+    assert answered["route"] == "knowledge" and "15 days" in answered["answer"]
+
+
+def test_migrate_names_what_is_wrong(
+    tmp_path: Path, db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--home", str(tmp_path), "kb", "migrate", "--to", "sqlite:///x"]) != 0
+    assert "--to must be a postgresql://" in capsys.readouterr().err
+    assert main(["--home", str(tmp_path), "kb", "migrate", "--to", db_url]) != 0
+    assert "no knowledge base (collection) 'knowledge'" in capsys.readouterr().err

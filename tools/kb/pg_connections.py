@@ -197,7 +197,7 @@ class PgConnections:
     def replica_lag(self) -> list[dict[str, Any]]:
         """Each replica's lag behind the primary: ``lag_bytes`` (WAL not yet replayed) and
         ``lag_seconds`` (0 when it has replayed everything, else since its last replayed
-        commit), or ``"unreachable"``."""
+        commit); ``status`` ``"unreachable"`` (and no figures) when it does not answer."""
         current = self.run(
             self.primary, "reading the WAL position",
             lambda c: str(c.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0]),  # type: ignore[index]
@@ -205,10 +205,20 @@ class PgConnections:
         out: list[dict[str, Any]] = []
         for server in self.replicas:
             try:
-                row = self.run(server, "reading replica lag", lambda c: _lag(c, current))
-                out.append({"replica": server.where, "lag_bytes": row[0], "lag_seconds": row[1]})
+                lag_bytes, seconds = self.run(
+                    server, "reading replica lag", lambda c: _lag(c, current)
+                )
+                status = "streaming"
             except StoreError:
-                out.append({"replica": server.where, "lag": "unreachable"})
+                lag_bytes, seconds, status = None, None, "unreachable"
+            out.append(
+                {
+                    "replica": server.where,
+                    "status": status,
+                    "lag_bytes": lag_bytes,
+                    "lag_seconds": seconds,
+                }
+            )
         return out
 
     def close(self) -> None:
