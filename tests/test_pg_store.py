@@ -24,14 +24,16 @@ import pytest
 from cli.main import main
 from graph import Context, build_graph
 from run import resources
+from run.context import DEPLOYMENT_FIELDS
+from run.run_settings import resolve_run_settings
 from tests.fakes import hash_model
 from tests.ports import free_port
 from tests.servers import PostgresServer, running_postgres
 from tools.access.acl import Reader, parse_acl
 from tools.errors import ConfigError, EmbeddingMismatchError, InputError, StoreError
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-
-pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+from tools.kb.pg_backend import writer_key
+from tools.kb.pg_store import PgChunkStore, where_sql
 
 QUERIES = ["annual leave days", "年假天数", "extension 4455 outage", "robot load", "budget plan"]
 GROUP_A = Reader(frozenset({"group:a"}))
@@ -276,3 +278,49 @@ def test_migrate_names_what_is_wrong(
     assert "--to must be a postgresql://" in capsys.readouterr().err
     assert main(["--home", str(tmp_path), "kb", "migrate", "--to", db_url]) != 0
     assert "no knowledge base (collection) 'knowledge'" in capsys.readouterr().err
+
+
+def test_one_writer_across_machines(
+    tmp_path: Path, db_url: str, kb_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two data homes (two machines) writing one knowledge base take turns: the data
+    home's file lock cannot see the other machine, the database's advisory lock does."""
+    with open_pg(tmp_path / "a", db_url) as first, open_pg(tmp_path / "b", db_url) as second:
+        first.ingest([kb_dir])
+        assert isinstance(first.chunks, PgChunkStore)
+        monkeypatch.setenv("HYBRID_RAG_WRITE_LOCK_TIMEOUT", "1")
+        with first.chunks.conns.writer(writer_key("knowledge"), "the test", 5.0):
+            with pytest.raises(StoreError, match="another writer held knowledge base 'knowledge'"):
+                second.delete("leave.md")
+        assert second.delete("leave.md") >= 1  # released
+        assert "leave.md" not in first.stats()["documents_list"]
+
+
+def test_where_clauses_become_sql_with_bound_parameters() -> None:
+    cond, params = where_sql(
+        {"$and": [{"doc_id": {"$in": ["a", "b"]}}, {"lang": "zh"}, {"acl": {"$in": ["g"]}}]}
+    )
+    text = cond.as_string(None)
+    assert text == '("doc_id" = ANY(%s) AND "lang" = %s AND "acl" = ANY(%s))'
+    assert params == [["a", "b"], "zh", ["g"]]
+    other, _ = where_sql({"page": {"$gte": 2}})
+    assert other.as_string(None) == "(metadata -> 'page') >= %s"
+    with pytest.raises(InputError, match=r"unknown where operator '\$near'"):
+        where_sql({"lang": {"$near": "zh"}})
+
+
+def test_the_environment_and_the_context_choose_postgresql(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, replica = "postgresql://kb:pw@db:5432/kb", "postgresql://kb:pw@replica1:5432/kb"
+    env = {"HYBRID_RAG_KB_DATABASE_URL": url, "HYBRID_RAG_KB_READ_URLS": f" {replica}, "}
+    ctx = Context(data_home=str(tmp_path))
+    config = resources.kb_config(ctx, resolve_run_settings(ctx, env))
+    assert (config.database_url, config.read_urls, config.chroma_host) == (url, (replica,), None)
+    own = Context(data_home=str(tmp_path), kb_database_url=replica)  # the context wins
+    assert resources.kb_config(own, resolve_run_settings(own, env)).read_urls == ()
+    chroma = Context(data_home=str(tmp_path), chroma_host="chroma")  # an explicit Chroma host
+    assert resources.kb_config(chroma, resolve_run_settings(chroma, env)).database_url == ""
+    with pytest.raises(ConfigError, match="either a Chroma host or a database_url"):
+        resources.kb_config(ctx, resolve_run_settings(ctx, {**env, "CHROMA_HOST": "c"}))
+    assert {"kb_database_url", "kb_read_urls"} <= DEPLOYMENT_FIELDS

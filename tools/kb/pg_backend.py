@@ -4,6 +4,7 @@ the tables, the chunk store and the registry, as ``KnowledgeBase`` uses them."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from tools.kb.pg_connections import PgConnections, ReadPoint
 from tools.kb.pg_registry import PgRegistry
 from tools.kb.pg_schema import KbTables, PgLocation, drop_tables, open_tables
 from tools.kb.pg_store import PgChunkStore
+from tools.settings import write_lock_timeout
 
 
 @dataclass
@@ -26,8 +28,10 @@ class PgBackend:
     registry: PgRegistry
 
     def writing(self) -> contextlib.AbstractContextManager[None]:
-        """A writer's reads go to the primary (they decide what to write)."""
-        return self.conns.on_primary()
+        """The one writer of this knowledge base across machines; its reads go to the
+        primary (they decide what to write)."""
+        what = f"knowledge base {self.tables.name!r}"
+        return self.conns.writer(writer_key(self.tables.name), what, write_lock_timeout())
 
     def drop(self) -> None:
         drop_tables(self.conns, self.tables)
@@ -44,6 +48,11 @@ class PgBackend:
             "replicas": self.conns.replica_lag(),
             "reads": dict(self.conns.reads),
         }
+
+
+def writer_key(collection: str) -> int:
+    """The advisory lock key of a knowledge base's writer (63 bits of a hash of its name)."""
+    return int.from_bytes(hashlib.sha256(collection.encode()).digest()[:8], "big") >> 1
 
 
 def open_pg(

@@ -160,6 +160,39 @@ class PgConnections:
         finally:
             self.primary_reads.on = before
 
+    @contextlib.contextmanager
+    def writer(self, key: int, what: str, timeout: float) -> Iterator[None]:
+        """One writer of ``key`` across every machine: an advisory lock on the primary,
+        held by a connection of its own for the block, awaited at most ``timeout`` s (the
+        data home's file lock only serialises the writers of one machine). Re-entrant
+        within a thread."""
+        if getattr(self.primary_reads, "writing", False):
+            yield
+            return
+        wait = max(1, int(timeout * 1000))
+        pool = self._pool(self.primary)
+        with (
+            pg_errors(self.primary, f"waiting for the writer lock of {what}"),
+            pool.connection(timeout=bounded_timeout(store_timeout())) as conn,
+        ):
+            try:
+                conn.execute(f"SET lock_timeout = {wait}")
+                conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+            except psycopg.errors.LockNotAvailable as exc:
+                raise StoreError(
+                    f"another writer held {what} for more than {timeout:g} s "
+                    "(HYBRID_RAG_WRITE_LOCK_TIMEOUT)"
+                ) from exc
+            finally:
+                conn.execute("SET lock_timeout = 0")
+            self.primary_reads.writing = True
+            try:
+                with self.on_primary():
+                    yield
+            finally:
+                self.primary_reads.writing = False
+                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
     def read_order(self) -> list[PgServer]:
         """The servers a read tries, in order: the replicas not paused, starting with the
         next in turn, then the primary."""
