@@ -267,7 +267,7 @@ def _checked(
     serial_of: Callable[[psycopg.Connection[Any]], int] | None,
     need: int,
 ) -> T:
-    if serial_of is not None and need and serial_of(conn) < need:
+    if serial_of is not None and serial_of(conn) < need:
         raise ReplicaBehind
     return fn(conn)
 

@@ -69,12 +69,15 @@ class KbTables:
         return sql.SQL("{}.documents").format(sql.Identifier(self.schema))
 
     def serial(self, conn: psycopg.Connection[Any]) -> int:
-        """The registry serial this server has (replayed)."""
-        row = conn.execute(
-            sql.SQL("SELECT serial FROM {} WHERE name = %s").format(sql.Identifier(CATALOG)),
-            (self.name,),
-        ).fetchone()
-        return int(row[0]) if row else 0
+        """The registry serial this server has (replayed); -1 when it has not replayed the
+        knowledge base's creation yet (the read then moves on: the server is behind, not
+        broken)."""
+        query = sql.SQL("SELECT serial FROM {} WHERE name = %s").format(sql.Identifier(CATALOG))
+        try:
+            row = conn.execute(query, (self.name,)).fetchone()
+        except psycopg.errors.UndefinedTable:
+            return -1
+        return int(row[0]) if row else -1
 
 
 def open_tables(
