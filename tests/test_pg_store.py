@@ -27,16 +27,16 @@ from run import resources
 from run.context import DEPLOYMENT_FIELDS
 from run.run_settings import resolve_run_settings
 from tests.fakes import hash_model
+from tests.pg_kb import GROUP_A, OUTSIDER, SECRET_DOCS, ingest_corpus, secret_folder
 from tests.ports import free_port
 from tests.servers import PostgresServer, running_postgres
-from tools.access.acl import Reader, parse_acl
+from tools.access.acl import Reader
 from tools.errors import ConfigError, EmbeddingMismatchError, InputError, StoreError
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.kb.pg_backend import writer_key
 from tools.kb.pg_store import PgChunkStore, where_sql
 
 QUERIES = ["annual leave days", "年假天数", "extension 4455 outage", "robot load", "budget plan"]
-GROUP_A = Reader(frozenset({"group:a"}))
 _names = itertools.count()
 
 
@@ -65,20 +65,7 @@ def db_url(pg: PostgresServer) -> str:
 @pytest.fixture
 def corpus(kb_dir: Path, tmp_path: Path) -> tuple[Path, Path]:
     """The shared bilingual corpus and a folder only ``group:a`` may read."""
-    secret = tmp_path / "secret"
-    secret.mkdir()
-    (secret / "budget.md").write_text(
-        "# Budget plan\n\nThe 2027 budget plan cuts travel by 10 percent.\n", encoding="utf-8"
-    )
-    (secret / "yusuan.md").write_text(
-        "# 预算\n\n明年预算计划减少差旅百分之十。\n", encoding="utf-8"
-    )
-    return kb_dir, secret
-
-
-def ingest(kb: KnowledgeBase, corpus: tuple[Path, Path]) -> None:
-    kb.ingest([corpus[0]])
-    kb.ingest([corpus[1]], acl=parse_acl("group:a"))
+    return kb_dir, secret_folder(tmp_path)
 
 
 def open_pg(home: Path, url: str, **kw: Any) -> KnowledgeBase:
@@ -111,17 +98,16 @@ def test_same_records_chunks_and_searches_as_chroma(
     tmp_path: Path, db_url: str, corpus: tuple[Path, Path]
 ) -> None:
     with KnowledgeBase(KBConfig(home=tmp_path / "chroma"), embedding_model=hash_model()) as chroma:
-        ingest(chroma, corpus)
+        ingest_corpus(chroma, corpus)
         expected = stored(chroma), results(chroma, None), results(chroma, GROUP_A)
         languages = chroma.stats()["languages"]
     with open_pg(tmp_path / "pg", db_url) as kb:
-        ingest(kb, corpus)
+        ingest_corpus(kb, corpus)
         assert stored(kb) == expected[0]
         assert results(kb, None) == expected[1]
         assert results(kb, GROUP_A) == expected[2]
-        outsider = Reader(frozenset({"group:b"}))
-        seen = {r.doc_id for q in QUERIES for r in kb.search(q, 10, reader=outsider)}
-        assert seen and not seen & {"budget.md", "yusuan.md"}
+        seen = {r.doc_id for q in QUERIES for r in kb.search(q, 10, reader=OUTSIDER)}
+        assert seen and not seen & SECRET_DOCS
         assert kb.stats()["languages"] == languages and set(languages) == {"en", "zh"}
 
 
@@ -249,7 +235,7 @@ def test_migrate_copies_an_embedded_home_and_answers_stay_the_same(
     home = tmp_path / "home"
     question = "How many days of annual leave after five years of service?"
     with KnowledgeBase(KBConfig(home=home), embedding_model=hash_model()) as chroma:
-        ingest(chroma, corpus)
+        ingest_corpus(chroma, corpus)
         before = stored(chroma), results(chroma, None), results(chroma, GROUP_A)
         resources.register_kb(chroma)
         try:
