@@ -310,3 +310,17 @@ def test_the_environment_and_the_context_choose_postgresql(
     with pytest.raises(ConfigError, match="either a Chroma host or a database_url"):
         resources.kb_config(ctx, resolve_run_settings(ctx, {**env, "CHROMA_HOST": "c"}))
     assert {"kb_database_url", "kb_read_urls"} <= DEPLOYMENT_FIELDS
+
+
+def test_the_cli_says_one_line_for_a_bad_url_or_a_server_that_is_down(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HYBRID_RAG_STORE_TIMEOUT", "3")
+    for url, said in (
+        ("postgresql://app:hunter2@db:port/kb", "the port must be a number"),
+        (f"postgresql://app:hunter2@127.0.0.1:{free_port()}/kb", "PostgreSQL at app@127.0.0.1"),
+    ):
+        assert main(["kb", "stats", "--database-url", url]) != 0
+        err = capsys.readouterr().err
+        assert said in err and "hunter2" not in err and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1, err
