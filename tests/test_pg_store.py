@@ -324,3 +324,27 @@ def test_the_cli_says_one_line_for_a_bad_url_or_a_server_that_is_down(
         err = capsys.readouterr().err
         assert said in err and "hunter2" not in err and "Traceback" not in err
         assert len(err.strip().splitlines()) == 1, err
+
+
+def test_a_replica_that_refuses_is_skipped_and_the_primary_answers(
+    tmp_path: Path, db_url: str, kb_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with open_pg(tmp_path / "w", db_url) as kb:
+        kb.ingest([kb_dir])
+    dead = f"postgresql://postgres@127.0.0.1:{free_port()}/kb"
+    with open_pg(tmp_path / "r", db_url, read_urls=(dead,), create=False) as kb:
+        assert isinstance(kb.chunks, PgChunkStore)
+        conns = kb.chunks.conns
+        assert kb.search("annual leave", 1)[0].doc_id == "leave.md"
+        # Tried once (opening reads the generation), refused, paused: the primary reads.
+        assert [s.where for s in conns.read_order()] == [conns.primary.where]
+        assert set(conns.reads) == {conns.primary.where}
+        lag = kb.stats()["backend"]["replicas"]
+        assert lag == [
+            {
+                "replica": conns.replicas[0].where,
+                "status": "unreachable",
+                "lag_bytes": None,
+                "lag_seconds": None,
+            }
+        ]

@@ -3,7 +3,8 @@
 ``PgConnections`` holds one small psycopg pool per server. Writes (and the reads of a
 writer, which must see the latest commit) go to the primary. Other reads go round-robin
 to the replicas; a replica that fails (refused, reset, killed mid-query) is skipped for
-``REPLICA_PAUSE_S`` and the read is tried on the next one, then on the primary. Every
+``REPLICA_PAUSE_S`` (twice as long after each failure in a row, at most
+``REPLICA_PAUSE_MAX_S``) and the read is tried on the next one, then on the primary. Every
 wait is bounded: a connection is awaited at most the store timeout
 (``HYBRID_RAG_STORE_TIMEOUT``, cut to the run's deadline) and a statement runs at most
 that long.
@@ -40,7 +41,8 @@ from tools.settings import store_timeout
 
 T = TypeVar("T")
 POOL_MAX = 4  # connections per server and process: searches run on a few threads
-REPLICA_PAUSE_S = 10.0  # a failed replica is not tried again for this long
+REPLICA_PAUSE_S = 10.0  # a failed replica is not tried again for this long...
+REPLICA_PAUSE_MAX_S = 120.0  # ...doubled while it keeps failing, up to this
 REPLICA_WAIT_S = 3.0  # at most this long for a replica's connection (then the next one)
 # SQLSTATE classes that mean the configuration is wrong, not that the server is away:
 # 28 = invalid authorization (bad password, unknown role), 3D = no such database.
@@ -115,6 +117,7 @@ class PgConnections:
         self.reads: Counter[str] = Counter()  # reads served per server (where)
         self._pools: dict[str, ConnectionPool[Any]] = {}
         self._paused: dict[str, float] = {}  # where -> monotonic time it may be tried again
+        self._failures: Counter[str] = Counter()  # where -> failures in a row
         self._turn = itertools.count()
         self._lock = threading.Lock()
         self.primary_reads = threading.local()  # .on: this thread reads from the primary
@@ -219,8 +222,11 @@ class PgConnections:
             except ReplicaBehind:
                 continue
             except StoreError:  # refused, reset, killed mid-query: skip it for a while
-                self._paused[server.where] = time.monotonic() + REPLICA_PAUSE_S
+                self._failures[server.where] += 1
+                pause = REPLICA_PAUSE_S * 2 ** (self._failures[server.where] - 1)
+                self._paused[server.where] = time.monotonic() + min(pause, REPLICA_PAUSE_MAX_S)
                 continue
+            self._failures.pop(server.where, None)
             self.reads[server.where] += 1
             return got
         got = self.run(self.primary, what, fn)
