@@ -79,7 +79,7 @@ class PgNode(PostgresServer):
         to stream from it through the replication slot ``slot`` (created here)."""
         cmd = [str(self.bin_dir / "pg_basebackup"), "-h", primary.host, "-p", str(primary.port),
                "-U", primary.user, "-D", str(self.data), "-R", "-X", "stream", "-C", "-S", slot,
-               "-c", "fast", "--no-sync"]  # fmt: skip
+               "--checkpoint", "fast", "--no-sync"]  # fmt: skip
         self.run_tool(cmd, f"pg_basebackup of {self.name} from {primary.name}")
 
     def start(self) -> PgNode:
@@ -209,8 +209,12 @@ def _replay_position(replica: PgNode, target: str) -> bool | str:
     return True if row[0] else str(row[1])
 
 
-PRIMARY_SETTINGS = {"wal_level": "replica", "max_wal_senders": "10",
-                    "max_replication_slots": "10"}  # fmt: skip
+PRIMARY_SETTINGS = {
+    "wal_level": "replica",
+    "max_wal_senders": "10",
+    "max_replication_slots": "10",
+    "max_slot_wal_keep_size": "1GB",  # a replica down for long loses its slot, not the disk
+}
 REPLICA_SETTINGS = {
     "hot_standby": "on",
     "hot_standby_feedback": "on",  # long reads on a replica are not cancelled by vacuum
