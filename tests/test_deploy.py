@@ -216,28 +216,30 @@ def test_the_postgres_kb_profile_is_a_primary_and_two_streaming_replicas() -> No
 
 
 def test_the_app_servers_read_the_postgres_kb_from_the_agreed_variables() -> None:
+    example = (ROOT / "deploy" / "env.example").read_text(encoding="utf-8")
+    kb_lines = re.findall(
+        r"^# (COMPOSE_PROFILES|CHROMA_HOST|HYBRID_RAG_KB_\w+)=(.*)$", example, re.M
+    )
+    kb_env = dict(kb_lines)
+    assert kb_env["COMPOSE_PROFILES"] == KB_PROFILE
+    hosts = {k: [url.split("@")[1].split("/")[0] for url in kb_env[k].split(",")] for k in KB_ENV}
+    assert hosts == {
+        KB_ENV[0]: [f"{KB_PRIMARY}:5432"],
+        KB_ENV[1]: [f"{r}:5432" for r in KB_REPLICAS],
+    }
     services = compose()["services"]
     for name in ("api", "cli"):
         env = services[name]["environment"]
-        assert [interpolate(env[k], {}) for k in KB_ENV] == ["", ""]  # default: the Chroma server
-        assert interpolate(env[KB_ENV[0]], {KB_ENV[0]: "postgresql://x"}) == "postgresql://x"
+        # By default the Chroma server; with deploy/.env's lines, PostgreSQL and no Chroma
+        # host (the application refuses both at once).
+        assert [interpolate(env[k], {}) for k in ("CHROMA_HOST", *KB_ENV)] == ["chroma", "", ""]
+        applied = [interpolate(env[k], kb_env) for k in ("CHROMA_HOST", *KB_ENV)]
+        assert applied == ["", kb_env[KB_ENV[0]], kb_env[KB_ENV[1]]]
         for kb in (KB_PRIMARY, *KB_REPLICAS):  # waited for when the profile runs them
             assert services[name]["depends_on"][kb] == {
                 "condition": "service_healthy",
                 "required": False,
             }
-    example = (ROOT / "deploy" / "env.example").read_text(encoding="utf-8")
-    values = dict(
-        line.removeprefix("# ").split("=", 1)
-        for line in example.splitlines()
-        if line.startswith(("# HYBRID_RAG_KB_", "# COMPOSE_PROFILES="))
-    )
-    assert values["COMPOSE_PROFILES"] == KB_PROFILE
-    hosts = {k: [url.split("@")[1].split("/")[0] for url in values[k].split(",")] for k in KB_ENV}
-    assert hosts == {
-        KB_ENV[0]: [f"{KB_PRIMARY}:5432"],
-        KB_ENV[1]: [f"{r}:5432" for r in KB_REPLICAS],
-    }
     code = "".join(
         path.read_text(encoding="utf-8")
         for package in ("cli", "server", "run", "tools")
