@@ -4,8 +4,11 @@ Docker is not available to the tests, so the files are checked statically: the c
 file validates against the Compose Specification's JSON schema (vendored under
 tests/compose_spec/, Apache-2.0); every service's command is a program the test helpers
 start on loopback (``uvicorn aegra_api.main:app`` in tests/test_production.py, ``chroma
-run`` and ``postgres`` in tests/servers.py, ``redis-server`` in tests/redis_server.py, the
-``hybrid-rag`` CLI), with options those helpers pass too; by default only the API
+run`` and ``postgres`` in tests/servers.py, the profile postgres-kb's ``pg_basebackup``
+and ``postgres`` settings in tests/pg_cluster.py, ``redis-server`` in
+tests/redis_server.py, the ``hybrid-rag`` CLI), with options those helpers pass too; the
+profile is a primary and two streaming replicas the app servers reach through the two
+agreed variables; by default only the API
 publishes a port, on 127.0.0.1, and it needs the users file; every service has a
 healthcheck; secrets come from an ignored env file; the Dockerfile copies no secret and
 runs as a non-root user.
