@@ -22,12 +22,14 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from tools.errors import ConfigError
 from tools.kb.pg_connections import PgConnections
 from tools.kb.store import model_mismatch, no_collection, validate_collection_name
 
 CATALOG = "hybrid_rag_kb"
 SETUP_LOCK_KEY = 0x68796272_6B62  # "hybrkb": the advisory lock of the set-up
 SCHEMA_BYTES = 63  # PostgreSQL's identifier limit
+MIN_PGVECTOR = (0, 8)  # hnsw.iterative_scan: a filtered search still returns n rows
 
 
 @dataclass(frozen=True)
@@ -96,9 +98,22 @@ def open_tables(
             "creating the knowledge base tables", lambda c: _create(c, name, model_id, dimension)
         )
     stored_model, stored_dim, schema = row
+    version = conns.write("reading the pgvector version", _vector_version)
+    if version < MIN_PGVECTOR:
+        shown = ".".join(map(str, version)) if version else "none"
+        raise ConfigError(
+            f"{where} has pgvector {shown}; the knowledge base needs pgvector 0.8 or later "
+            "(its iterative index scans keep a filtered vector search complete)"
+        )
     if stored_model != model_id or stored_dim != dimension:
         raise model_mismatch(name, stored_model, stored_dim, model_id, dimension)
     return KbTables(name, schema)
+
+
+def _vector_version(conn: psycopg.Connection[Any]) -> tuple[int, ...]:
+    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+    parts = str(row[0]).split(".") if row else []
+    return tuple(int(p) for p in parts if p.isdigit())
 
 
 def _meta(conn: psycopg.Connection[Any], name: str) -> tuple[str, int, str] | None:
