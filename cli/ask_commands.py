@@ -204,6 +204,8 @@ def _require_named_collection(context: dict[str, Any], home: Path) -> None:
         require_collection,
     )
 
+    if context.get("kb_database_url"):
+        return  # PostgreSQL: the run opens it without creating (a missing one is named)
     try:
         host, port = context.get("chroma_host") or None, int(context.get("chroma_port") or 8000)
     except (TypeError, ValueError):

@@ -10,14 +10,20 @@ import time
 from typing import Any
 
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.settings import chroma_server_env
+from tools.settings import chroma_server_env, kb_database_env
 from tools.text import json_terminal_safe, shown_name
 
 
 def kb_environment() -> dict[str, Any]:
     """The knowledge-base settings the environment gives every command (Context field
-    names): ``CHROMA_HOST``, ``CHROMA_PORT``, ``HYBRID_RAG_EMBEDDING``; read when called."""
+    names): ``CHROMA_HOST``, ``CHROMA_PORT``, ``HYBRID_RAG_EMBEDDING``,
+    ``HYBRID_RAG_KB_DATABASE_URL``, ``HYBRID_RAG_KB_READ_URLS``; read when called."""
     values: dict[str, Any] = {}
+    database_url, read_urls = kb_database_env()
+    if database_url:
+        values["kb_database_url"] = database_url
+    if read_urls:
+        values["kb_read_urls"] = ",".join(read_urls)
     host, port = chroma_server_env()
     if host:
         values["chroma_host"] = host
@@ -52,6 +58,17 @@ def add_kb_options(parser: argparse.ArgumentParser) -> None:
         default=env.get("chroma_port", 8000),
         help="Chroma server port (default: $CHROMA_PORT or 8000)",
     )
+    group.add_argument(
+        "--database-url",
+        default=env.get("kb_database_url", ""),
+        help="PostgreSQL (pgvector) knowledge base, postgresql://user@host:port/db "
+        "(default: $HYBRID_RAG_KB_DATABASE_URL; unset = Chroma)",
+    )
+    group.add_argument(
+        "--read-urls",
+        default=env.get("kb_read_urls", ""),
+        help="comma-separated replica URLs serving reads (default: $HYBRID_RAG_KB_READ_URLS)",
+    )
 
 
 def kb_config(args: argparse.Namespace) -> KBConfig:
@@ -60,8 +77,10 @@ def kb_config(args: argparse.Namespace) -> KBConfig:
         collection=args.collection,
         embedding=args.embedding,
         embedding_base_url=args.embedding_base_url,
-        chroma_host=args.chroma_host,
+        chroma_host=args.chroma_host,  # with a database URL too: a ConfigError names both
         chroma_port=args.chroma_port,
+        database_url=args.database_url,
+        read_urls=tuple(args.read_urls.split(",")) if args.database_url else (),
         # Only commands that write (ingest, the evaluation indexes) create a collection.
         create=getattr(args, "create_collection", False),
     )

@@ -13,6 +13,7 @@ from tools.kb.ingest.formats import LoadLimits
 from tools.kb.ingest.loaders import SUPPORTED_SUFFIXES
 from tools.kb.knowledge_base import SEARCH_MODES
 from tools.kb.search.rerankers import make_reranker, rerank_chunks
+from tools.settings import data_home
 from tools.text import shown_name
 
 
@@ -88,6 +89,14 @@ def register_kb(subparsers: Any) -> None:
     stats.add_argument("--json", action="store_true")
     add_kb_options(stats)
     stats.set_defaults(func=cmd_stats)
+    migrate = kb_sub.add_parser(
+        "migrate",
+        help="copy this home's embedded knowledge base into PostgreSQL (vectors copied, "
+        "not re-embedded; run again to resume)",
+    )
+    migrate.add_argument("--to", required=True, metavar="URL", help="postgresql://user@host/db")
+    migrate.add_argument("--collection", default="knowledge", help="(default: knowledge)")
+    migrate.set_defaults(func=cmd_migrate)
     delete = kb_sub.add_parser("delete", help="remove a document by doc_id")
     delete.add_argument("doc_id")
     add_kb_options(delete)
@@ -207,6 +216,16 @@ def cmd_stats(args: argparse.Namespace) -> int:
     ):
         print(f"{key:<20} {stats[key]}")
     print(f"{'languages':<20} {stats['languages']}")
+    backend = stats["backend"]
+    where = backend.get("primary") or backend.get("at")
+    print(f"{'backend':<20} {backend['backend']} {backend.get('mode', 'primary')} {where}")
+    for replica in backend.get("replicas", []):
+        lag = (
+            f"lag_bytes={replica['lag_bytes']} lag_seconds={replica['lag_seconds']}"
+            if replica["status"] != "unreachable"
+            else "unreachable"
+        )
+        print(f"{'replica':<20} {replica['replica']} {lag}")
     return 0
 
 
@@ -214,4 +233,19 @@ def cmd_delete(args: argparse.Namespace) -> int:
     with open_kb(args) as kb:
         removed = kb.delete(args.doc_id)
     print(f"deleted {shown_name(args.doc_id)} ({removed} chunks)")
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from tools.kb.store.pg_urls import parse_database_url
+
+    parse_database_url(args.to, "--to")  # named before anything is opened
+    from tools.kb.store.pg_migrate import migrate  # the postgres extra
+
+    home = data_home(args.home, create=False)
+    report = migrate(home, args.to, args.collection, progress=ProgressBar("migrate"))
+    print(
+        f"migrated {args.collection!r} to {report.target}: {report.chunks} chunks "
+        f"({report.copied} copied this run), {report.documents} documents; counts verified"
+    )
     return 0

@@ -121,6 +121,20 @@ class Context:
         le=65535,
         deployment=True,
     )
+    kb_database_url: str = _f(
+        "",
+        "PostgreSQL (pgvector) knowledge base, the primary's postgresql:// URL; empty means "
+        "the server's $HYBRID_RAG_KB_DATABASE_URL, else Chroma. Per deployment, like "
+        "chroma_host.",
+        deployment=True,
+    )
+    kb_read_urls: str = _f(
+        "",
+        "Comma-separated postgresql:// URLs of the knowledge base's streaming replicas that "
+        "serve reads; empty means $HYBRID_RAG_KB_READ_URLS, else the primary. Per "
+        "deployment, like chroma_host.",
+        deployment=True,
+    )
     search_provider: str = _f(
         "auto",
         # The names from the provider table; which are valid is checked when a Context is

@@ -35,12 +35,22 @@ def kb_config(ctx: Context, settings: RunSettings) -> KBConfig:
             raise settings.chroma
         if settings.chroma[0]:
             host, port = settings.chroma[0], settings.chroma[1] or port
+    # PostgreSQL: the context's URLs, else (no Chroma host in the context) the process's
+    # $HYBRID_RAG_KB_DATABASE_URL / $HYBRID_RAG_KB_READ_URLS; both it and $CHROMA_HOST set
+    # is a ConfigError (KBConfig).
+    database_url, read_urls = ctx.kb_database_url, ctx.kb_read_urls.split(",")
+    if database_url:
+        host = None
+    elif not ctx.chroma_host:
+        database_url, read_urls = settings.kb_database[0], list(settings.kb_database[1])
     return KBConfig(
         home=settings.home,
         collection=ctx.collection,
         embedding=ctx.embedding,
         chroma_host=host,
         chroma_port=port,
+        database_url=database_url,
+        read_urls=tuple(u for u in read_urls if u.strip()),
         # A run reads: a missing collection (nothing ingested yet, or a mistyped name) is
         # an InputError the nodes turn into a warning, never a new empty collection that
         # would also pin the embedding model before the first ingest chose one.

@@ -28,6 +28,7 @@ from tools.settings import (
     DEFAULT_MAX_OUTPUT_TOKENS,
     chroma_server_env,
     home_path,
+    kb_database_env,
     model_timeout,
 )
 from tools.websearch import SearchCache, WebSearchSettings, default_cache
@@ -72,7 +73,9 @@ class RunSettings:
     only ``RunSettings(...)``.
     """
 
-    __slots__ = ("cache", "chroma", "deadline", "home", "model", "pages", "web", "web_problem")
+    __slots__ = (
+        "cache", "chroma", "deadline", "home", "kb_database", "model", "pages", "web", "web_problem"
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -85,11 +88,14 @@ class RunSettings:
         pages: PageSettings,
         cache: SearchCache,
         deadline: float,
+        kb_database: tuple[str, tuple[str, ...]] = ("", ()),
     ) -> None:
         self.web = web  # None: web search disabled (search_provider=none)
         self.web_problem = web_problem  # a web-search configuration error, met per search
         # ($CHROMA_HOST, $CHROMA_PORT) for a context without chroma_host, or why they are bad
         self.chroma = chroma
+        # ($HYBRID_RAG_KB_DATABASE_URL, $HYBRID_RAG_KB_READ_URLS) for a context without them
+        self.kb_database = kb_database
         self.model = model  # chat models' base URL, key and time limit
         self.home = home  # the data home (the context's, else $HYBRID_RAG_HOME, else XDG)
         self.pages = pages  # reading the pages behind web results (host allowance)
@@ -137,6 +143,7 @@ def resolve_run_settings(ctx: Context, environ: Mapping[str, str] | None = None)
         web=web,
         web_problem=problem,
         chroma=chroma,
+        kb_database=kb_database_env(env),
         model=dataclasses.replace(ModelEnv.read(env), max_tokens=ctx.max_output_tokens),
         home=home_path(ctx.data_home or None, env),
         pages=PageSettings.from_env(env),

@@ -21,7 +21,13 @@ SAMPLE_KB = REPO / "examples" / "kb"
 def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test touches the user's data directory, checkpoint database or Chroma server."""
     monkeypatch.setenv("HYBRID_RAG_HOME", str(tmp_path / "home"))
-    for name in ("HYBRID_RAG_CHECKPOINT_URL", "CHROMA_HOST", "CHROMA_PORT"):
+    for name in (
+        "HYBRID_RAG_CHECKPOINT_URL",
+        "CHROMA_HOST",
+        "CHROMA_PORT",
+        "HYBRID_RAG_KB_DATABASE_URL",
+        "HYBRID_RAG_KB_READ_URLS",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 

@@ -178,7 +178,7 @@ def postgres_bin_dir() -> Path | None:
     return None
 
 
-def _postgres_account() -> dict[str, Any]:
+def postgres_account() -> dict[str, Any]:
     """Popen arguments that run the server as ``postgres`` when the tests run as root."""
     if os.geteuid() != 0:
         return {}
@@ -200,7 +200,7 @@ class PostgresServer(_Process):
         self.base = Path(tempfile.mkdtemp(prefix="hybrid-rag-pg-"))
         super().__init__("postgres", self.base / "postgres.log")
         self.bin_dir = bin_dir
-        self.account = _postgres_account()
+        self.account = postgres_account()
         if self.account:
             os.chown(self.base, self.account["user"], self.account["group"])
         self.data = self.base / "data"
@@ -227,17 +227,28 @@ class PostgresServer(_Process):
         """``initdb``: superuser ``postgres``, trust authentication (loopback only)."""
         cmd = [str(self.bin_dir / "initdb"), "-D", str(self.data), "-U", self.user,
                "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync"]  # fmt: skip
+        self.run_tool(cmd, "initdb")
+
+    def run_tool(self, cmd: list[str], what: str, timeout: float = STARTUP_DEADLINE_S) -> None:
+        """One of PostgreSQL's programs (initdb, pg_basebackup) as the server's account, its
+        output in the log; a failure or a timeout names it, with the log's tail."""
         with self.log.open("ab") as out:
-            done = subprocess.run(
-                cmd,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=self.base,
-                check=False,
-                **self.account,
-            )
+            try:
+                done = subprocess.run(
+                    cmd,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    cwd=self.base,
+                    check=False,
+                    timeout=timeout,
+                    **self.account,
+                )
+            except subprocess.TimeoutExpired:
+                raise TimeoutError(
+                    f"{what} did not finish in {timeout:.0f} s:\n{_tail(self.log)}"
+                ) from None
         if done.returncode != 0:
-            raise RuntimeError(f"initdb failed ({done.returncode}):\n{_tail(self.log)}")
+            raise RuntimeError(f"{what} failed ({done.returncode}):\n{_tail(self.log)}")
 
     def start(self) -> PostgresServer:
         self._spawn(self.command, self.base, **self.account)

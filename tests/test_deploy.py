@@ -4,8 +4,11 @@ Docker is not available to the tests, so the files are checked statically: the c
 file validates against the Compose Specification's JSON schema (vendored under
 tests/compose_spec/, Apache-2.0); every service's command is a program the test helpers
 start on loopback (``uvicorn aegra_api.main:app`` in tests/test_production.py, ``chroma
-run`` and ``postgres`` in tests/servers.py, ``redis-server`` in tests/redis_server.py, the
-``hybrid-rag`` CLI), with options those helpers pass too; by default only the API
+run`` and ``postgres`` in tests/servers.py, the profile postgres-kb's ``pg_basebackup``
+and ``postgres`` settings in tests/pg_cluster.py, ``redis-server`` in
+tests/redis_server.py, the ``hybrid-rag`` CLI), with options those helpers pass too; the
+profile is a primary and two streaming replicas the app servers reach through the two
+agreed variables; by default only the API
 publishes a port, on 127.0.0.1, and it needs the users file; every service has a
 healthcheck; secrets come from an ignored env file; the Dockerfile copies no secret and
 runs as a non-root user.
@@ -27,13 +30,19 @@ ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "deploy" / "compose.yaml"
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 SCHEMA = ROOT / "tests" / "compose_spec" / "compose-spec.json"
-# program (and sub-command) -> the helper that starts it in the tests
+# program (and sub-command) -> the helpers that start it in the tests
 HELPERS = {
-    ("uvicorn", "aegra_api.main:app"): ROOT / "tests" / "production_server.py",
-    ("chroma", "run"): ROOT / "tests" / "servers.py",
-    ("postgres",): ROOT / "tests" / "servers.py",
-    ("redis-server",): ROOT / "tests" / "redis_server.py",
+    ("uvicorn", "aegra_api.main:app"): (ROOT / "tests" / "production_server.py",),
+    ("chroma", "run"): (ROOT / "tests" / "servers.py",),
+    ("postgres",): (ROOT / "tests" / "servers.py", ROOT / "tests" / "pg_cluster.py"),
+    ("pg_basebackup",): (ROOT / "tests" / "pg_cluster.py",),
+    ("redis-server",): (ROOT / "tests" / "redis_server.py",),
 }
+# The knowledge base in PostgreSQL (issue 44): the profile, its services, and the two
+# variables the application reads (agreed names: the primary; the replicas, comma-separated).
+KB_PROFILE = "postgres-kb"
+KB_PRIMARY, KB_REPLICAS = "kb-primary", ("kb-replica1", "kb-replica2")
+KB_ENV = ("HYBRID_RAG_KB_DATABASE_URL", "HYBRID_RAG_KB_READ_URLS")
 _VARIABLE = re.compile(r"\$\{(?P<name>\w+)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}")
 
 
@@ -87,10 +96,38 @@ def test_compose_validates_against_the_compose_specification() -> None:
         jsonschema.Draft7Validator(schema).validate(bad)
 
 
+def assert_started_by_a_test(name: str, args: list[str]) -> None:
+    """``args`` is a command a test helper runs, with options that helper passes too (a
+    setting ``-c name=value`` may be a key of the helper's settings dict)."""
+    key = next((k for k in HELPERS if tuple(args[: len(k)]) == k), None)
+    assert key is not None, f"service {name}: {args[0]} is not started by any test"
+    helper = "".join(path.read_text(encoding="utf-8") for path in HELPERS[key])
+    for option in options(args[len(key) :]):
+        quoted = f'"{option}' if option.endswith("=") else f'"{option}"'
+        setting = option.endswith("=") and f'"{option[:-1]}":' in helper
+        assert quoted in helper or setting, (
+            f"service {name}: {option} is not used by {HELPERS[key]}"
+        )
+
+
+def replica_script(service: dict[str, Any]) -> list[list[str]]:
+    """A replica's ``sh -c`` script as its command lines (``$$`` is compose's ``$``)."""
+    args = argv(service)
+    assert args[:2] == ["sh", "-c"] and len(args) == 3, args
+    lines = [line.strip() for line in args[2].replace("$$", "$").splitlines()]
+    return [
+        shlex.split(line.split(" || ")[0]) for line in lines if line.startswith(("pg_", "exec"))
+    ]
+
+
 def test_every_service_runs_a_command_the_tests_run() -> None:
     services = compose()["services"]
-    assert set(services) == {"api", "chroma", "postgres", "redis", "cli"}
+    assert set(services) == {"api", "chroma", "postgres", "redis", "cli", KB_PRIMARY, *KB_REPLICAS}
     for name, service in services.items():
+        if name in KB_REPLICAS:
+            for line in replica_script(service):
+                assert_started_by_a_test(name, line[1:] if line[0] == "exec" else line)
+            continue
         args = argv(service)
         assert args, f"service {name} names no command"
         if args[0] == "hybrid-rag":
@@ -98,12 +135,7 @@ def test_every_service_runs_a_command_the_tests_run() -> None:
 
             build_parser().parse_args(args[1:])  # a real CLI command line
             continue
-        key = next((k for k in HELPERS if tuple(args[: len(k)]) == k), None)
-        assert key is not None, f"service {name}: {args[0]} is not started by any test"
-        helper = HELPERS[key].read_text(encoding="utf-8")
-        for option in options(args[len(key) :]):
-            quoted = f'"{option}' if option.endswith("=") else f'"{option}"'
-            assert quoted in helper, f"service {name}: {option} is not used by {HELPERS[key].name}"
+        assert_started_by_a_test(name, args)
 
 
 def test_by_default_only_the_api_publishes_a_port_on_loopback() -> None:
@@ -147,9 +179,78 @@ def test_every_service_has_a_healthcheck_and_data_is_on_named_volumes() -> None:
     for name, service in data["services"].items():
         assert service.get("healthcheck", {}).get("test"), f"service {name}: no healthcheck"
     named = set(data["volumes"])
-    for name, where in (("chroma", "/chroma"), ("postgres", "/var/lib/postgresql/data")):
+    kb = [(name, "/var/lib/postgresql") for name in (KB_PRIMARY, *KB_REPLICAS)]  # PostgreSQL 18
+    for name, where in (("chroma", "/chroma"), ("postgres", "/var/lib/postgresql/data"), *kb):
         volumes = data["services"][name]["volumes"]
         assert f"{name}:{where}" in volumes and name in named
+
+
+def test_the_postgres_kb_profile_is_a_primary_and_two_streaming_replicas() -> None:
+    data = compose()
+    services = data["services"]
+    profiled = {name for name, service in services.items() if service.get("profiles")}
+    assert profiled == {"cli", KB_PRIMARY, *KB_REPLICAS}
+    for name in (KB_PRIMARY, *KB_REPLICAS):
+        assert services[name]["profiles"] == [KB_PROFILE]
+        assert services[name]["image"] == "pgvector/pgvector:pg18"
+        assert (
+            services[name]["volumes"] == [f"{name}:/var/lib/postgresql"] and name in data["volumes"]
+        )
+        assert services[name]["healthcheck"]["test"][:2] == ["CMD", "pg_isready"]
+    primary = services[KB_PRIMARY]
+    assert "wal_level=replica" in argv(primary) and primary["environment"]["POSTGRES_DB"] == "kb"
+    [init] = primary["configs"]
+    assert init["target"].startswith("/docker-entrypoint-initdb.d/")
+    script = data["configs"][init["source"]]["content"]
+    assert "host replication $$POSTGRES_USER all scram-sha-256" in script  # replicas may stream
+    assert "CREATE EXTENSION IF NOT EXISTS vector" in script
+    slots = set()
+    for name in KB_REPLICAS:
+        replica = services[name]
+        assert replica["depends_on"] == {KB_PRIMARY: {"condition": "service_healthy"}}
+        backup, server = replica_script(replica)
+        assert backup[:3] == ["pg_basebackup", "-h", KB_PRIMARY]
+        assert {"-R", "-C", "-S"} <= set(backup) and backup[backup.index("-X") + 1] == "stream"
+        assert backup[backup.index("-S") + 1] == "$KB_SLOT"
+        slots.add(replica["environment"]["KB_SLOT"])
+        assert server[:2] == ["exec", "postgres"] and "hot_standby=on" in server
+        assert replica["environment"]["PGPASSWORD"].startswith("${POSTGRES_PASSWORD:?")
+    assert len(slots) == len(KB_REPLICAS)  # a replication slot each
+
+
+def test_the_app_servers_read_the_postgres_kb_from_the_agreed_variables() -> None:
+    example = (ROOT / "deploy" / "env.example").read_text(encoding="utf-8")
+    kb_lines = re.findall(
+        r"^# (COMPOSE_PROFILES|CHROMA_HOST|HYBRID_RAG_KB_\w+)=(.*)$", example, re.M
+    )
+    kb_env = dict(kb_lines)
+    assert kb_env["COMPOSE_PROFILES"] == KB_PROFILE
+    hosts = {k: [url.split("@")[1].split("/")[0] for url in kb_env[k].split(",")] for k in KB_ENV}
+    assert hosts == {
+        KB_ENV[0]: [f"{KB_PRIMARY}:5432"],
+        KB_ENV[1]: [f"{r}:5432" for r in KB_REPLICAS],
+    }
+    services = compose()["services"]
+    for name in ("api", "cli"):
+        env = services[name]["environment"]
+        # By default the Chroma server; with deploy/.env's lines, PostgreSQL and no Chroma
+        # host (the application refuses both at once).
+        assert [interpolate(env[k], {}) for k in ("CHROMA_HOST", *KB_ENV)] == ["chroma", "", ""]
+        applied = [interpolate(env[k], kb_env) for k in ("CHROMA_HOST", *KB_ENV)]
+        assert applied == ["", kb_env[KB_ENV[0]], kb_env[KB_ENV[1]]]
+        for kb in (KB_PRIMARY, *KB_REPLICAS):  # waited for when the profile runs them
+            assert services[name]["depends_on"][kb] == {
+                "condition": "service_healthy",
+                "required": False,
+            }
+    code = "".join(
+        path.read_text(encoding="utf-8")
+        for package in ("cli", "server", "run", "tools")
+        for path in (ROOT / package).rglob("*.py")
+    )
+    read = set(re.findall(r"HYBRID_RAG_KB_\w+", code))
+    if read:  # the PostgreSQL store is merged: these are the names it reads
+        assert set(KB_ENV) <= read, read
 
 
 def dockerfile_instructions() -> list[tuple[str, str]]:

@@ -74,6 +74,18 @@ def chroma_server_env(
     return host, port
 
 
+def kb_database_env(environ: Mapping[str, str] | None = None) -> tuple[str, tuple[str, ...]]:
+    """``($HYBRID_RAG_KB_DATABASE_URL, $HYBRID_RAG_KB_READ_URLS)`` of ``environ`` (default
+    ``os.environ``): the PostgreSQL knowledge base's primary (empty: Chroma) and its
+    replicas (comma-separated; empty: the primary serves reads). Checked where the
+    knowledge base is configured (``KBConfig``), naming the bad URL."""
+    env = os.environ if environ is None else environ
+    replicas = env.get("HYBRID_RAG_KB_READ_URLS", "").split(",")
+    return env.get("HYBRID_RAG_KB_DATABASE_URL", "").strip(), tuple(
+        u.strip() for u in replicas if u.strip()
+    )
+
+
 def chroma_path(home: Path) -> Path:
     """Directory of the embedded Chroma database."""
     return home / "chroma"

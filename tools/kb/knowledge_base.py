@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tools.access.acl import ACL, FolderRules
 from tools.errors import ConfigError
@@ -48,6 +48,7 @@ from tools.kb.search.candidates import (
 )
 from tools.kb.search.fusion import FUSION_METHODS
 from tools.kb.search.retriever import Ranking, Retrieval, Retriever
+from tools.kb.store.backends import backend_stats, checked_database, open_postgres
 from tools.kb.store.chroma import (
     ChunkStore,
     StoreGuard,
@@ -70,6 +71,9 @@ from tools.settings import (
     write_lock_dir,
     write_lock_timeout,
 )
+
+if TYPE_CHECKING:  # the postgres extra: imported only when a database_url is set
+    from tools.kb.store.pg_backend import PgBackend
 
 __all__ = [
     "SEARCH_MODES",
@@ -94,6 +98,10 @@ class KBConfig:
     embedding_base_url: str | None = None
     chroma_host: str | None = None
     chroma_port: int = 8000
+    # PostgreSQL with pgvector instead of Chroma (the primary; empty: Chroma), and its
+    # streaming replicas that serve reads (empty: the primary serves them too).
+    database_url: str = ""
+    read_urls: tuple[str, ...] = ()
     chinese_tokenizer: str = "jieba"
     # Defaults chosen across all four dev sets with bench/bench_evidence.py (the largest
     # worst-case gain over the better single retriever, chosen again with each set left
@@ -120,6 +128,8 @@ class KBConfig:
             raise ConfigError(f"chroma_port must be in 1..65535, got {self.chroma_port}")
         if self.candidates < 1:
             raise ConfigError(f"candidates must be >= 1, got {self.candidates}")
+        replicas = checked_database(self.database_url, self.read_urls, self.chroma_host)
+        object.__setattr__(self, "read_urls", replicas)  # a tuple, each URL checked
 
 
 class KnowledgeBase:
@@ -133,16 +143,15 @@ class KnowledgeBase:
         self.location = StoreLocation(
             path=chroma_path(self.home), host=self.config.chroma_host, port=self.config.chroma_port
         )
-        if not self.config.create and never_written(self.location):  # a read creates nothing
+        self._pg: PgBackend | None = None
+        no_store = not self.config.database_url and never_written(self.location)
+        if not self.config.create and no_store:  # a read creates nothing
             raise no_collection(self.config.collection, self.location.describe())
         self.model = embedding_model or make_embedding_model(
             self.config.embedding, base_url=self.config.embedding_base_url
         )
         self.tokenizer = make_tokenizer(self.config.chinese_tokenizer, stem=self.config.stem)
-        chunks, registry = self._open_store()
-        guard = StoreGuard(self.location)
-        self.chunks = ChunkStore(chunks, guard)
-        self.registry = Registry(registry, guard)
+        self.chunks, self.registry = self._open_backend()
         self._cache = EmbeddingCache(embedding_cache_path(self.home))
         self.ingester = Ingester(
             registry=self.registry,
@@ -183,6 +192,19 @@ class KnowledgeBase:
         if self.location.host is None:
             self.chunks.on_stale = self._reopen
 
+    def _open_backend(self) -> tuple[ChunkStore, Registry]:
+        """The chunk store and registry: Chroma, or PostgreSQL with a ``database_url``."""
+        if not self.config.database_url:
+            chunks, registry = self._open_store()
+            guard = StoreGuard(self.location)
+            return ChunkStore(chunks, guard), Registry(registry, guard)
+        self._pg = open_postgres(self.home, self.config, self.model)
+        return self._pg.chunks, self._pg.registry
+
+    def describe_store(self) -> str:
+        """Where the knowledge base lives, as messages name it (no password)."""
+        return self._pg.location.describe() if self._pg else self.location.describe()
+
     def _open_store(self) -> tuple[Any, Any]:
         """The Chroma client and the two collections (chunks, registry)."""
         # Two processes opening a new embedded store at once race in Chroma's own set-up
@@ -208,6 +230,8 @@ class KnowledgeBase:
 
     def close(self) -> None:
         self._cache.close()
+        if self._pg is not None:
+            self._pg.close()
 
     def __enter__(self) -> KnowledgeBase:
         return self
@@ -220,14 +244,13 @@ class KnowledgeBase:
         """The one writer of this knowledge base: across processes (``writer_lock``),
         then across this instance's threads (taken second, so searches here go on while
         another process's ingest is awaited)."""
-        path = lock_path(
-            write_lock_dir(self.home), self.location.describe(), self.config.collection
-        )
+        path = lock_path(write_lock_dir(self.home), self.describe_store(), self.config.collection)
         waiting = (lambda note: progress(0, 1, note)) if progress else None
-        what = f"knowledge base {self.config.collection!r} ({self.location.describe()})"
+        what = f"knowledge base {self.config.collection!r} ({self.describe_store()})"
         with (
             writer_lock(path, timeout=write_lock_timeout(), what=what, waiting=waiting),
             self._lock,
+            self._pg.writing() if self._pg else contextlib.nullcontext(),
         ):
             self._follow_writers()  # never write through a vector index older than the store
             yield
@@ -239,7 +262,7 @@ class KnowledgeBase:
         Checked at every snapshot (each search) and before every write, so a commit by
         the CLI, a sync or another server is searched by the next question. A Chroma
         server serves every process the same store: nothing to do. Caller holds _lock."""
-        if self.location.host is not None:
+        if self.location.host is not None or self._pg is not None:
             return None
         now = self.registry.generation()
         if now not in (self._seen_generation, self.registry.written):
@@ -262,7 +285,10 @@ class KnowledgeBase:
     def drop(self) -> None:
         """Delete both collections (used by throw-away evaluation indexes)."""
         with self._writing():
-            drop_collections(self._client, self.config.collection)
+            if self._pg is not None:
+                self._pg.drop()
+            else:
+                drop_collections(self._client, self.config.collection)
             self._snapshots.forget()
 
     # -- ingestion -----------------------------------------------------------------------
@@ -353,7 +379,8 @@ class KnowledgeBase:
         stored = self.chunks.count()
         return {
             "collection": self.config.collection,
-            "store": self.location.describe(),
+            "store": self.describe_store(),
+            "backend": backend_stats(self.location, self._pg),
             "embedding_model": self.model.model_id,
             "embedding_dimension": self.model.dimension,
             "documents": len(snap.active),

@@ -211,17 +211,30 @@ def open_collections(
     )
     stored = chunks.metadata or {}
     if stored.get("embedding_model") != model_id or stored.get("embedding_dimension") != dimension:
-        raise EmbeddingMismatchError(
-            f"collection {name!r} was built with embedding model "
-            f"{stored.get('embedding_model')!r} (dimension {stored.get('embedding_dimension')}); "
-            f"it cannot be opened with {model_id!r} (dimension {dimension}). "
-            + _reopen_hint(str(stored.get("embedding_model")))
-            + "Use another collection name, or delete this one and re-ingest."
+        raise model_mismatch(
+            name,
+            stored.get("embedding_model"),
+            stored.get("embedding_dimension"),
+            model_id,
+            dimension,
         )
     registry = client.get_or_create_collection(
         name + REGISTRY_SUFFIX, metadata={"role": "registry"}, embedding_function=None
     )
     return chunks, registry
+
+
+def model_mismatch(
+    name: str, stored_model: Any, stored_dimension: Any, model_id: str, dimension: int
+) -> EmbeddingMismatchError:
+    """The one wording of "built with another embedding model" (Chroma and PostgreSQL)."""
+    return EmbeddingMismatchError(
+        f"collection {name!r} was built with embedding model "
+        f"{stored_model!r} (dimension {stored_dimension}); "
+        f"it cannot be opened with {model_id!r} (dimension {dimension}). "
+        + _reopen_hint(str(stored_model))
+        + "Use another collection name, or delete this one and re-ingest."
+    )
 
 
 def drop_collections(client: ClientAPI, name: str) -> None:

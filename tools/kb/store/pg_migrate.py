@@ -1,0 +1,162 @@
+"""``hybrid-rag kb migrate --to URL``: an embedded home's knowledge base into PostgreSQL.
+
+The chunks are copied with their vectors (nothing is embedded again), page by page; a
+page whose chunks are all in PostgreSQL already is skipped, so an interrupted migration
+run again goes on where it stopped, and a finished one run again copies nothing. The
+registry is copied after the chunks (the commit protocol's order: a reader of the target
+never sees a document whose chunks are missing), with the embedded store's generation,
+so the lexical index and snapshot under the data home stay valid. The originals and the
+embedded store stay where they are. At the end the counts are compared.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from tools.errors import InputError, StoreError
+from tools.kb.store.chroma import (
+    REGISTRY_SUFFIX,
+    StoreGuard,
+    StoreLocation,
+    never_written,
+    no_collection,
+    open_client,
+    require_collection,
+)
+from tools.kb.store.chroma_pages import read_pages
+from tools.kb.store.pg_connections import PgConnections, ReadPoint
+from tools.kb.store.pg_registry import OPTIONAL_EMPTY
+from tools.kb.store.pg_schema import CATALOG, KbTables, open_tables
+from tools.kb.store.pg_store import PgChunkStore
+from tools.kb.store.registry import GENERATION_ID, RECORD_PAGE
+from tools.settings import chroma_path
+
+COPY_PAGE = 1000  # chunks per copied page (one read of Chroma's, one write transaction)
+Progress = Callable[[int, int, str], None]  # done, total, note (cli.common.ProgressBar)
+
+
+@dataclass
+class MigrateReport:
+    chunks: int = 0  # in the embedded store
+    copied: int = 0  # chunks written this run (the rest were there already)
+    documents: int = 0
+    target: str = ""
+
+
+def migrate(
+    home: Path, url: str, collection: str, progress: Progress | None = None
+) -> MigrateReport:
+    """Copy ``collection`` of the embedded store under ``home`` into the database at ``url``."""
+    location = StoreLocation(path=chroma_path(home))
+    if never_written(location):
+        raise no_collection(collection, location.describe())
+    client = open_client(location)
+    require_collection(client, collection, location.describe())
+    guard = StoreGuard(location)
+    chunks = guard("opening the chunks", lambda: client.get_collection(collection))
+    registry = guard(
+        "opening the registry", lambda: client.get_collection(collection + REGISTRY_SUFFIX)
+    )
+    total = guard("counting chunks", chunks.count)
+    if total == 0:
+        raise InputError(f"knowledge base {collection!r} is empty: nothing to migrate")
+    meta = chunks.metadata or {}
+    conns = PgConnections(url)
+    try:
+        tables = open_tables(
+            conns,
+            collection,
+            model_id=str(meta.get("embedding_model")),
+            dimension=int(meta.get("embedding_dimension") or 0),
+            create=True,
+        )
+        report = MigrateReport(target=f"PostgreSQL at {conns.primary.where}")
+        store = PgChunkStore(conns, tables, ReadPoint())
+        page: list[Any] = []
+        for chunk in itertools.chain(read_pages(chunks, guard, None, "reading chunks"), [None]):
+            if chunk is not None:
+                page.append(chunk)
+            if page and (chunk is None or len(page) >= COPY_PAGE):
+                report.chunks += len(page)
+                report.copied += _copy_page(store, page)
+                if progress:
+                    progress(report.chunks, total, f"{report.copied} copied")
+                page = []
+        report.documents = _copy_registry(conns, tables, registry, guard)
+        _verify(conns, tables, report)
+        return report
+    finally:
+        conns.close()
+
+
+def _copy_page(store: PgChunkStore, page: list[Any]) -> int:
+    ids = [c.chunk_id for c in page]
+    query = sql.SQL("SELECT count(*) FROM {} WHERE id = ANY(%s)").format(store.tables.chunks)
+    there = store.conns.write(
+        "checking copied chunks", lambda c: c.execute(query, [ids]).fetchone()
+    )
+    if there and int(there[0]) == len(ids):
+        return 0  # copied by an earlier run
+    store.write(ids, [c.vector for c in page], [c.text for c in page], [c.metadata for c in page])
+    return len(ids)
+
+
+def _copy_registry(conns: PgConnections, tables: KbTables, registry: Any, guard: StoreGuard) -> int:
+    """Every record, ``RECORD_PAGE`` per transaction, then the generation."""
+    upsert = sql.SQL(
+        "INSERT INTO {} (doc_id, record) VALUES (%s, %s) "
+        "ON CONFLICT (doc_id) DO UPDATE SET record = EXCLUDED.record"
+    ).format(tables.documents)
+    generation, count = "", 0
+    for offset in itertools.count(0, RECORD_PAGE):
+        got = guard(
+            "reading the registry",
+            lambda offset=offset: registry.get(
+                include=["metadatas"], limit=RECORD_PAGE, offset=offset
+            ),  # type: ignore[misc]
+        )
+        rows = []
+        for doc_id, record in zip(got["ids"], got["metadatas"] or [], strict=True):
+            if doc_id == GENERATION_ID:
+                generation = str((record or {}).get("generation", ""))
+            else:
+                rows.append((doc_id, Jsonb({**OPTIONAL_EMPTY, **dict(record or {})})))
+        count += len(rows)
+        conns.write("copying the registry", lambda c, rows=rows: _upsert(c, upsert, rows))  # type: ignore[misc]
+        if len(got["ids"]) < RECORD_PAGE:
+            break
+    bump = sql.SQL("UPDATE {} SET generation = %s, serial = serial + 1 WHERE name = %s")
+    conns.write(
+        "setting the generation",
+        lambda c: c.execute(bump.format(sql.Identifier(CATALOG)), (generation, tables.name)),
+    )
+    return count
+
+
+def _upsert(conn: psycopg.Connection[Any], query: sql.Composed, rows: list[Any]) -> None:
+    with conn.cursor() as cur:
+        cur.executemany(query, rows)
+
+
+def _verify(conns: PgConnections, tables: KbTables, report: MigrateReport) -> None:
+    def counts(conn: psycopg.Connection[Any]) -> tuple[int, int]:
+        chunks = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(tables.chunks)).fetchone()
+        docs = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(tables.documents)).fetchone()
+        return int(chunks[0]) if chunks else 0, int(docs[0]) if docs else 0
+
+    chunks, docs = conns.write("verifying the copy", counts)
+    if (chunks, docs) != (report.chunks, report.documents):
+        raise StoreError(
+            f"{report.target} holds {chunks} chunks and {docs} documents of "
+            f"{tables.name!r}, the embedded store {report.chunks} and {report.documents}: "
+            "the target held another knowledge base of that name. Migrate into an empty "
+            "database (or drop that collection there) and run the migration again"
+        )
