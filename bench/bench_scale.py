@@ -36,6 +36,7 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import random
@@ -249,8 +250,15 @@ def store(backend: str, home: Path, replicas: int) -> Iterator[tuple[KBConfig, A
 
 
 def cluster_pss_mb(cluster: Any) -> int:
-    """Proportional memory of every process of the cluster (shared buffers counted once)."""
-    return round(sum(p.memory_full_info().pss for p in cluster.processes()) / 2**20)
+    """Proportional memory of every process of the cluster (shared buffers counted once);
+    a backend that exits while it is read (a connection closed) counts nothing."""
+    import psutil
+
+    total = 0
+    for proc in cluster.processes():
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            total += proc.memory_full_info().pss
+    return round(total / 2**20)
 
 
 def main(argv: list[str] | None = None) -> int:
