@@ -12,7 +12,9 @@ process):
 
 * bytes per chunk of each part the snapshot holds (a deep ``sys.getsizeof`` walk; numpy
   arrays by ``nbytes``, a memory-mapped one apart), and the process's RSS growth;
-* the time of a one-document change (``SnapshotCache._update``), split into its steps,
+* the time of a one-document change (``SnapshotCache._update``), split into its steps
+  (``timed_update``: the statements of the code measured; the commit before the redesign,
+  3b50d6d, has the former ones),
   with the registry and the store served from memory (the registry's own read is measured
   apart: ``--registry``);
 * the time of the derived properties the next search computes (languages, access lists,
@@ -31,6 +33,7 @@ Usage::
 
 from __future__ import annotations
 
+import functools
 import gc
 import hashlib
 import json
@@ -47,7 +50,7 @@ import numpy as np
 
 from bench.bench_scale import GROUPS, rss_mb, sentences
 from bench.harness import REPO, parser, rerun, write_json
-from tools.kb.registry import DocRecord
+from tools.kb.registry import DocRecord, RegistryChanges
 from tools.kb.store_pages import StoredChunk
 
 DIM = 384
@@ -135,12 +138,25 @@ class MemoryRegistry:
     def __init__(self, corpus: Corpus) -> None:
         self.corpus = corpus
         self.generation_now = "g0"
+        self.log: list[tuple[int, str]] = []  # (seq, doc_id) of each change
 
     def records(self) -> dict[str, DocRecord]:
         got = self.corpus.records()
         for d, r in got.items():
             r["version"] = self.corpus.versions[d]
         return got
+
+    def change(self, doc_id: str, step: int) -> None:
+        self.corpus.change(doc_id, step)
+        self.log.append((step, doc_id))
+        self.generation_now = f"g{step}"
+
+    def changes(self, after: int | None) -> RegistryChanges:
+        seq = self.log[-1][0] if self.log else 0
+        if after is None:
+            return RegistryChanges(seq, self.records(), True)
+        docs = {d for n, d in self.log if n > after}
+        return RegistryChanges(seq, {d: {"version": self.corpus.versions[d]} for d in docs}, False)
 
     def generation(self) -> str:
         return self.generation_now
@@ -180,8 +196,12 @@ def parts(snap: object) -> dict[str, dict[str, float]]:
     """Bytes per chunk of each attribute of the snapshot (cached properties included)."""
     n = max(1, len(getattr(snap, "ids")))  # noqa: B009
     out: dict[str, dict[str, float]] = {}
-    for name, value in vars(snap).items():
-        if name in ("bm25", "generation", "changed"):
+    attributes = dict(vars(snap))
+    table = attributes.pop("table", None)  # since the redesign: its columns one by one
+    if table is not None:
+        attributes.update({f"table.{k}": v for k, v in vars(table).items()})
+    for name, value in attributes.items():
+        if name in ("bm25", "generation", "changed", "seq", "format"):
             continue
         size, mapped = deep_size(value)
         out[name] = {
@@ -192,7 +212,9 @@ def parts(snap: object) -> dict[str, dict[str, float]]:
 
 
 def timed_update(cache: Any, old: Any, generation: str) -> tuple[Any, dict[str, float]]:
-    """``SnapshotCache._update`` of this commit, step by step (the same statements)."""
+    """``SnapshotCache._update`` and ``snapshot.with_changes`` of this commit, step by
+    step (the same statements)."""
+    from tools.kb import chunk_table as rows
     from tools.kb import snapshot as module
 
     steps: dict[str, float] = {}
@@ -204,33 +226,52 @@ def timed_update(cache: Any, old: Any, generation: str) -> tuple[Any, dict[str, 
         steps[name] = round((now - t) * 1000, 1)
         t = now
 
-    records = cache._registry.records()
-    active = module.active_versions(records)
-    lap("registry records and active versions")
-    changed = {d for d in old.active.keys() | active.keys() if old.active.get(d) != active.get(d)}
-    lap("changed documents")
-    kept = [i for i, m in enumerate(old.metadatas) if m.get("doc_id") not in changed]
-    keep = [module.StoredChunk(old.ids[i], old.texts[i], old.metadatas[i]) for i in kept]
-    lap("kept rows (a walk over every chunk)")
-    fresh = list(cache._chunks.document_chunks(sorted(d for d in changed if d in active)))
+    read = cache._registry.changes(old.seq)
+    active = module.moved(old.active, read.records)
+    changed = sorted(d for d in read.records if old.active.get(d) != active.get(d))
+    lap("registry changes since the snapshot, active versions")
+    fresh = list(cache._chunks.document_chunks([d for d in changed if d in active]))
     lap("changed documents read (from memory here)")
-    base = old.vectors[kept] if old.vectors is not None and len(kept) else None
-    lap("kept vectors copied")
-    snap = module._assemble(generation, active, keep, fresh, old.changed + len(changed), base)
-    lap("assembled (lists, position, vectors concatenated)")
+    dead = [old.by_document[d] for d in changed if d in old.by_document]
+    dead_rows = np.concatenate(dead) if dead else np.zeros(0, dtype=np.int64)
+    table = rows.killed(old.table, dead_rows)
+    lap("old rows masked (the live mask copied)")
+    start = table.rows
+    table = rows.appended(table, module._current(active, fresh))
+    lap("new rows appended (lists and columns copied, vectors in place)")
+    position = dict(old.position)
+    for i in dead_rows.tolist():
+        position.pop(old.table.ids[i], None)
+    position.update(zip(table.ids[start:], range(start, table.rows), strict=True))
+    lap("position map copied and updated")
+    gone = set(changed)
+    by_document = {d: r for d, r in old.by_document.items() if d not in gone}
+    by_document.update(rows.documents_of(table, np.arange(start, table.rows)))
+    lap("rows per document copied and updated")
+    snap = module.Snapshot(generation=generation, active=active, table=table,
+                           position=position, by_document=by_document, bm25=old.bm25,
+                           changed=old.changed + len(changed), seq=read.seq)  # fmt: skip
+    if table.rows - len(position) > module.DEAD_SHARE * max(1, table.rows):
+        snap = module.compact(snap)
+    lap("compaction (when due)")
     return snap, steps
 
 
 def derived(snap: Any) -> dict[str, float]:
     """Milliseconds of each derived property the next search reads."""
     out: dict[str, float] = {}
-    for name in ("languages", "language_names", "acl_table", "by_document"):
-        if not hasattr(type(snap), name):
+    for name in ("languages", "language_names", "acl_table", "by_document", "language_counts"):
+        if not isinstance(getattr(type(snap), name, None), functools.cached_property):
             continue
         snap.__dict__.pop(name, None)
         started = time.perf_counter()
         getattr(snap, name)
         out[name] = round((time.perf_counter() - started) * 1000, 1)
+    if hasattr(snap, "language_mask"):
+        snap.__dict__.pop("_language_masks", None)
+        started = time.perf_counter()
+        snap.language_mask("zh")
+        out["language_mask"] = round((time.perf_counter() - started) * 1000, 1)
     return out
 
 
@@ -258,8 +299,7 @@ def one_size(chunks: int, data_dir: Path, seed: int, changes: int) -> dict[str, 
         peak = rss_derived
         for step in range(1, changes + 1):
             doc_id = rng.choice(corpus.docs)[0]
-            corpus.change(doc_id, step)
-            registry.generation_now = f"g{step}"
+            registry.change(doc_id, step)
             started = time.perf_counter()
             new, steps = timed_update(cache, snap, f"g{step}")
             steps["total"] = round((time.perf_counter() - started) * 1000, 1)
@@ -291,27 +331,35 @@ def registry_read(documents: int) -> dict[str, Any]:
     from tools.kb.store import StoreGuard, StoreLocation, open_client, open_collections
 
     records = Corpus.__new__(Corpus)
-    records.docs = corpus_documents(documents * 53 // 10, 44)[:documents]
+    records.docs = corpus_documents(documents * 7, 44)[:documents]
     records.versions = {d[0]: _hex(d[0], 0)[:16] for d in records.docs}
     with tempfile.TemporaryDirectory() as tmp:
         location = StoreLocation(path=Path(tmp) / "chroma")
         client = open_client(location)
         _, docs = open_collections(client, "bench", model_id="bench", dimension=DIM)
         registry = Registry(docs, StoreGuard(location))
-        every = Corpus.records(records)
+        items = list(Corpus.records(records).items())
         started = time.perf_counter()
-        items = list(every.items())
         for start in range(0, len(items), 5000):
             registry.commit(dict(items[start : start + 5000]))
         write_s = time.perf_counter() - started
-        timings = []
-        for _ in range(3):
+        whole, one = [], []
+        for i in range(3):
             started = time.perf_counter()
             got = registry.records()
-            timings.append(time.perf_counter() - started)
-        assert len(got) == documents
+            whole.append(round(time.perf_counter() - started, 2))
+            assert len(got) == documents
+            changes = getattr(registry, "changes", None)
+            if changes is not None:  # since the redesign: one commit's records read
+                doc_id, record = items[i]
+                registry.commit({doc_id: {**record, "version": _hex(doc_id, i + 1)[:16]}})
+                seq = changes(2**62).seq  # the sequence number alone (nothing is newer)
+                started = time.perf_counter()
+                read = changes(seq - 1)
+                one.append(round((time.perf_counter() - started) * 1000, 1))
+                assert list(read.records) == [doc_id]
     return {"registry_documents": documents, "write_s": round(write_s, 1),
-            "records_s": [round(t, 2) for t in timings]}  # fmt: skip
+            "records_s": whole, "changes_after_one_commit_ms": one}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
