@@ -239,7 +239,7 @@ def timed_update(cache: Any, old: Any, generation: str) -> tuple[Any, dict[str, 
     start = table.rows
     table = rows.appended(table, module._current(active, fresh))
     lap("new rows appended (lists and columns copied, vectors in place)")
-    position = dict(old.position)
+    position = old.position.copy()  # not dict(): after deletions that re-inserts, 5x slower
     for i in dead_rows.tolist():
         position.pop(old.table.ids[i], None)
     position.update(zip(table.ids[start:], range(start, table.rows), strict=True))
