@@ -14,6 +14,8 @@ new ones added; the unit vectors go to a growing matrix that the snapshots befor
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
@@ -318,3 +320,12 @@ class Rows(Sequence[E]):
     def __iter__(self) -> Iterator[E]:
         for i in np.flatnonzero(self._table.live):
             yield self._get(int(i))
+
+
+def release_freed_memory() -> None:
+    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``; nothing
+    elsewhere). A full read frees about as much as it keeps (the store's pages, each
+    chunk's vector and metadata dict), interleaved with what it keeps, and the process
+    would hold those pages: a quarter of the snapshot's RSS at 100k chunks."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)

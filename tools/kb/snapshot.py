@@ -27,7 +27,16 @@ from typing import Any
 
 import numpy as np
 
-from tools.kb.chunk_table import NONE, ChunkTable, Rows, appended, compacted, documents_of, killed
+from tools.kb.chunk_table import (
+    NONE,
+    ChunkTable,
+    Rows,
+    appended,
+    compacted,
+    documents_of,
+    killed,
+    release_freed_memory,
+)
 from tools.kb.lexical import IndexedChunk, LexicalIndex
 from tools.kb.registry import DocRecord, Registry, active_versions
 from tools.kb.store import ChunkStore
@@ -329,7 +338,9 @@ def built(
 ) -> Snapshot:
     """A snapshot of the chunks of ``read`` that belong to an active version."""
     table = appended(None, _current(active, read))
-    return _indexed(generation, active, seq, table, 0)
+    snap = _indexed(generation, active, seq, table, 0)
+    release_freed_memory()
+    return snap
 
 
 def _indexed(
@@ -385,4 +396,5 @@ def compact(snap: Snapshot) -> Snapshot:
         return snap
     again = _indexed(snap.generation, snap.active, snap.seq, compacted(snap.table), snap.changed)
     again.bm25 = snap.bm25
+    release_freed_memory()
     return again
