@@ -244,8 +244,9 @@ def timed_update(cache: Any, old: Any, generation: str) -> tuple[Any, dict[str, 
         position.pop(old.table.ids[i], None)
     position.update(zip(table.ids[start:], range(start, table.rows), strict=True))
     lap("position map copied and updated")
-    gone = set(changed)
-    by_document = {d: r for d, r in old.by_document.items() if d not in gone}
+    by_document = old.by_document.copy()
+    for d in changed:
+        by_document.pop(d, None)
     by_document.update(rows.documents_of(table, np.arange(start, table.rows)))
     lap("rows per document copied and updated")
     snap = module.Snapshot(generation=generation, active=active, table=table,

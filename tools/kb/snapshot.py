@@ -286,8 +286,7 @@ class SnapshotCache:
                     old.unlink(missing_ok=True)
             with tmp.open("wb") as fh:
                 # The fields alone (``replace``): the cached masks and subsets are not saved.
-                saved = replace(snap, bm25=None)  # type: ignore[arg-type]
-                pickle.dump(saved, fh, protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.dump(replace(snap, bm25=None), fh, pickle.HIGHEST_PROTOCOL)  # type: ignore[arg-type]
             tmp.replace(target)  # atomic: a reader sees the old file or the whole new one
         except OSError as exc:
             log.warning("could not save the search snapshot %s: %s", target.name, exc)
@@ -379,8 +378,9 @@ def with_changes(
     for i in rows.tolist():
         position.pop(old.table.ids[i], None)
     position.update(zip(table.ids[start:], range(start, table.rows), strict=True))
-    gone = set(changed)
-    by_document = {d: r for d, r in old.by_document.items() if d not in gone}
+    by_document = old.by_document.copy()
+    for d in changed:
+        by_document.pop(d, None)
     by_document.update(documents_of(table, np.arange(start, table.rows)))
     snap = Snapshot(generation=generation, active=active, table=table, position=position,
                     by_document=by_document, bm25=old.bm25, changed=old.changed + len(changed),
