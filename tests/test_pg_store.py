@@ -103,6 +103,30 @@ def test_same_records_chunks_and_searches_as_chroma(
         assert kb.stats()["languages"] == languages and set(languages) == {"en", "zh"}
 
 
+def test_the_registry_changes_since_a_sequence_number_as_chroma_gives_them(
+    tmp_path: Path, db_url: str, kb_dir: Path
+) -> None:
+    """The snapshot's incremental read (``Registry.changes``) on PostgreSQL: the records a
+    commit wrote and a removal as a tombstone, nothing else; a snapshot kept up to date
+    by changes equals one read in full."""
+    with open_pg(tmp_path / "a", db_url) as kb:
+        kb.ingest([kb_dir])
+        kb.snapshot()
+        seen = kb.registry.changes(None).seq
+        (kb_dir / "robot.md").write_text("# Robot R2\n\nThe R2 robot now carries 450 kg.\n")
+        (kb_dir / "it.txt").unlink()
+        kb.ingest([kb_dir])
+        read = kb.registry.changes(seen)
+        assert not read.complete and read.seq > seen
+        assert set(read.records) == {"robot.md", "it.txt"}
+        assert read.records["it.txt"].get("version") == "" and read.records["robot.md"]["version"]
+        assert kb.registry.changes(read.seq).records == {}
+        updated = kb.snapshot()
+        with open_pg(tmp_path / "b", db_url) as fresh:  # another home: reads everything
+            full = fresh.snapshot()
+            assert sorted(updated.ids) == sorted(full.ids) and updated.active == full.active
+
+
 def test_a_change_is_searchable_at_once_and_old_chunks_go(
     tmp_path: Path, db_url: str, kb_dir: Path
 ) -> None:

@@ -368,11 +368,7 @@ class KnowledgeBase:
 
     def languages(self) -> dict[str, int]:
         """Active chunks per detected language (``zh``/``en``), the KB's language mix."""
-        langs: dict[str, int] = {}
-        for m in self.snapshot().metadatas:
-            lang = str(m.get("lang", "?"))
-            langs[lang] = langs.get(lang, 0) + 1
-        return langs
+        return dict(self.snapshot().language_counts)
 
     def stats(self) -> dict[str, Any]:
         snap = self.snapshot()

@@ -24,6 +24,7 @@ from tools.kb.ingest.formats import LoadLimits
 from tools.kb.ingest.ingester import version_of
 from tools.kb.ingest.loaders import FileBytes, SkippedFile, SourceDocument, read_file
 from tools.kb.knowledge_base import KnowledgeBase
+from tools.kb.search.candidates import readable_of
 from tools.kb.store.registry import DocRecord
 
 StatusFn = Callable[[str, float], None]  # (file status, progress 0..1)
@@ -238,17 +239,14 @@ class Library:
     def stats(self, reader: Reader) -> dict[str, Any]:
         """``hybrid-rag kb stats``'s numbers over the documents ``reader`` may read."""
         snap = self.kb.snapshot()
-        visible = [m for m in snap.metadatas if reader.may_read(m)]
-        languages: dict[str, int] = {}
-        for m in visible:
-            lang = str(m.get("lang", "?"))
-            languages[lang] = languages.get(lang, 0) + 1
+        visible = readable_of(snap, reader).mask  # the columns, not a dict per chunk
+        languages = snap.languages_in(visible)
         docs = self.documents(reader)
         return {
             "collection": self.kb.config.collection,
             "embedding_model": self.kb.model.model_id,
             "documents": len(docs),
-            "chunks": len(visible),
+            "chunks": int(visible.sum()),
             "languages": languages,
             "restricted_documents": sum(1 for d in docs if d["acl"] != "public"),
         }

@@ -52,12 +52,10 @@ def readable_of(snap: Snapshot, reader: Reader) -> Readable:
     codes, acls = snap.acl_table
     by_acl = replace(reader, scope=None)
     allowed = np.array([by_acl.may_read({"acl": a}) for a in acls], dtype=bool)
-    mask = allowed[codes] if len(codes) else np.zeros(0, dtype=bool)
+    mask = (allowed[codes] if len(codes) else np.zeros(0, dtype=bool)) & snap.live
     if reader.scope is not None:
-        scope, decided = reader.scope, dict[str, bool]()
-        doc_ids = (str(m.get("doc_id") or "") for m in snap.metadatas)
-        in_scope = (decided.setdefault(d, scope.allows({"doc_id": d})) for d in doc_ids)
-        mask = mask & np.fromiter(in_scope, dtype=bool, count=len(snap.metadatas))
+        scope = reader.scope
+        mask = mask & snap.document_mask(lambda d, _: scope.allows({"doc_id": d}))
     return Readable(mask, tuple(a for a, ok in zip(acls, allowed, strict=True) if ok))
 
 
@@ -165,10 +163,9 @@ class Filters:
         if self.language is not None:
             masks.append(snap.language_mask(self.language))
         if self.doc_ids or self.sources:
-            masks.append(np.fromiter(
-                ((self.doc_ids is None or m.get("doc_id") in self.doc_ids)
-                 and (self.sources is None or m.get("source") in self.sources)
-                 for m in snap.metadatas), dtype=bool, count=len(snap.metadatas),
+            masks.append(snap.document_mask(
+                lambda d, s: (self.doc_ids is None or d in self.doc_ids)
+                and (self.sources is None or s in self.sources)
             ))  # fmt: skip
         if not masks:
             return None

@@ -49,12 +49,10 @@ def language_centres(
     chunks per language spread over the snapshot; none when a language has too few
     chunks for its centre to mean anything (:func:`centring_applies`)."""
     centres: dict[str, np.ndarray] = {}
-    if not centring_applies(
-        {lang: int(np.count_nonzero(snap.languages == lang)) for lang in languages}
-    ):
+    if not centring_applies({lang: snap.language_counts.get(lang, 0) for lang in languages}):
         return centres
     for lang in languages:
-        members = np.flatnonzero(snap.languages == lang)
+        members = np.flatnonzero(snap.language_mask(lang))
         ids = [snap.ids[i] for i in members[sample_positions(len(members))]]
         rows = [
             _unit(_read(snap, chunks, ids[start : start + 500]))
@@ -68,7 +66,7 @@ def language_centres(
 
 def _read(snap: Snapshot, chunks: ChunkStore, ids: Sequence[str]) -> np.ndarray:
     """The vectors of ``ids``: the snapshot's when it holds them, else the store's."""
-    return snap.vectors_of(ids)[1] if snap.vectors is not None else chunks.vectors(ids)[1]
+    return snap.vectors_of(ids)[1] if len(snap.vectors) else chunks.vectors(ids)[1]
 
 
 def centre_cosines(

@@ -36,7 +36,7 @@ from tools.kb.store.pg_connections import PgConnections, ReadPoint
 from tools.kb.store.pg_registry import OPTIONAL_EMPTY
 from tools.kb.store.pg_schema import CATALOG, KbTables, open_tables
 from tools.kb.store.pg_store import PgChunkStore
-from tools.kb.store.registry import GENERATION_ID, RECORD_PAGE
+from tools.kb.store.registry import FORGOTTEN_ID, GENERATION_ID, RECORD_PAGE
 from tools.settings import chroma_path
 
 COPY_PAGE = 1000  # chunks per copied page (one read of Chroma's, one write transaction)
@@ -110,12 +110,13 @@ def _copy_page(store: PgChunkStore, page: list[Any]) -> int:
 
 
 def _copy_registry(conns: PgConnections, tables: KbTables, registry: Any, guard: StoreGuard) -> int:
-    """Every record, ``RECORD_PAGE`` per transaction, then the generation."""
+    """Every record, ``RECORD_PAGE`` per transaction, then the generation and the sequence
+    number: the embedded one, so a snapshot of the home reads only what changes after it."""
     upsert = sql.SQL(
-        "INSERT INTO {} (doc_id, record) VALUES (%s, %s) "
-        "ON CONFLICT (doc_id) DO UPDATE SET record = EXCLUDED.record"
+        "INSERT INTO {} (doc_id, record, seq) VALUES (%s, %s, %s) "
+        "ON CONFLICT (doc_id) DO UPDATE SET record = EXCLUDED.record, seq = EXCLUDED.seq"
     ).format(tables.documents)
-    generation, count = "", 0
+    generation, seq, count = "", 0, 0
     for offset in itertools.count(0, RECORD_PAGE):
         got = guard(
             "reading the registry",
@@ -127,16 +128,20 @@ def _copy_registry(conns: PgConnections, tables: KbTables, registry: Any, guard:
         for doc_id, record in zip(got["ids"], got["metadatas"] or [], strict=True):
             if doc_id == GENERATION_ID:
                 generation = str((record or {}).get("generation", ""))
-            else:
-                rows.append((doc_id, Jsonb({**OPTIONAL_EMPTY, **dict(record or {})})))
+                seq = int((record or {}).get("seq") or 0)
+            elif doc_id != FORGOTTEN_ID:  # removals already done there: nothing to copy
+                meta = {**OPTIONAL_EMPTY, **dict(record or {})}
+                rows.append((doc_id, Jsonb(meta), int(meta.get("seq") or 0)))
         count += len(rows)
         conns.write("copying the registry", lambda c, rows=rows: _upsert(c, upsert, rows))  # type: ignore[misc]
         if len(got["ids"]) < RECORD_PAGE:
             break
-    bump = sql.SQL("UPDATE {} SET generation = %s, serial = serial + 1 WHERE name = %s")
+    bump = sql.SQL(
+        "UPDATE {} SET generation = %s, serial = GREATEST(serial + 1, %s) WHERE name = %s"
+    )
     conns.write(
         "setting the generation",
-        lambda c: c.execute(bump.format(sql.Identifier(CATALOG)), (generation, tables.name)),
+        lambda c: c.execute(bump.format(sql.Identifier(CATALOG)), (generation, seq, tables.name)),
     )
     return count
 

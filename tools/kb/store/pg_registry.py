@@ -20,13 +20,17 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from tools.errors import InputError
 from tools.kb.store.pg_connections import PgConnections, ReadPoint
 from tools.kb.store.pg_schema import CATALOG, KbTables
-from tools.kb.store.registry import RECORD_PAGE, DocRecord, Registry
+from tools.kb.store.registry import RECORD_PAGE, DocRecord, Registry, RegistryChanges
 
 # Optional keys written empty when a record lacks them, as the Chroma registry stores
 # them: both backends give the same records.
 OPTIONAL_EMPTY = {"via": "", "acl": "", "title": ""}
+# A reader further behind than this many commits reads the whole registry instead of the
+# changes (the removals since then are read in one query: this bounds it).
+CHANGES_KEPT = 50_000
 
 
 class PgRegistry(Registry):
@@ -37,24 +41,64 @@ class PgRegistry(Registry):
         self.conns, self.tables, self.point = conns, tables, point
         self.written = ""
 
-    def pages(self) -> Iterator[tuple[str, DocRecord]]:
-        """Every document's record, ``RECORD_PAGE`` at a time by doc_id."""
+    def pages(self, where: dict[str, Any] | None = None) -> Iterator[tuple[str, DocRecord]]:
+        """Every document's record, ``RECORD_PAGE`` at a time by doc_id (``where``: only
+        ``{"seq": {"$gt": n}}``, the records committed after ``n``)."""
+        after_seq = -1
+        if where is not None:
+            try:
+                after_seq = int(where["seq"]["$gt"])
+            except (KeyError, TypeError, ValueError):
+                raise InputError(
+                    f"the PostgreSQL registry reads by seq only, got {where!r}"
+                ) from None
         query = sql.SQL(
-            "SELECT doc_id, record FROM {} WHERE doc_id > %s ORDER BY doc_id LIMIT %s"
+            "SELECT doc_id, record, seq FROM {} WHERE doc_id > %s AND seq > %s "
+            "ORDER BY doc_id LIMIT %s"
         ).format(self.tables.documents)
         after = ""
         for _ in range(10**9):  # bounded by the table: each page moves past its last id
             rows = self.conns.read(
                 "reading the registry",
-                lambda c, after=after: c.execute(query, (after, RECORD_PAGE)).fetchall(),  # type: ignore[misc]
+                lambda c, after=after: c.execute(query, (after, after_seq, RECORD_PAGE)).fetchall(),  # type: ignore[misc]
                 self.tables.serial,
                 self.point.serial,
             )
-            for doc_id, record in rows:
-                yield str(doc_id), cast(DocRecord, dict(record))
+            for doc_id, record, seq in rows:
+                yield str(doc_id), cast(DocRecord, {**dict(record), "seq": int(seq)})
             if len(rows) < RECORD_PAGE:
                 return
             after = rows[-1][0]
+
+    def changes(self, after: int | None) -> RegistryChanges:
+        """As ``Registry.changes``: the commit serial is the sequence number, removals are
+        rows of the ``forgotten`` table (read first, then the records: a commit racing the
+        read is read again next time, never missed)."""
+        query = sql.SQL("SELECT serial FROM {} WHERE name = %s").format(sql.Identifier(CATALOG))
+        row = self.conns.read(
+            "reading the registry's sequence number",
+            lambda c: c.execute(query, (self.tables.name,)).fetchone(),
+            self.tables.serial,
+            self.point.serial,
+        )
+        seq = int(row[0]) if row else 0
+        self.point.raise_to(seq)
+        if after is None or seq - after > CHANGES_KEPT:
+            return RegistryChanges(seq, self.records(), True)
+        if after >= seq:
+            return RegistryChanges(seq, {}, False)
+        removed = sql.SQL("SELECT doc_id FROM {} WHERE seq > %s AND seq <= %s").format(
+            self.tables.forgotten
+        )
+        gone = self.conns.read(
+            "reading the registry's removals",
+            lambda c: c.execute(removed, (after, seq)).fetchall(),
+            self.tables.serial,
+            self.point.serial,
+        )
+        found: dict[str, DocRecord] = {str(d): {"version": ""} for (d,) in gone}
+        found.update(self.pages({"seq": {"$gt": after}}))
+        return RegistryChanges(seq, found, False)
 
     def record(self, doc_id: str) -> DocRecord | None:
         query = sql.SQL("SELECT record FROM {} WHERE doc_id = %s").format(self.tables.documents)
@@ -83,22 +127,27 @@ class PgRegistry(Registry):
         return str(row[0])
 
     def commit(self, records: Mapping[str, DocRecord]) -> None:
-        """Point documents at versions and change the generation, in one transaction."""
+        """Point documents at versions and change the generation, in one transaction (the
+        new serial is the records' ``seq``)."""
         generation = uuid.uuid4().hex
         upsert = sql.SQL(
-            "INSERT INTO {} (doc_id, record) VALUES (%s, %s) "
-            "ON CONFLICT (doc_id) DO UPDATE SET record = EXCLUDED.record"
+            "INSERT INTO {} (doc_id, record, seq) VALUES (%s, %s, %s) "
+            "ON CONFLICT (doc_id) DO UPDATE SET record = EXCLUDED.record, seq = EXCLUDED.seq"
         ).format(self.tables.documents)
         bump = sql.SQL(
             "UPDATE {} SET generation = %s, serial = serial + 1 WHERE name = %s RETURNING serial"
         ).format(sql.Identifier(CATALOG))
-        rows = [(doc_id, Jsonb({**OPTIONAL_EMPTY, **r})) for doc_id, r in records.items()]
 
         def commit(conn: psycopg.Connection[Any]) -> int:
+            got = conn.execute(bump, (generation, self.tables.name)).fetchone()
+            serial = int(got[0]) if got else 0
+            rows = [
+                (doc_id, Jsonb({**OPTIONAL_EMPTY, **r, "seq": serial}), serial)
+                for doc_id, r in records.items()
+            ]
             with conn.cursor() as cur:
                 cur.executemany(upsert, rows)
-            got = conn.execute(bump, (generation, self.tables.name)).fetchone()
-            return int(got[0]) if got else 0
+            return serial
 
         names = ", ".join(list(records)[:3]) + ("…" if len(records) > 3 else "")
         serial = self.conns.write(f"committing {names}", commit)
@@ -106,7 +155,19 @@ class PgRegistry(Registry):
         self.written = generation
 
     def forget(self, doc_id: str) -> None:
-        query = sql.SQL("DELETE FROM {} WHERE doc_id = %s").format(self.tables.documents)
-        self.conns.write(
-            f"deleting registry entry of {doc_id}", lambda c: c.execute(query, (doc_id,))
+        """Remove a document's record, logged under the next serial in the same
+        transaction (the generation stays: the tombstone's commit changed it)."""
+        delete = sql.SQL("DELETE FROM {} WHERE doc_id = %s").format(self.tables.documents)
+        bump = sql.SQL("UPDATE {} SET serial = serial + 1 WHERE name = %s RETURNING serial").format(
+            sql.Identifier(CATALOG)
         )
+        log = sql.SQL("INSERT INTO {} (seq, doc_id) VALUES (%s, %s)").format(self.tables.forgotten)
+
+        def forget(conn: psycopg.Connection[Any]) -> int:
+            conn.execute(delete, (doc_id,))
+            got = conn.execute(bump, (self.tables.name,)).fetchone()
+            serial = int(got[0]) if got else 0
+            conn.execute(log, (serial, doc_id))
+            return serial
+
+        self.point.raise_to(self.conns.write(f"deleting registry entry of {doc_id}", forget))

@@ -70,6 +70,11 @@ class KbTables:
     def documents(self) -> sql.Composed:
         return sql.SQL("{}.documents").format(sql.Identifier(self.schema))
 
+    @property
+    def forgotten(self) -> sql.Composed:
+        """The removed records, by the sequence number of their removal."""
+        return sql.SQL("{}.forgotten").format(sql.Identifier(self.schema))
+
     def serial(self, conn: psycopg.Connection[Any]) -> int:
         """The registry serial this server has (replayed); -1 when it has not replayed the
         knowledge base's creation yet (the read then moves on: the server is behind, not
@@ -173,12 +178,32 @@ def _create(
             "USING hnsw (embedding vector_cosine_ops)"
         ).format(tables.chunks)
     )
+    _registry_tables(conn, tables)
+    return meta
+
+
+def _registry_tables(conn: psycopg.Connection[Any], tables: KbTables) -> None:
+    """The documents' records and the log of removals (``Registry.changes`` reads both by
+    sequence number)."""
     conn.execute(
         sql.SQL(
-            "CREATE TABLE IF NOT EXISTS {} (doc_id text PRIMARY KEY, record jsonb NOT NULL)"
+            "CREATE TABLE IF NOT EXISTS {} (doc_id text PRIMARY KEY, record jsonb NOT NULL, "
+            "seq bigint NOT NULL DEFAULT 0)"
         ).format(tables.documents)
     )
-    return meta
+    conn.execute(
+        sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS seq bigint NOT NULL DEFAULT 0").format(
+            tables.documents
+        )
+    )
+    conn.execute(
+        sql.SQL("CREATE INDEX IF NOT EXISTS documents_seq ON {} (seq)").format(tables.documents)
+    )
+    conn.execute(
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (seq bigint PRIMARY KEY, doc_id text NOT NULL)"
+        ).format(tables.forgotten)
+    )
 
 
 def knowledge_bases(conns: PgConnections) -> list[str]:

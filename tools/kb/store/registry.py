@@ -13,12 +13,24 @@ nothing. A deletion first commits a *tombstone* (a record with an empty version)
 then removes the chunks and the record; the next ingest finishes an interrupted one.
 The generation changes with every commit, so anything derived from the active set
 (the BM25 snapshot) can tell whether it is current.
+
+Every commit also numbers itself: the generation record's ``seq`` grows by one and each
+record it writes carries that ``seq``, so :meth:`Registry.changes` reads only the records
+committed after a sequence number a reader has seen (commits are serialised by the
+knowledge base's writer lock, so the numbers never repeat). A record removed by
+:meth:`Registry.forget` cannot be read that way: each removal takes the next number too and
+is logged (the newest ``FORGOTTEN_KEPT``, in one record), so a reader that missed the
+tombstone still learns the document is gone; a reader further behind than the log reads
+the whole registry. A reader keeping the active set in step reads what changed, not every
+document.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, TypedDict, cast
 
 from chromadb.api.models.Collection import Collection
@@ -26,6 +38,8 @@ from chromadb.api.models.Collection import Collection
 from tools.kb.store.chroma import StoreGuard
 
 GENERATION_ID = "__generation__"
+FORGOTTEN_ID = "__forgotten__"  # the log of removed records: [[seq, doc_id], ...]
+FORGOTTEN_KEPT = 5000
 # Records per read: embedded Chroma binds one SQL variable per id it returns, and SQLite
 # refuses more than 32,766 in one statement ("too many SQL variables"), so a registry of
 # more documents than that could not be read whole.
@@ -44,6 +58,16 @@ class DocRecord(TypedDict, total=False):
     chunks: int
     ingested_at: str  # ISO 8601, UTC
     title: str  # its metadata title or first heading (tools.kb.ingest.titles), or ""
+    seq: int  # the commit that wrote it (``Registry.changes``)
+
+
+@dataclass(frozen=True)
+class RegistryChanges:
+    """What :meth:`Registry.changes` read."""
+
+    seq: int  # the sequence number the reader is now at
+    records: dict[str, DocRecord]  # changed records; a removed document as a tombstone
+    complete: bool  # ``records`` is the whole registry (a document not in it is gone)
 
 
 class Registry:
@@ -58,22 +82,50 @@ class Registry:
         """Every document's record, tombstones included (read page by page)."""
         return dict(self.pages())
 
-    def pages(self) -> Iterator[tuple[str, DocRecord]]:
-        """Every document's record, ``RECORD_PAGE`` at a time: no read is unbounded."""
+    def pages(self, where: dict[str, Any] | None = None) -> Iterator[tuple[str, DocRecord]]:
+        """Every document's record (``where``: those it selects), ``RECORD_PAGE`` at a
+        time: no read is unbounded."""
         offset = 0
         while True:
             got = self._guard(
                 "reading the registry",
                 lambda offset=offset: self.collection.get(  # type: ignore[misc]
-                    include=["metadatas"], limit=RECORD_PAGE, offset=offset
+                    where=where, include=["metadatas"], limit=RECORD_PAGE, offset=offset
                 ),
             )
             for doc_id, meta in zip(got["ids"], got["metadatas"] or [], strict=True):
-                if doc_id != GENERATION_ID:
+                if doc_id not in (GENERATION_ID, FORGOTTEN_ID):
                     yield doc_id, cast(DocRecord, dict(meta or {}))
             if len(got["ids"]) < RECORD_PAGE:
                 return
             offset += RECORD_PAGE
+
+    def changes(self, after: int | None) -> RegistryChanges:
+        """The records committed after sequence number ``after`` (tombstones included,
+        a removed record as a tombstone; None: every record), and the sequence number
+        this read brings the reader to (read first: a commit racing the read is read
+        again next time, never missed). Records written before ``seq`` existed count as
+        committed at 0."""
+        seq = int(self._generation_record().get("seq") or 0)
+        if after is None:
+            return RegistryChanges(seq, self.records(), True)
+        if after >= seq:
+            return RegistryChanges(seq, {}, False)
+        log = self._forgotten()
+        if len(log) >= FORGOTTEN_KEPT and log[0][0] > after + 1:  # the log lost some
+            return RegistryChanges(seq, self.records(), True)
+        found: dict[str, DocRecord] = {d: {"version": ""} for n, d in log if after < n <= seq}
+        found.update(self.pages({"seq": {"$gt": after}}))
+        return RegistryChanges(seq, found, False)
+
+    def _forgotten(self) -> list[tuple[int, str]]:
+        got = self._guard(
+            "reading the registry's removals",
+            lambda: self.collection.get(ids=[FORGOTTEN_ID], include=["metadatas"]),
+        )
+        metas = got["metadatas"] or []
+        text = str(metas[0].get("log", "[]")) if metas and metas[0] else "[]"
+        return [(int(n), str(d)) for n, d in json.loads(text)]
 
     def record(self, doc_id: str) -> DocRecord | None:
         """One document's record (None: never ingested), without reading the others."""
@@ -84,17 +136,20 @@ class Registry:
         metas = got["metadatas"] or []
         return (
             cast(DocRecord, dict(metas[0] or {}))
-            if got["ids"] and doc_id != GENERATION_ID
+            if got["ids"] and doc_id not in (GENERATION_ID, FORGOTTEN_ID)
             else None
         )
 
     def generation(self) -> str:
+        return str(self._generation_record().get("generation", ""))
+
+    def _generation_record(self) -> dict[str, Any]:
         got = self._guard(
             "reading the generation",
             lambda: self.collection.get(ids=[GENERATION_ID], include=["metadatas"]),
         )
         metas = got["metadatas"] or []
-        return str(metas[0].get("generation", "")) if metas and metas[0] else ""
+        return dict(metas[0]) if metas and metas[0] else {}
 
     def commit(self, records: Mapping[str, DocRecord]) -> None:
         """Point documents at versions and change the generation, in one write.
@@ -104,9 +159,10 @@ class Registry:
         reached directly kept the link route it once had, and the link's removal pruned
         it)."""
         ids = [*records, GENERATION_ID]
+        seq = int(self._generation_record().get("seq") or 0) + 1
         metas: list[dict[str, Any]] = [
-            *({**_OPTIONAL_EMPTY, **r} for r in records.values()),
-            {"generation": (generation := uuid.uuid4().hex)},
+            *({**_OPTIONAL_EMPTY, **r, "seq": seq} for r in records.values()),
+            {"generation": (generation := uuid.uuid4().hex), "seq": seq},
         ]
         names = ", ".join(list(records)[:3]) + ("…" if len(records) > 3 else "")
         self._guard(
@@ -120,9 +176,22 @@ class Registry:
         self.written = generation
 
     def forget(self, doc_id: str) -> None:
-        """Remove a document's record (after its chunks are gone)."""
+        """Remove a document's record (after its chunks are gone), logged under the next
+        sequence number (see the module docstring); the generation does not change (the
+        tombstone's commit changed it)."""
         self._guard(
             f"deleting registry entry of {doc_id}", lambda: self.collection.delete(ids=[doc_id])
+        )
+        head = self._generation_record()
+        seq = int(head.get("seq") or 0) + 1
+        log = [*self._forgotten(), (seq, doc_id)][-FORGOTTEN_KEPT:]
+        self._guard(
+            f"logging the removal of {doc_id}",
+            lambda: self.collection.upsert(
+                ids=[GENERATION_ID, FORGOTTEN_ID],
+                embeddings=[[1.0], [1.0]],  # type: ignore[arg-type]
+                metadatas=[{**head, "seq": seq}, {"log": json.dumps(log)}],
+            ),
         )
 
 
