@@ -48,13 +48,14 @@ class Store:
     def generation(self) -> str:
         return f"g{len(self.log)}"
 
-    def changes(self, after: int | None) -> RegistryChanges:
-        if after is None:
+    def changes(self, after: int | None, generation: str | None = None) -> RegistryChanges:
+        now = self.generation()
+        if after is None or (generation is not None and generation != f"g{after}"):
             records = {d: DocRecord(version=v) for d, v in self.versions.items()}
-            return RegistryChanges(len(self.log), records, True)
+            return RegistryChanges(len(self.log), records, True, now)
         docs = {d for n, d in self.log if n > after}
         found = {d: DocRecord(version=self.versions.get(d, "")) for d in docs}
-        return RegistryChanges(len(self.log), found, False)
+        return RegistryChanges(len(self.log), found, False, now)
 
     # -- the chunks ---------------------------------------------------------------------
 
@@ -215,3 +216,22 @@ def test_the_registry_is_read_by_sequence_number(
     registry.forget("d")
     behind = registry.changes(later.seq)
     assert behind.complete and set(behind.records) == {"c"}
+
+
+def test_a_store_the_reader_did_not_follow_is_read_whole(tmp_path: Path) -> None:
+    """A store restored from a backup (or replaced) under a saved snapshot: its commit at
+    the snapshot's number had another generation, or it is behind the snapshot, so the
+    whole registry is read (the fault a fresh-clone run found: a restored backup still
+    listed a document written after it)."""
+    location = StoreLocation(path=tmp_path / "chroma")
+    _, docs = open_collections(open_client(location), "lineage", model_id="m", dimension=1)
+    registry = Registry(docs, StoreGuard(location))
+    registry.commit({"a": {"version": "1"}})
+    first = registry.changes(None)
+    registry.commit({"b": {"version": "1"}})
+    registry.forget("zz")  # a removal takes a number, not a commit: still followed
+    later = registry.changes(first.seq, first.generation)
+    assert not later.complete and set(later.records) == {"b", "zz"}
+    assert registry.changes(later.seq, later.generation).records == {}
+    assert registry.changes(first.seq, "a-generation-of-another-store").complete
+    assert registry.changes(later.seq + 3, later.generation).complete  # the store is behind

@@ -243,7 +243,7 @@ class SnapshotCache:
         for _ in range(SNAPSHOT_ATTEMPTS):
             snap = self._build(generation) if snap is None else self._update(snap, generation)
             now = self._registry.generation()
-            if now == generation:
+            if now == snap.generation:
                 return snap
             generation = now
         # Still moving: serve this one, but mark it so the next query updates it.
@@ -253,12 +253,12 @@ class SnapshotCache:
 
     def _build(self, generation: str) -> Snapshot:
         read = self._registry.changes(None)
-        return built(generation, active_versions(read.records), read.seq, self._chunks.scan())
+        return built(read.generation, active_versions(read.records), read.seq, self._chunks.scan())
 
     def _update(self, old: Snapshot, generation: str) -> Snapshot:
-        """``old`` with the documents whose active version changed read again: the
-        registry's records committed since ``old.seq``, those documents' chunks."""
-        read = self._registry.changes(old.seq)
+        """``old`` with the documents committed since ``old.seq`` read again (the store it
+        follows checked; the generation kept is the one read with that seq)."""
+        read = self._registry.changes(old.seq, old.generation)
         touched: Collection[str]
         if read.complete:
             active = active_versions(read.records)
@@ -267,9 +267,9 @@ class SnapshotCache:
             active, touched = moved(old.active, read.records), read.records.keys()
         changed = sorted(d for d in touched if old.active.get(d) != active.get(d))
         if not changed:
-            return replace(old, generation=generation, active=active, seq=read.seq)
+            return replace(old, generation=read.generation, active=active, seq=read.seq)
         fresh = self._chunks.document_chunks([d for d in changed if d in active])
-        return with_changes(old, generation, active, read.seq, changed, fresh)
+        return with_changes(old, read.generation, active, read.seq, changed, fresh)
 
     def _save(self, snap: Snapshot) -> None:
         # A cache: failing to write it (a race with another writer, a full disk) only

@@ -137,12 +137,19 @@ def _copy_registry(conns: PgConnections, tables: KbTables, registry: Any, guard:
         if len(got["ids"]) < RECORD_PAGE:
             break
     bump = sql.SQL(
-        "UPDATE {} SET generation = %s, serial = GREATEST(serial + 1, %s) WHERE name = %s"
-    )
-    conns.write(
-        "setting the generation",
-        lambda c: c.execute(bump.format(sql.Identifier(CATALOG)), (generation, seq, tables.name)),
-    )
+        "UPDATE {} SET generation = %s, serial = GREATEST(serial + 1, %s) WHERE name = %s "
+        "RETURNING serial"
+    ).format(sql.Identifier(CATALOG))
+    history = sql.SQL(
+        "INSERT INTO {} (seq, generation) VALUES (%s, %s) "
+        "ON CONFLICT (seq) DO UPDATE SET generation = EXCLUDED.generation"
+    ).format(tables.history)
+
+    def finish(c: psycopg.Connection[Any]) -> None:
+        got = c.execute(bump, (generation, seq, tables.name)).fetchone()
+        c.execute(history, (int(got[0]) if got else seq, generation))
+
+    conns.write("setting the generation", finish)
     return count
 
 

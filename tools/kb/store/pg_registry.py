@@ -23,7 +23,13 @@ from psycopg.types.json import Jsonb
 from tools.errors import InputError
 from tools.kb.store.pg_connections import PgConnections, ReadPoint
 from tools.kb.store.pg_schema import CATALOG, KbTables
-from tools.kb.store.registry import RECORD_PAGE, DocRecord, Registry, RegistryChanges
+from tools.kb.store.registry import (
+    HISTORY_KEPT,
+    RECORD_PAGE,
+    DocRecord,
+    Registry,
+    RegistryChanges,
+)
 
 # Optional keys written empty when a record lacks them, as the Chroma registry stores
 # them: both backends give the same records.
@@ -70,23 +76,29 @@ class PgRegistry(Registry):
                 return
             after = rows[-1][0]
 
-    def changes(self, after: int | None) -> RegistryChanges:
+    def changes(self, after: int | None, generation: str | None = None) -> RegistryChanges:
         """As ``Registry.changes``: the commit serial is the sequence number, removals are
-        rows of the ``forgotten`` table (read first, then the records: a commit racing the
-        read is read again next time, never missed)."""
-        query = sql.SQL("SELECT serial FROM {} WHERE name = %s").format(sql.Identifier(CATALOG))
+        rows of the ``forgotten`` table, each commit's generation a row of ``history``
+        (read first, then the records: a commit racing the read is read again next time,
+        never missed)."""
+        query = sql.SQL("SELECT serial, generation FROM {} WHERE name = %s").format(
+            sql.Identifier(CATALOG)
+        )
         row = self.conns.read(
             "reading the registry's sequence number",
             lambda c: c.execute(query, (self.tables.name,)).fetchone(),
             self.tables.serial,
             self.point.serial,
         )
-        seq = int(row[0]) if row else 0
+        seq, now = (int(row[0]), str(row[1])) if row else (0, "")
         self.point.raise_to(seq)
-        if after is None or seq - after > CHANGES_KEPT:
-            return RegistryChanges(seq, self.records(), True)
+        behind = after is not None and after > seq  # restored from an older backup
+        if after is None or behind or seq - after > CHANGES_KEPT:
+            return RegistryChanges(seq, self.records(), True, now)
+        if not self._follows(after, generation):
+            return RegistryChanges(seq, self.records(), True, now)
         if after >= seq:
-            return RegistryChanges(seq, {}, False)
+            return RegistryChanges(seq, {}, False, now)
         removed = sql.SQL("SELECT doc_id FROM {} WHERE seq > %s AND seq <= %s").format(
             self.tables.forgotten
         )
@@ -98,7 +110,23 @@ class PgRegistry(Registry):
         )
         found: dict[str, DocRecord] = {str(d): {"version": ""} for (d,) in gone}
         found.update(self.pages({"seq": {"$gt": after}}))
-        return RegistryChanges(seq, found, False)
+        return RegistryChanges(seq, found, False, now)
+
+    def _follows(self, after: int, generation: str | None) -> bool:
+        """Whether the newest commit at or before ``after`` had ``generation`` (see
+        ``tools.kb.store.registry.descends``)."""
+        if generation is None:
+            return True
+        query = sql.SQL(
+            "SELECT generation FROM {} WHERE seq <= %s ORDER BY seq DESC LIMIT 1"
+        ).format(self.tables.history)
+        row = self.conns.read(
+            "reading the registry's history",
+            lambda c: c.execute(query, (after,)).fetchone(),
+            self.tables.serial,
+            self.point.serial,
+        )
+        return row is not None and str(row[0]) == generation
 
     def record(self, doc_id: str) -> DocRecord | None:
         query = sql.SQL("SELECT record FROM {} WHERE doc_id = %s").format(self.tables.documents)
@@ -138,9 +166,16 @@ class PgRegistry(Registry):
             "UPDATE {} SET generation = %s, serial = serial + 1 WHERE name = %s RETURNING serial"
         ).format(sql.Identifier(CATALOG))
 
+        history = sql.SQL("INSERT INTO {} (seq, generation) VALUES (%s, %s)").format(
+            self.tables.history
+        )
+        prune = sql.SQL("DELETE FROM {} WHERE seq <= %s").format(self.tables.history)
+
         def commit(conn: psycopg.Connection[Any]) -> int:
             got = conn.execute(bump, (generation, self.tables.name)).fetchone()
             serial = int(got[0]) if got else 0
+            conn.execute(history, (serial, generation))
+            conn.execute(prune, (serial - HISTORY_KEPT,))
             rows = [
                 (doc_id, Jsonb({**OPTIONAL_EMPTY, **r, "seq": serial}), serial)
                 for doc_id, r in records.items()

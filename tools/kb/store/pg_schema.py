@@ -71,6 +71,11 @@ class KbTables:
         return sql.SQL("{}.documents").format(sql.Identifier(self.schema))
 
     @property
+    def history(self) -> sql.Composed:
+        """Each commit's generation by its serial (``Registry.changes``' store check)."""
+        return sql.SQL("{}.history").format(sql.Identifier(self.schema))
+
+    @property
     def forgotten(self) -> sql.Composed:
         """The removed records, by the sequence number of their removal."""
         return sql.SQL("{}.forgotten").format(sql.Identifier(self.schema))
@@ -203,6 +208,11 @@ def _registry_tables(conn: psycopg.Connection[Any], tables: KbTables) -> None:
         sql.SQL(
             "CREATE TABLE IF NOT EXISTS {} (seq bigint PRIMARY KEY, doc_id text NOT NULL)"
         ).format(tables.forgotten)
+    )
+    conn.execute(
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (seq bigint PRIMARY KEY, generation text NOT NULL)"
+        ).format(tables.history)
     )
 
 

@@ -40,6 +40,7 @@ from tools.kb.store.chroma import StoreGuard
 GENERATION_ID = "__generation__"
 FORGOTTEN_ID = "__forgotten__"  # the log of removed records: [[seq, doc_id], ...]
 FORGOTTEN_KEPT = 5000
+HISTORY_KEPT = 1000  # the newest commits' (seq, generation), kept on the generation record
 # Records per read: embedded Chroma binds one SQL variable per id it returns, and SQLite
 # refuses more than 32,766 in one statement ("too many SQL variables"), so a registry of
 # more documents than that could not be read whole.
@@ -68,6 +69,7 @@ class RegistryChanges:
     seq: int  # the sequence number the reader is now at
     records: dict[str, DocRecord]  # changed records; a removed document as a tombstone
     complete: bool  # ``records`` is the whole registry (a document not in it is gone)
+    generation: str = ""  # the generation at ``seq`` (read with it)
 
 
 class Registry:
@@ -100,23 +102,26 @@ class Registry:
                 return
             offset += RECORD_PAGE
 
-    def changes(self, after: int | None) -> RegistryChanges:
+    def changes(self, after: int | None, generation: str | None = None) -> RegistryChanges:
         """The records committed after sequence number ``after`` (tombstones included,
         a removed record as a tombstone; None: every record), and the sequence number
         this read brings the reader to (read first: a commit racing the read is read
         again next time, never missed). Records written before ``seq`` existed count as
-        committed at 0."""
-        seq = int(self._generation_record().get("seq") or 0)
-        if after is None:
-            return RegistryChanges(seq, self.records(), True)
+        committed at 0. With ``generation`` (what the reader saw at ``after``), a store
+        that is not the one the reader followed (restored from a backup, or replaced) is
+        read whole: its commit at ``after`` had another generation, or it is behind."""
+        head = self._generation_record()
+        seq, now = int(head.get("seq") or 0), str(head.get("generation", ""))
+        if after is None or after > seq or not descends(history_of(head), after, generation):
+            return RegistryChanges(seq, self.records(), True, now)
         if after >= seq:
-            return RegistryChanges(seq, {}, False)
+            return RegistryChanges(seq, {}, False, now)
         log = self._forgotten()
         if len(log) >= FORGOTTEN_KEPT and log[0][0] > after + 1:  # the log lost some
-            return RegistryChanges(seq, self.records(), True)
+            return RegistryChanges(seq, self.records(), True, now)
         found: dict[str, DocRecord] = {d: {"version": ""} for n, d in log if after < n <= seq}
         found.update(self.pages({"seq": {"$gt": after}}))
-        return RegistryChanges(seq, found, False)
+        return RegistryChanges(seq, found, False, now)
 
     def _forgotten(self) -> list[tuple[int, str]]:
         got = self._guard(
@@ -159,10 +164,12 @@ class Registry:
         reached directly kept the link route it once had, and the link's removal pruned
         it)."""
         ids = [*records, GENERATION_ID]
-        seq = int(self._generation_record().get("seq") or 0) + 1
+        head = self._generation_record()
+        seq, generation = int(head.get("seq") or 0) + 1, uuid.uuid4().hex
+        history = [*history_of(head), (seq, generation)][-HISTORY_KEPT:]
         metas: list[dict[str, Any]] = [
             *({**_OPTIONAL_EMPTY, **r, "seq": seq} for r in records.values()),
-            {"generation": (generation := uuid.uuid4().hex), "seq": seq},
+            {"generation": generation, "seq": seq, "history": json.dumps(history)},
         ]
         names = ", ".join(list(records)[:3]) + ("…" if len(records) > 3 else "")
         self._guard(
@@ -193,6 +200,21 @@ class Registry:
                 metadatas=[{**head, "seq": seq}, {"log": json.dumps(log)}],
             ),
         )
+
+
+def history_of(head: Mapping[str, Any]) -> list[tuple[int, str]]:
+    """The newest commits' ``(seq, generation)`` a generation record keeps."""
+    return [(int(n), str(g)) for n, g in json.loads(str(head.get("history") or "[]"))]
+
+
+def descends(history: list[tuple[int, str]], after: int, generation: str | None) -> bool:
+    """Whether a reader that saw ``generation`` at sequence number ``after`` follows this
+    store: its newest commit at or before ``after`` had that generation (a removal takes
+    a number without a commit). None: not checked."""
+    if generation is None:
+        return True
+    before = [g for n, g in history if n <= after]
+    return bool(before) and before[-1] == generation
 
 
 def active_versions(records: Mapping[str, DocRecord]) -> dict[str, str]:
