@@ -61,7 +61,7 @@ class Snapshot:
     built on access. Loops over every chunk use the columns (``language_mask``,
     ``acl_table``, ``document_mask``), never the dicts."""
 
-    generation: str  # "" when built while the store kept moving: rebuild on next use
+    generation: str  # read with ``seq``: the commit this snapshot follows
     active: dict[str, str]  # doc_id -> version
     table: ChunkTable
     position: dict[str, int]  # live chunk id -> row
@@ -210,7 +210,7 @@ class SnapshotCache:
         if self._current is not None and self._current.generation == generation:
             return self._current
         base = self._current or self._load()
-        snap = self._consistent(generation, base)
+        snap = self._consistent(base)
         self.lexical.sync(snap.generation, snap.active, snap.indexed)
         snap.bm25 = self.lexical
         if base is None or snap.changed > SAVE_CHANGED * max(1, len(snap.active)):
@@ -232,30 +232,29 @@ class SnapshotCache:
     def _file(self, generation: str) -> Path:
         return self._directory / f"{self._prefix}{self._tokenizer_tag}.{generation}.pkl"
 
-    def _consistent(self, generation: str, base: Snapshot | None) -> Snapshot:
+    def _consistent(self, base: Snapshot | None) -> Snapshot:
         """Build (or update ``base``) from registry + chunks read at one generation.
 
         Another process may commit (and delete old chunks) between reading the registry
         and reading the chunks; the generation changes then, and the update is repeated
-        (from what was read: only the documents that changed again are read again).
+        (from what was read: only the documents that changed again are read again). Still
+        moving after that, the snapshot is served as read: it names the generation read
+        with its sequence number, so the next search updates it from there (a changes
+        read, never a whole one).
         """
         snap = base
         for _ in range(SNAPSHOT_ATTEMPTS):
-            snap = self._build(generation) if snap is None else self._update(snap, generation)
-            now = self._registry.generation()
-            if now == snap.generation:
-                return snap
-            generation = now
-        # Still moving: serve this one, but mark it so the next query updates it.
+            snap = self._build() if snap is None else self._update(snap)
+            if self._registry.generation() == snap.generation:
+                break
         assert snap is not None
-        snap.generation = ""
         return snap
 
-    def _build(self, generation: str) -> Snapshot:
+    def _build(self) -> Snapshot:
         read = self._registry.changes(None)
         return built(read.generation, active_versions(read.records), read.seq, self._chunks.scan())
 
-    def _update(self, old: Snapshot, generation: str) -> Snapshot:
+    def _update(self, old: Snapshot) -> Snapshot:
         """``old`` with the documents committed since ``old.seq`` read again (the store it
         follows checked; the generation kept is the one read with that seq)."""
         read = self._registry.changes(old.seq, old.generation)
