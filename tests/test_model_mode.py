@@ -211,6 +211,8 @@ def test_the_agents_bounded_answer_checks_relevance(
          ["The R2 warehouse robot carries 300 kg."], []),
         ("What is the latest stable Python release today?",  # routing cues are not key
          ["Python 3.14.2 is the latest stable release of Python."], []),
+        ("How many days of annual leave does an employee with 6 years of service get?",
+         ["Employees with 5 to 10 years of service have 18 days of annual leave."], []),  # "get"
         ("访客的胸牌是什么颜色？", ["访客领取背心。"], []),  # Chinese: not this rule's
     ],
 )  # fmt: skip

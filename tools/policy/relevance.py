@@ -56,6 +56,12 @@ UNITS = _words(
 REQUEST_WORDS = _words(
     "please kindly thanks thank tell know explain describe show give find need want help"
 )
+# Verbs of getting and having that frame a question rather than name its subject ("How
+# many days of annual leave does an employee get?" is answered by "... are granted 18
+# days"; the sample KB's first demo question was refused over "get").
+FRAME_VERBS = _words(
+    "get gets got getting receive receives received have has had take takes took make makes"
+)
 # Words that ask for a quantity, or say when or where to look ("today", "latest",
 # "company", "policy": the routing cues), rather than name what is asked about.
 NOT_KEY = frozenset(
@@ -64,6 +70,7 @@ NOT_KEY = frozenset(
         "much",
         *UNITS,
         *REQUEST_WORDS,
+        *FRAME_VERBS,
         *(c.strip() for c in TIME_CUES_EN),
         *(c.strip() for c in INTERNAL_CUES_EN),
     }
