@@ -32,6 +32,8 @@ Usage::
     .venv/bin/python -m bench.bench_scale --sizes 5000 50000 200000 --json /tmp/scale.json
     .venv/bin/python -m bench.bench_scale --chunks 5000            # one size, this process
     .venv/bin/python -m bench.bench_scale --sizes 200000 --backend postgres --json /tmp/pg.json
+    # one build to 1M measured at 200k on the way (resumable; copies kept as H-200000 ...)
+    .venv/bin/python -m bench.bench_scale --chunks 1000000 --milestones 200000 --keep H
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import json
 import random
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -164,20 +167,37 @@ def latency(kb: KnowledgeBase, qs: Sequence[str], reader: Reader | None) -> dict
             "p95_ms": round(percentile(times, 95), 1)}  # fmt: skip
 
 
-def fill(kb: KnowledgeBase, chunks: int, zh: Sequence[str], en: Sequence[str],
-         rng: random.Random) -> tuple[int, float]:  # fmt: skip
-    """Ingest generated documents until ``kb`` holds ``chunks``: (chunks, seconds)."""
-    stored, made, ingest_s = kb.chunks.count(), 0, 0.0
-    while stored < chunks:  # rounds sized by the chunks per document seen so far
-        per_doc = stored / made if made else 6.0
-        count = max(20, min(2000, int((chunks - stored) / per_doc) + 1, 400 if not made else 2000))
-        started = time.perf_counter()
-        kb.ingest_documents(list(documents(zh, en, rng, made, count)))
-        ingest_s += time.perf_counter() - started
-        made += count
-        stored = kb.chunks.count()
-        print(f"  {stored:,} chunks", flush=True)
-    return stored, ingest_s
+class Filler:
+    """Generated documents ingested until a size; resumable: a kept home's documents
+    (the same seed makes the same ones) are generated again but not ingested again."""
+
+    def __init__(self, kb: KnowledgeBase, zh: Sequence[str], en: Sequence[str],
+                 rng: random.Random) -> None:  # fmt: skip
+        self.kb, self.zh, self.en, self.rng = kb, zh, en, rng
+        self.present = {d for d, r in kb.registry.records().items() if r.get("version")}
+        self.made, self.new_chunks, self.seconds = 0, 0, 0.0
+
+    def to(self, chunks: int) -> int:
+        """Ingest until the knowledge base holds ``chunks``; the chunks it holds."""
+        stored = self.kb.chunks.count()
+        while stored < chunks:  # rounds sized by the chunks per document seen so far
+            per_doc = stored / self.made if self.made else 6.0
+            count = max(20, min(2000, int((chunks - stored) / per_doc) + 1,
+                                400 if not self.made else 2000))  # fmt: skip
+            docs = list(documents(self.zh, self.en, self.rng, self.made, count))
+            self.made += count
+            docs = [d for d in docs if d.doc_id not in self.present]
+            started = time.perf_counter()
+            self.kb.ingest_documents(docs)
+            self.seconds += time.perf_counter() - started
+            before, stored = stored, self.kb.chunks.count()
+            self.new_chunks += stored - before
+            print(f"  {stored:,} chunks", flush=True)
+        return stored
+
+    def rate(self) -> float | None:
+        """Chunks ingested per second (None: nothing was ingested here)."""
+        return round(self.new_chunks / self.seconds, 1) if self.seconds else None
 
 
 def one_file_change(kb: KnowledgeBase, zh: Sequence[str], en: Sequence[str], seed: int) -> float:
@@ -207,11 +227,12 @@ def one_size(
     emb = Precomputed()
     model = EmbeddingModel(emb, f"bench-hash-{DIM}", 0.0, DIM)
     kb = KnowledgeBase(config, embedding_model=model)
-    stored, ingest_s = fill(kb, chunks, zh, en, rng)
+    filler = Filler(kb, zh, en, rng)
+    filler.to(chunks)
     started = time.perf_counter()
     kb.snapshot()
     first_snapshot_s = time.perf_counter() - started
-    qs = queries(zh, en, rng, n_queries)
+    qs = queries(zh, en, random.Random(seed + 1), n_queries)
     for q, v in zip(qs, emb.embed_documents(qs), strict=True):
         emb.table[q] = v
     latency(kb, qs[:10], None)  # warm up
@@ -222,7 +243,7 @@ def one_size(
         "chunks": len(snap.ids),
         "documents": len(snap.active),
         "languages": kb.languages(),
-        "ingest_chunks_per_s": round(stored / ingest_s, 1),
+        "ingest_chunks_per_s": filler.rate(),
         "first_snapshot_s": round(first_snapshot_s, 1),
         "one_file_change_s": round(change_s, 2),
         "hybrid_admin": admin,
@@ -261,6 +282,40 @@ def cluster_pss_mb(cluster: Any) -> int:
     return round(total / 2**20)
 
 
+def build(args: Any) -> int:
+    """One growing build (``--keep``) measured at each of ``--milestones`` and at
+    ``--chunks``: there the home is closed, copied beside it (``<home>-<size>``, kept for
+    measuring again) and the copy measured by a fresh process; the ingest rate is the
+    build's own over the chunks it added (a resumed build does not count what it found)."""
+    if args.keep is None or args.backend != "embedded":
+        raise SystemExit("error: --milestones needs --keep DIR and the embedded backend")
+    zh, en = sentences(args.data_dir)
+    model = EmbeddingModel(Precomputed(), f"bench-hash-{DIM}", 0.0, DIM)
+    config = KBConfig(home=args.keep, collection="scale")
+    filler: Filler | None = None
+    results = []
+    for size in sorted({*args.milestones, args.chunks}):
+        kb = KnowledgeBase(config, embedding_model=model)
+        if filler is None:
+            filler = Filler(kb, zh, en, random.Random(args.seed))
+        filler.kb = kb
+        filler.to(size)
+        kb.close()
+        copy = args.keep.with_name(f"{args.keep.name}-{size}")
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(args.keep, copy)
+        out = copy / "figures.json"
+        cmd = rerun(__spec__.name, "--chunks", str(size), "--keep", str(copy), "--json",
+                    str(out), "--data-dir", str(args.data_dir), "--queries", str(args.queries),
+                    "--seed", str(args.seed))  # fmt: skip
+        subprocess.run(cmd, cwd=REPO, check=True)
+        figures = json.loads(out.read_text()) | {"ingest_chunks_per_s": filler.rate()}
+        print(json.dumps(figures, ensure_ascii=False), flush=True)
+        results.append(figures)
+    write_json(args.json, results)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__, data=True, json_out=True)
     p.add_argument("--sizes", type=int, nargs="*", default=[],
@@ -272,7 +327,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backend", choices=["embedded", "postgres"], default="embedded",
                    help="the store: embedded Chroma, or PostgreSQL with streaming replicas")  # fmt: skip
     p.add_argument("--replicas", type=int, default=2, help="with --backend postgres")
+    p.add_argument("--milestones", type=int, nargs="*", default=[],
+                   help="with --chunks and --keep (embedded): one build measured on the way; "
+                   "at each size a copy of the home is measured in a fresh process")  # fmt: skip
     args = p.parse_args(argv)
+    if args.milestones:
+        return build(args)
     if args.sizes:
         results = []
         for size in args.sizes:
