@@ -205,7 +205,8 @@ def one_file_change(kb: KnowledgeBase, zh: Sequence[str], en: Sequence[str], see
     (with replicas: once they replayed it; bounded by CHANGE_DEADLINE_S)."""
     changes: list[float] = []
     for i in range(3):
-        token = f"zqxv{seed}k{i}"
+        # A new token per run: a home measured again must see a change, not the same text.
+        token = f"zqxv{seed}k{i}r{time.time_ns() % 10**9}"
         doc = next(d for d in documents(zh, en, random.Random(i), 0, 50) if "g3/" in d.doc_id)
         text = f"{doc.text}\n\nThe canteen code is {token}."
         started = time.perf_counter()
