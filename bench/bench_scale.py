@@ -149,9 +149,11 @@ def queries(zh: Sequence[str], en: Sequence[str], rng: random.Random, n: int) ->
     return out
 
 
-def rss_mb() -> float:
+def rss_mb(field: str = "VmRSS") -> float:
+    """This process's resident memory (``RssAnon``: its own; ``RssFile``: mapped file
+    pages, clean and shared, e.g. the snapshot's texts and the lexical index)."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return 0.0
 
@@ -250,6 +252,8 @@ def one_size(
         "hybrid_admin": admin,
         "hybrid_restricted": restricted,
         "rss_mb": round(rss_mb()),
+        "rss_anon_mb": round(rss_mb("RssAnon")),
+        "rss_file_mb": round(rss_mb("RssFile")),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
     }
     kb.close()

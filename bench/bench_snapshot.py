@@ -37,6 +37,7 @@ import functools
 import gc
 import hashlib
 import json
+import mmap
 import random
 import subprocess
 import sys
@@ -151,12 +152,13 @@ class MemoryRegistry:
         self.log.append((step, doc_id))
         self.generation_now = f"g{step}"
 
-    def changes(self, after: int | None) -> RegistryChanges:
+    def changes(self, after: int | None, generation: str | None = None) -> RegistryChanges:
         seq = self.log[-1][0] if self.log else 0
         if after is None:
-            return RegistryChanges(seq, self.records(), True)
+            return RegistryChanges(seq, self.records(), True, self.generation_now)
         docs = {d for n, d in self.log if n > after}
-        return RegistryChanges(seq, {d: {"version": self.corpus.versions[d]} for d in docs}, False)
+        found: dict[str, DocRecord] = {d: {"version": self.corpus.versions[d]} for d in docs}
+        return RegistryChanges(seq, found, False, self.generation_now)
 
     def generation(self) -> str:
         return self.generation_now
@@ -177,6 +179,9 @@ def deep_size(obj: object, seen: set[int] | None = None) -> tuple[int, int]:
                 mapped += o.nbytes
             else:
                 size += o.nbytes if o.base is None or id(o.base) not in seen else 0
+            continue
+        if isinstance(o, mmap.mmap):  # the saved texts (``TextColumn``)
+            mapped += len(o)
             continue
         if isinstance(o, memoryview | bytes | bytearray | str | int | float | bool):
             size += sys.getsizeof(o)
@@ -252,7 +257,10 @@ def timed_update(cache: Any, old: Any, generation: str) -> tuple[Any, dict[str, 
     snap = module.Snapshot(generation=generation, active=active, table=table,
                            position=position, by_document=by_document, bm25=old.bm25,
                            changed=old.changed + len(changed), seq=read.seq)  # fmt: skip
-    if table.rows - len(position) > module.DEAD_SHARE * max(1, table.rows):
+    tail = table.rows - table.sorted_rows
+    if table.rows - len(position) > module.DEAD_SHARE * max(1, table.rows) or (
+        tail > module.TAIL_SHARE * max(1, table.rows)
+    ):
         snap = module.compact(snap)
     lap("compaction (when due)")
     return snap, steps
@@ -277,7 +285,7 @@ def derived(snap: Any) -> dict[str, float]:
 
 
 def one_size(chunks: int, data_dir: Path, seed: int, changes: int) -> dict[str, Any]:
-    from tools.kb.index.snapshot import SnapshotCache
+    from tools.kb.index.snapshot_cache import SnapshotCache
 
     corpus = Corpus(chunks, seed, data_dir)
     registry = MemoryRegistry(corpus)
@@ -287,7 +295,7 @@ def one_size(chunks: int, data_dir: Path, seed: int, changes: int) -> dict[str, 
         gc.collect()
         rss_before = rss_mb()
         started = time.perf_counter()
-        snap = cache._build("g0")
+        snap = cache.current()  # read, sorted and saved (its texts then read from the file)
         build_s = time.perf_counter() - started
         gc.collect()
         rss_built = rss_mb()

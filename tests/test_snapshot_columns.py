@@ -14,10 +14,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-import tools.kb.index.snapshot as snapshot_module
+import tools.kb.index.snapshot_cache as snapshot_module
 import tools.kb.store.registry as registry_module
 from tools.access.acl import Reader
-from tools.kb.index.snapshot import Snapshot, SnapshotCache
+from tools.kb.index.snapshot import Snapshot
+from tools.kb.index.snapshot_cache import SnapshotCache
 from tools.kb.search.candidates import readable_of
 from tools.kb.store.chroma import StoreGuard, StoreLocation, open_client, open_collections
 from tools.kb.store.chroma_pages import StoredChunk

@@ -33,7 +33,8 @@ from tools.kb.embed.embeddings import (
     EmbeddingModel,
     make_embedding_model,
 )
-from tools.kb.index.snapshot import Snapshot, SnapshotCache
+from tools.kb.index.snapshot import Snapshot
+from tools.kb.index.snapshot_cache import SnapshotCache
 from tools.kb.index.tokenizers import make_tokenizer
 from tools.kb.ingest.chunking import ChunkingOptions
 from tools.kb.ingest.formats import LoadLimits

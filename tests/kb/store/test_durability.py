@@ -571,7 +571,7 @@ def test_search_racing_an_ingest_on_the_same_instance_does_not_crash(
 def test_two_instances_saving_the_same_bm25_snapshot_do_not_fail_a_search(
     tmp_path: Path, kb_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tools.kb.index.snapshot as kbmod
+    import tools.kb.index.snapshot_cache as kbmod
 
     home = tmp_path / "home"
     first = KnowledgeBase(KBConfig(home=home), embedding_model=hash_model())

@@ -9,7 +9,11 @@ builds a chunk's dict on access, equal to the one read from the store.
 
 Rows are only appended: a changed document's old rows are marked dead (``live``) and its
 new ones added; the unit vectors go to a growing matrix that the snapshots before share
-(their rows never change). ``compact`` drops the dead rows once they pass a share.
+(their rows never change). ``compacted`` drops the dead rows and sorts the rest by
+language, then access list: a restricted search compares one contiguous slice of the
+matrix per access list it may read (no copy; ``Snapshot.slices``); rows appended since
+(``sorted_rows`` onwards) are compared by index. The texts are a
+:class:`~tools.kb.index.text_column.TextColumn` (on disk once the snapshot is saved).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from tools.kb.index.text_column import TextColumn
 from tools.kb.store.chroma_pages import StoredChunk
 
 # The keys a document's chunks share (ingest writes them from the document): kept once
@@ -109,7 +114,7 @@ class ChunkTable:
     """Every row ever added since the last compaction; ``live`` marks the current ones."""
 
     ids: list[str]
-    texts: list[str]
+    texts: TextColumn
     doc: np.ndarray  # int32 document code per row
     heading: np.ndarray  # int32, NONE: no heading key
     lang: np.ndarray  # int32, NONE: no ``lang`` key
@@ -119,6 +124,7 @@ class ChunkTable:
     tables: Tables
     matrix: Matrix
     odd: dict[int, dict[str, Any]] = field(default_factory=dict)  # rows not encodable
+    sorted_rows: int = 0  # rows [0, sorted_rows) are sorted by language, then access list
 
     def __getstate__(self) -> dict[str, Any]:
         # The matrix's spare rows are not saved; the loaded vectors become its data.
@@ -198,14 +204,16 @@ def appended(table: ChunkTable | None, chunks: Iterable[StoredChunk]) -> ChunkTa
     doc, heading, lang, rest = (np.asarray([c[k] for c in codes], dtype=np.int32) for k in range(4))
     if table is None:
         live = np.ones(len(ids), dtype=bool)
-        return ChunkTable(ids, texts, doc, heading, lang, rest, live, vectors, tables, matrix, odd)
+        return ChunkTable(
+            ids, TextColumn.of(texts), doc, heading, lang, rest, live, vectors, tables, matrix, odd
+        )
 
     def grown(old: np.ndarray, new: np.ndarray) -> np.ndarray:
         return np.concatenate([old, new])
 
     return ChunkTable(
         [*table.ids, *ids],
-        [*table.texts, *texts],
+        table.texts.appended(texts),
         grown(table.doc, doc),
         grown(table.heading, heading),
         grown(table.lang, lang),
@@ -215,6 +223,7 @@ def appended(table: ChunkTable | None, chunks: Iterable[StoredChunk]) -> ChunkTa
         tables,
         matrix,
         {**table.odd, **odd},
+        table.sorted_rows,
     )
 
 
@@ -256,9 +265,12 @@ def killed(table: ChunkTable, rows: np.ndarray) -> ChunkTable:
 
 
 def compacted(table: ChunkTable) -> ChunkTable:
-    """The live rows alone, in order, re-coded on the documents still live."""
+    """The live rows alone, sorted by language then access list (stable: a document's
+    chunks stay in order), re-coded on the documents still live."""
     keep = np.flatnonzero(table.live)
     old = table.tables
+    acl = np.asarray(old.doc_acl, dtype=np.int64)[table.doc[keep]]
+    keep = keep[np.lexsort((acl, table.lang[keep]))]
     codes, inverse = np.unique(table.doc[keep], return_inverse=True)
     tables = Tables(headings=old.headings, langs=old.langs, rests=old.rests, acls=old.acls)
     for c in codes:
@@ -270,7 +282,7 @@ def compacted(table: ChunkTable) -> ChunkTable:
     where = {int(r): i for i, r in enumerate(keep)} if table.odd else {}
     return ChunkTable(
         [table.ids[i] for i in keep],
-        [table.texts[i] for i in keep],
+        table.texts.taken(keep),
         inverse.astype(np.int32).reshape(-1),
         table.heading[keep],
         table.lang[keep],
@@ -280,6 +292,7 @@ def compacted(table: ChunkTable) -> ChunkTable:
         tables,
         matrix,
         {where[r]: m for r, m in table.odd.items() if r in where},
+        len(keep),
     )
 
 

@@ -16,13 +16,8 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
-import pickle
-import shutil
-import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,14 +33,14 @@ from tools.kb.index.chunk_table import (
     release_freed_memory,
 )
 from tools.kb.index.lexical import IndexedChunk, LexicalIndex
-from tools.kb.store.chroma import ChunkStore
 from tools.kb.store.chroma_pages import StoredChunk
-from tools.kb.store.registry import DocRecord, Registry, active_versions
+from tools.kb.store.registry import DocRecord
 
-SNAPSHOT_ATTEMPTS = 3
-SAVE_CHANGED = 0.1  # pickle again once this share of the documents changed since the file
 DEAD_SHARE = 0.25  # rows of changed documents kept masked until this share, then compacted
-FORMAT = 2  # of the saved snapshot (2: columns; 1, lists of dicts, is read again)
+# Rows appended since the last sort are compared by index (8x a slice's cost per row):
+# past this share of the rows the table is compacted (sorted) again.
+TAIL_SHARE = 0.1
+FORMAT = 3  # of the saved snapshot (3: sorted, texts on disk; older ones are read again)
 Tokenizer = Callable[[str], list[str]]
 log = logging.getLogger("hybrid_rag.kb")
 
@@ -135,6 +130,42 @@ class Snapshot:
             masks[language] = np.isin(self.table.lang, wanted) & self.table.live
         return masks[language]
 
+    @functools.cached_property
+    def groups(self) -> dict[tuple[int, int], tuple[int, int]]:
+        """(language code, access-list code) -> its rows ``[start, end)`` in the sorted
+        part of the table (``ChunkTable.sorted_rows``)."""
+        n = self.table.sorted_rows
+        if not n:
+            return {}
+        lang = self.table.lang[:n].astype(np.int64)
+        acl = self.acl_table[0][:n].astype(np.int64)
+        cuts = np.flatnonzero((np.diff(lang) != 0) | (np.diff(acl) != 0)) + 1
+        starts, ends = np.concatenate([[0], cuts]), np.concatenate([cuts, [n]])
+        return {
+            (int(lang[a]), int(acl[a])): (int(a), int(b)) for a, b in zip(starts, ends, strict=True)
+        }
+
+    def slices(self, language: str | None, acls: Collection[str] | None) -> list[tuple[int, int]]:
+        """The contiguous row ranges (sorted part) holding every chunk in ``language`` (None:
+        any) under one of ``acls`` (None: any), merged where adjacent."""
+        t = self.table.tables
+        langs = None
+        if language is not None:
+            langs = {i for i, n in enumerate(t.langs.values) if str(n) == language}
+            if language == "?":
+                langs.add(NONE)
+        wanted = None if acls is None else set(acls)
+        out: list[tuple[int, int]] = []
+        for (lang, acl), (a, b) in sorted(self.groups.items(), key=lambda g: g[1]):
+            if (langs is None or lang in langs) and (
+                wanted is None or t.acls.values[acl] in wanted
+            ):
+                if out and out[-1][1] == a:
+                    out[-1] = (out[-1][0], b)
+                else:
+                    out.append((a, b))
+        return out
+
     def document_mask(self, allows: Callable[[str, str], bool]) -> np.ndarray:
         """Which rows are live chunks of documents ``allows(doc_id, source)`` accepts
         (decided once per document)."""
@@ -172,147 +203,6 @@ class Snapshot:
                 yield IndexedChunk(self.table.ids[i], doc_id, text, m)
 
 
-class SnapshotCache:
-    """Serves the current snapshot; callers serialise access (the KB's lock)."""
-
-    def __init__(
-        self,
-        *,
-        registry: Registry,
-        chunks: ChunkStore,
-        tokenizer: Tokenizer,
-        tokenizer_tag: str,
-        directory: Path,
-        prefix: str,
-    ) -> None:
-        self._registry = registry
-        self._chunks = chunks
-        self._tokenizer = tokenizer
-        self._directory = directory
-        self._prefix = prefix  # "<collection>." — every file of this collection
-        self._tokenizer_tag = tokenizer_tag  # files of another tokenizer never match
-        self._current: Snapshot | None = None
-        self._lexical: LexicalIndex | None = None
-
-    @property
-    def lexical(self) -> LexicalIndex:
-        """The collection's lexical index (opened on first use)."""
-        if self._lexical is None:
-            folder = self._directory / f"{self._prefix}{self._tokenizer_tag}.tantivy"
-            self._lexical = LexicalIndex(folder, self._tokenizer, self._tokenizer_tag)
-        return self._lexical
-
-    def current(self, generation: str | None = None) -> Snapshot:
-        """The snapshot at the registry's generation (``generation``: just read by the
-        caller), brought up to date by the documents that changed (a full read only when
-        there is no snapshot at all)."""
-        generation = self._registry.generation() if generation is None else generation
-        if self._current is not None and self._current.generation == generation:
-            return self._current
-        base = self._current or self._load()
-        snap = self._consistent(base)
-        self.lexical.sync(snap.generation, snap.active, snap.indexed)
-        snap.bm25 = self.lexical
-        if base is None or snap.changed > SAVE_CHANGED * max(1, len(snap.active)):
-            snap = compact(snap)
-            snap.changed = 0
-            self._save(snap)
-        self._current = snap
-        return snap
-
-    def forget(self) -> None:
-        """Drop the in-memory and on-disk snapshots (the collection was dropped)."""
-        for stale in self._directory.glob(f"{self._prefix}*.pkl"):
-            stale.unlink(missing_ok=True)
-        self._current = None
-        if self._lexical is not None:
-            shutil.rmtree(self._lexical.directory, ignore_errors=True)
-            self._lexical = None
-
-    def _file(self, generation: str) -> Path:
-        return self._directory / f"{self._prefix}{self._tokenizer_tag}.{generation}.pkl"
-
-    def _consistent(self, base: Snapshot | None) -> Snapshot:
-        """Build (or update ``base``) from registry + chunks read at one generation.
-
-        Another process may commit (and delete old chunks) between reading the registry
-        and reading the chunks; the generation changes then, and the update is repeated
-        (from what was read: only the documents that changed again are read again). Still
-        moving after that, the snapshot is served as read: it names the generation read
-        with its sequence number, so the next search updates it from there (a changes
-        read, never a whole one).
-        """
-        snap = base
-        for _ in range(SNAPSHOT_ATTEMPTS):
-            snap = self._build() if snap is None else self._update(snap)
-            if self._registry.generation() == snap.generation:
-                break
-        assert snap is not None
-        return snap
-
-    def _build(self) -> Snapshot:
-        read = self._registry.changes(None)
-        return built(read.generation, active_versions(read.records), read.seq, self._chunks.scan())
-
-    def _update(self, old: Snapshot) -> Snapshot:
-        """``old`` with the documents committed since ``old.seq`` read again (the store it
-        follows checked; the generation kept is the one read with that seq)."""
-        read = self._registry.changes(old.seq, old.generation)
-        touched: Collection[str]
-        if read.complete:
-            active = active_versions(read.records)
-            touched = old.active.keys() | active.keys()
-        else:
-            active, touched = moved(old.active, read.records), read.records.keys()
-        changed = sorted(d for d in touched if old.active.get(d) != active.get(d))
-        if not changed:
-            return replace(old, generation=read.generation, active=active, seq=read.seq)
-        fresh = self._chunks.document_chunks([d for d in changed if d in active])
-        return with_changes(old, read.generation, active, read.seq, changed, fresh)
-
-    def _save(self, snap: Snapshot) -> None:
-        # A cache: failing to write it (a race with another writer, a full disk) only
-        # means the next process reads the store again.
-        target = self._file(snap.generation)
-        tmp = target.with_suffix(f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-        try:
-            self._directory.mkdir(parents=True, exist_ok=True)
-            for old in [
-                *self._directory.glob(f"{self._prefix}*.pkl"),
-                *self._directory.glob(f"{self._prefix}*.tmp-*"),
-            ]:
-                if old != target:
-                    old.unlink(missing_ok=True)
-            with tmp.open("wb") as fh:
-                # The fields alone (``replace``): the cached masks and subsets are not saved.
-                pickle.dump(replace(snap, bm25=None), fh, pickle.HIGHEST_PROTOCOL)  # type: ignore[arg-type]
-            tmp.replace(target)  # atomic: a reader sees the old file or the whole new one
-        except OSError as exc:
-            log.warning("could not save the search snapshot %s: %s", target.name, exc)
-            tmp.unlink(missing_ok=True)
-
-    def _load(self) -> Snapshot | None:
-        """The saved snapshot, of whatever generation (updated from there)."""
-        for path in sorted(self._directory.glob(f"{self._prefix}{self._tokenizer_tag}.*.pkl")):
-            try:
-                with path.open("rb") as fh:
-                    snap = pickle.load(fh)  # our own file under the data home
-            except Exception as exc:  # truncated, older class layout, ...: read the store
-                log.info("ignoring the unreadable search snapshot %s: %s", path.name, exc)
-                continue
-            # ``vars``: the class's defaults would answer for an older file's missing fields.
-            if (
-                isinstance(snap, Snapshot)
-                and vars(snap).get("format") == FORMAT
-                and isinstance(vars(snap).get("table"), ChunkTable)
-                and snap.generation
-            ):
-                snap.bm25 = self.lexical
-                return snap
-            log.info("ignoring the search snapshot %s of another format", path.name)
-        return None
-
-
 def moved(active: dict[str, str], records: dict[str, DocRecord]) -> dict[str, str]:
     """``active`` (doc id -> version) after the registry's ``records`` (tombstones drop)."""
     out = active.copy()
@@ -334,8 +224,8 @@ def _current(active: dict[str, str], read: Iterable[StoredChunk]) -> Iterator[St
 def built(
     generation: str, active: dict[str, str], seq: int, read: Iterable[StoredChunk]
 ) -> Snapshot:
-    """A snapshot of the chunks of ``read`` that belong to an active version."""
-    table = appended(None, _current(active, read))
+    """A snapshot of the chunks of ``read`` that belong to an active version (sorted)."""
+    table = compacted(appended(None, _current(active, read)))
     snap = _indexed(generation, active, seq, table, 0)
     release_freed_memory()
     return snap
@@ -384,14 +274,17 @@ def with_changes(
     snap = Snapshot(generation=generation, active=active, table=table, position=position,
                     by_document=by_document, bm25=old.bm25, changed=old.changed + len(changed),
                     seq=seq)  # fmt: skip
-    if table.rows - len(position) > DEAD_SHARE * max(1, table.rows):
+    tail = table.rows - table.sorted_rows
+    if table.rows - len(position) > DEAD_SHARE * max(1, table.rows) or tail > TAIL_SHARE * max(
+        1, table.rows
+    ):
         snap = compact(snap)
     return snap
 
 
 def compact(snap: Snapshot) -> Snapshot:
-    """The snapshot without its dead rows (rows renumbered)."""
-    if len(snap.position) == snap.table.rows:
+    """The snapshot without its dead rows, sorted (rows renumbered)."""
+    if len(snap.position) == snap.table.rows == snap.table.sorted_rows:
         return snap
     again = _indexed(snap.generation, snap.active, snap.seq, compacted(snap.table), snap.changed)
     again.bm25 = snap.bm25

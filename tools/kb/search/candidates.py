@@ -26,13 +26,19 @@ from tools.kb.store.chroma import ChunkStore
 SearchMode = Literal["hybrid", "bm25", "vector"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "bm25", "vector")
 VECTOR_OVERFETCH = 10  # chunks of inactive versions (a crashed ingest) are dropped
-# The vector side of a restricted search (one language, the chunks a reader may read):
-# at most this many chunks are compared exactly (on the snapshot's vectors); a larger share of
-# the store is found by one unrestricted nearest-neighbour query, deep enough that the
-# share holds the n asked for (``PROBE_MARGIN``), filtered on the snapshot's masks.
+# The vector side of a restricted search (one language, the chunks a reader may read) is
+# compared exactly on the snapshot's vectors: on the contiguous slices of the reader's
+# access lists in that language (``Snapshot.slices``, no copy), or row by row (rows
+# appended since the last sort, a few documents asked for: ``ROW_COST`` times a slice
+# row's cost, measured). A share above EXACT_LIMIT whose exact cost passes EXACT_BUDGET
+# rows, or that one unrestricted nearest-neighbour query reaches at a depth below
+# PROBE_DEPTH (a large share: an admin's language), is found by that probe instead, deep
+# enough that the share holds the n asked for (``PROBE_MARGIN``), filtered on the masks.
 EXACT_LIMIT = 10_000
+EXACT_BUDGET = 400_000  # rows compared per pool (~35 ms on one busy core)
+ROW_COST = 8
+PROBE_DEPTH = 200
 PROBE_MARGIN = 1.5
-SUBSETS_KEPT = 8  # per snapshot: the exactly compared shares kept (at most EXACT_LIMIT rows)
 PROBE_LIMIT = 20_000  # deeper than this, the store's own filter (on principals) is used
 
 
@@ -275,20 +281,25 @@ def _restricted_nearest(
     count = int(selection.sum())
     if count == 0:
         return []
-    if count <= EXACT_LIMIT and snap.vectors is not None and len(snap.vectors):
-        # A small share: compared exactly, on the snapshot's vectors.
-        rows, matrix = _subset(snap, filters, selection)
-        q = (query_vector / (np.linalg.norm(query_vector) or 1.0)).astype(np.float32)
-        # einsum, not BLAS: one thread, no spinning pool on busy cores (3x faster here).
-        sims = np.einsum("ij,j->i", matrix, q)
-        top = (
-            np.argpartition(-sims, wanted - 1)[:wanted]
-            if len(sims) > wanted
-            else np.arange(len(sims))
-        )
-        order = top[np.argsort(-sims[top], kind="stable")]
-        return [(snap.ids[rows[j]], float(sims[j])) for j in order]
     depth = min(len(snap.ids), math.ceil(wanted * PROBE_MARGIN * len(snap.ids) / count))
+    if snap.vectors is not None and len(snap.vectors):
+        acls = None if filters.readable is None else filters.readable.acls
+        ranges = snap.slices(filters.language, acls)
+        cut = snap.table.sorted_rows
+        tail = cut + np.flatnonzero(selection[cut:])
+        by_slices = sum(b - a for a, b in ranges) + ROW_COST * len(tail)
+        cost = min(by_slices, ROW_COST * count)
+        if count <= EXACT_LIMIT or (cost <= EXACT_BUDGET and depth >= PROBE_DEPTH):
+            q = (query_vector / (np.linalg.norm(query_vector) or 1.0)).astype(np.float32)
+            if by_slices <= ROW_COST * count:
+                rows, sims = _compared(snap.vectors, q, selection, ranges, tail)
+            else:
+                rows = np.flatnonzero(selection)
+                sims = np.einsum("ij,j->i", snap.vectors[rows], q)
+            top = np.argpartition(-sims, wanted - 1)[:wanted] if len(sims) > wanted else None
+            picked = np.arange(len(sims)) if top is None else top
+            order = picked[np.argsort(-sims[picked], kind="stable")]
+            return [(snap.ids[rows[j]], float(sims[j])) for j in order]
     if depth <= PROBE_LIMIT:
         found = chunks.nearest(query_vector, depth, filters.where())
         kept = [
@@ -307,22 +318,27 @@ def _restricted_nearest(
     return chunks.nearest(query_vector, wanted, where[0] if len(where) == 1 else {"$and": where})
 
 
-def _subset(
-    snap: Snapshot, filters: Filters, selection: np.ndarray
+def _compared(
+    vectors: np.ndarray,
+    q: np.ndarray,
+    selection: np.ndarray,
+    ranges: Sequence[tuple[int, int]],
+    tail: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The selected chunks' positions and vectors; kept per snapshot for a language and
-    reader (every search of one reader in one language compares the same rows)."""
-    key = None
-    if not (filters.doc_ids or filters.sources):
-        key = (filters.language, None if filters.readable is None else filters.readable.acls)
-    kept: dict[Any, tuple[np.ndarray, np.ndarray]] = snap.__dict__.setdefault("_subsets", {})
-    if key is not None and key in kept:
-        return kept[key]
-    rows = np.flatnonzero(selection)
-    assert snap.vectors is not None
-    found = (rows, snap.vectors[rows])
-    if key is not None:
-        if len(kept) >= SUBSETS_KEPT:
-            kept.pop(next(iter(kept)))
-        kept[key] = found
-    return found
+    """The selected rows of ``ranges`` (contiguous slices of ``vectors``, no copy) and of
+    ``tail`` (rows by index), with their cosines to ``q``."""
+    rows: list[np.ndarray] = []
+    sims: list[np.ndarray] = []
+    for a, b in ranges:
+        picked = np.flatnonzero(selection[a:b])
+        if len(picked):
+            # einsum, not BLAS: one thread, no spinning pool on busy cores (3x faster here).
+            found = np.einsum("ij,j->i", vectors[a:b], q)
+            rows.append(picked + a)
+            sims.append(found if len(picked) == b - a else found[picked])
+    if len(tail):
+        rows.append(tail)
+        sims.append(np.einsum("ij,j->i", vectors[tail], q))
+    if not rows:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    return np.concatenate(rows), np.concatenate(sims)
