@@ -157,7 +157,7 @@ class MemoryRegistry:
         if after is None:
             return RegistryChanges(seq, self.records(), True, self.generation_now)
         docs = {d for n, d in self.log if n > after}
-        found: dict[str, DocRecord] = {d: {"version": self.corpus.versions[d]} for d in docs}
+        found = {d: DocRecord(version=self.corpus.versions[d]) for d in docs}
         return RegistryChanges(seq, found, False, self.generation_now)
 
     def generation(self) -> str:
@@ -257,10 +257,8 @@ def timed_update(cache: Any, old: Any, generation: str) -> tuple[Any, dict[str, 
     snap = module.Snapshot(generation=generation, active=active, table=table,
                            position=position, by_document=by_document, bm25=old.bm25,
                            changed=old.changed + len(changed), seq=read.seq)  # fmt: skip
-    tail = table.rows - table.sorted_rows
-    if table.rows - len(position) > module.DEAD_SHARE * max(1, table.rows) or (
-        tail > module.TAIL_SHARE * max(1, table.rows)
-    ):
+    dead, tail = table.rows - len(position), table.rows - table.sorted_rows
+    if max(dead / module.DEAD_SHARE, tail / module.TAIL_SHARE) > max(1, table.rows):
         snap = module.compact(snap)
     lap("compaction (when due)")
     return snap, steps
