@@ -229,3 +229,31 @@ def test_forty_thousand_documents_through_the_cli_and_the_document_list(
     assert np.asarray([h.doc_id.endswith("/n2.md") for h in hits]).any()
     library.close()
     kb.close()
+
+
+def test_a_one_file_change_reads_its_own_record_not_the_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ingesting one document (a changed file, an upload) reads that document's record
+    and the interrupted deletions, never every record (5 s at 34k documents, ~50 s at
+    180k: the one-file change at 1M chunks)."""
+    from tools.kb.ingest.loaders import SourceDocument, content_hash
+
+    def doc(i: int, text: str) -> SourceDocument:
+        return SourceDocument(f"d{i}", f"d{i}.md", text, content_hash(text), True)
+
+    kb = KnowledgeBase(KBConfig(home=tmp_path / "home"), embedding_model=hash_model())
+    kb.ingest_documents([doc(i, f"Note {i} about lunch.") for i in range(40)])
+    whole: list[object] = []
+    pages = kb.registry.pages
+
+    def spy(where: object = None) -> Iterable[object]:
+        if where is None:
+            whole.append(where)
+        return pages(where)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(kb.registry, "pages", spy)
+    report = kb.ingest_documents([doc(3, "The canteen serves zucchini fritters.")])
+    assert report.updated == ["d3"] and whole == []
+    assert kb.search("zucchini", 1, mode="bm25")[0].doc_id == "d3"
+    kb.close()

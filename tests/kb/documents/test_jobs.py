@@ -189,7 +189,7 @@ def test_the_document_list_reads_the_registry_once_per_change(
         library.ingest_many(items)
         reads: list[int] = []
         pages = kb.registry.pages
-        monkeypatch.setattr(kb.registry, "pages", lambda: (reads.append(1), pages())[1])
+        monkeypatch.setattr(kb.registry, "pages", lambda *a: (reads.append(1), pages(*a))[1])
         everyone = Reader.everyone()
 
         def listed() -> tuple[list[str], int]:

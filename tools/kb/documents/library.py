@@ -96,7 +96,7 @@ class Library:
         limits = limits or LoadLimits.from_env()
         outcomes: dict[str, Outcome] = {}
         docs: list[SourceDocument | FileBytes] = []
-        known = self.kb.registry.records()
+        known = self.kb.registry.records_of([item.doc_id for item in items])
         for item in items:
             if status:
                 status(item.doc_id, "parsing", 0.0)
@@ -119,7 +119,7 @@ class Library:
 
         report = self.kb.ingest_documents(docs, progress=progress) if docs else None
         skipped = {s.source: s.reason for s in report.skipped} if report else {}
-        records = self.kb.registry.records() if docs else {}
+        records = self.kb.registry.records_of([item.doc_id for item in items]) if docs else {}
         for item in items:
             if item.doc_id in outcomes:
                 continue

@@ -137,8 +137,10 @@ class Ingester:
         """Ingest documents, or files read one at a time (a document file is parsed only
         when its version changed). Returns the doc_ids present afterwards (indexed or
         unchanged): a file that could not be read is skipped with its reason."""
-        registry = self._registry.records()
-        self._finish_deletions(registry)
+        # The records of these documents only: a one-file change costs one file, whatever
+        # the registry's size (issue 44).
+        self._finish_deletions()
+        registry = self._registry.records_of([d.doc_id for d in docs])
         pending: list[SourceDocument] = []
         present: set[str] = set()
         for n, item in enumerate(docs):
@@ -218,12 +220,11 @@ class Ingester:
         self._registry.forget(doc_id)
         return int(record.get("chunks", 0))
 
-    def _finish_deletions(self, registry: dict[str, DocRecord]) -> None:
+    def _finish_deletions(self) -> None:
         """Complete deletions a crash interrupted (tombstone written, chunks still there)."""
-        for doc_id in [d for d, r in registry.items() if not r.get("version")]:
+        for doc_id in self._registry.tombstones():
             self._chunks.delete_document(doc_id)
             self._registry.forget(doc_id)
-            del registry[doc_id]
 
     def _reroute(
         self, doc_id: str, current: DocRecord, via: str, registry: dict[str, DocRecord]

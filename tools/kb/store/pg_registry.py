@@ -13,7 +13,7 @@ ingest reads it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import psycopg
@@ -127,6 +127,38 @@ class PgRegistry(Registry):
             self.point.serial,
         )
         return row is not None and str(row[0]) == generation
+
+    def records_of(self, doc_ids: Sequence[str]) -> dict[str, DocRecord]:
+        """As ``Registry.records_of``: by id, ``RECORD_PAGE`` at a time."""
+        query = sql.SQL("SELECT doc_id, record, seq FROM {} WHERE doc_id = ANY(%s)").format(
+            self.tables.documents
+        )
+        wanted = list(dict.fromkeys(doc_ids))
+        out: dict[str, DocRecord] = {}
+        for start in range(0, len(wanted), RECORD_PAGE):
+            page = wanted[start : start + RECORD_PAGE]
+            rows = self.conns.read(
+                "reading the registry",
+                lambda c, page=page: c.execute(query, (page,)).fetchall(),  # type: ignore[misc]
+                self.tables.serial,
+                self.point.serial,
+            )
+            for doc_id, record, seq in rows:
+                out[str(doc_id)] = cast(DocRecord, {**dict(record), "seq": int(seq)})
+        return out
+
+    def tombstones(self) -> list[str]:
+        """As ``Registry.tombstones``."""
+        query = sql.SQL(
+            "SELECT doc_id FROM {} WHERE coalesce(record->>'version', '') = '' ORDER BY doc_id"
+        ).format(self.tables.documents)
+        rows = self.conns.read(
+            "reading the registry's interrupted deletions",
+            lambda c: c.execute(query).fetchall(),
+            self.tables.serial,
+            self.point.serial,
+        )
+        return [str(r[0]) for r in rows]
 
     def record(self, doc_id: str) -> DocRecord | None:
         query = sql.SQL("SELECT record FROM {} WHERE doc_id = %s").format(self.tables.documents)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, cast
 
@@ -131,6 +131,26 @@ class Registry:
         metas = got["metadatas"] or []
         text = str(metas[0].get("log", "[]")) if metas and metas[0] else "[]"
         return [(int(n), str(d)) for n, d in json.loads(text)]
+
+    def records_of(self, doc_ids: Sequence[str]) -> dict[str, DocRecord]:
+        """The records of ``doc_ids`` (those ingested; tombstones included), read by id
+        ``RECORD_PAGE`` at a time: an ingest of a few documents reads a few records, not
+        the registry."""
+        out: dict[str, DocRecord] = {}
+        wanted = [d for d in dict.fromkeys(doc_ids) if d not in (GENERATION_ID, FORGOTTEN_ID)]
+        for start in range(0, len(wanted), RECORD_PAGE):
+            page = wanted[start : start + RECORD_PAGE]
+            got = self._guard(
+                "reading the registry",
+                lambda page=page: self.collection.get(ids=page, include=["metadatas"]),  # type: ignore[misc]
+            )
+            for doc_id, meta in zip(got["ids"], got["metadatas"] or [], strict=True):
+                out[doc_id] = cast(DocRecord, dict(meta or {}))
+        return out
+
+    def tombstones(self) -> list[str]:
+        """The documents whose deletion a crash interrupted (a record without a version)."""
+        return [d for d, r in self.pages({"version": ""}) if not r.get("version")]
 
     def record(self, doc_id: str) -> DocRecord | None:
         """One document's record (None: never ingested), without reading the others."""
