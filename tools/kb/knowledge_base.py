@@ -385,9 +385,8 @@ class KnowledgeBase:
             "stale_chunks": stored - len(snap.ids),
             "languages": self.languages(),
             "documents_list": sorted(snap.active),
-            # Documents with an access list (tools.access.acl); the rest are public.
-            "restricted_documents": sum(
-                1 for r in self.registry.records().values() if r.get("version") and r.get("acl")
-            ),
+            # Documents with an access list (tools.access.acl); the rest are public. From
+            # the snapshot's columns: the registry is not read whole (~50 s at 180k records).
+            "restricted_documents": snap.restricted_documents,
             "embedding_cache": {"hits": self._cache.hits, "misses": self._cache.misses},
         }

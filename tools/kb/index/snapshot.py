@@ -130,6 +130,14 @@ class Snapshot:
             masks[language] = np.isin(self.table.lang, wanted) & self.table.live
         return masks[language]
 
+    @property
+    def restricted_documents(self) -> int:
+        """Active documents with an access list (the rest are public)."""
+        codes, acls = self.acl_table
+        public = [i for i, a in enumerate(acls) if not a]
+        rows = self.table.live & ~np.isin(codes, public)
+        return len(np.unique(self.table.doc[rows]))
+
     @functools.cached_property
     def groups(self) -> dict[tuple[int, int], tuple[int, int]]:
         """(language code, access-list code) -> its rows ``[start, end)`` in the sorted
