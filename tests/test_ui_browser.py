@@ -214,6 +214,10 @@ def test_web_search_approval_approved_and_skipped(alice: Page) -> None:
             "document.querySelector('article.turn.assistant:last-of-type .facts .meta')"
         )
         page.wait_for_selector("#ask:not([disabled])")
+        # The page asks the thread's state once the stream ends: a second approval card,
+        # or the turn's actions, says which (the Ask button is enabled a moment before;
+        # under load the test looked in between and found neither: a flake).
+        page.wait_for_selector("section.approval, .turn-actions")
         if page.locator("section.approval").count() == 0:
             break
     turn = page.locator("article.turn.assistant").last
