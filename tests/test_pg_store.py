@@ -364,3 +364,30 @@ def test_a_replica_that_refuses_is_skipped_and_the_primary_answers(
                 "lag_seconds": None,
             }
         ]
+
+
+def test_an_interrupted_deletion_is_finished_by_the_next_ingest(
+    tmp_path: Path, db_url: str, kb_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deletion that crashed after its tombstone (chunks still stored) is finished by
+    the next ingest, which reads only the tombstones and its own documents' records
+    (``PgRegistry.tombstones``, ``records_of``), never the whole registry."""
+    with open_pg(tmp_path, db_url) as kb:
+        kb.ingest([kb_dir])
+        record = kb.registry.record("robot.md")
+        assert record is not None
+        kb.registry.commit({"robot.md": {**record, "version": ""}})  # tombstone, then "crash"
+        assert kb.registry.tombstones() == ["robot.md"]
+        assert set(kb.registry.records_of(["robot.md", "leave.md", "nope.md"])) == {
+            "robot.md",
+            "leave.md",
+        }
+        whole: list[object] = []
+        pages = kb.registry.pages
+        monkeypatch.setattr(
+            kb.registry, "pages", lambda *a: (whole.extend(a or [None]), pages(*a))[1]
+        )
+        kb.ingest_documents([])  # any ingest finishes interrupted deletions first
+        assert None not in whole and kb.registry.tombstones() == []
+        assert kb.registry.record("robot.md") is None
+        assert all(h.doc_id != "robot.md" for h in kb.search("robot load kg", 5))
