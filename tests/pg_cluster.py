@@ -30,7 +30,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -231,9 +231,15 @@ REPLICA_SETTINGS = {
 
 
 @contextlib.contextmanager
-def pg_cluster(tmp: Path, replicas: int = 2) -> Iterator[PgCluster]:
+def pg_cluster(
+    tmp: Path, replicas: int = 2, prepare: Callable[[str], None] | None = None
+) -> Iterator[PgCluster]:
     """A running primary (database ``kb`` with ``vector``) and ``replicas`` streaming
-    replicas, all on 127.0.0.1; logs in ``tmp``; stopped and removed on exit."""
+    replicas, all on 127.0.0.1; logs in ``tmp``; stopped and removed on exit.
+
+    ``prepare`` gets the primary's URL before any replica is cloned: a large load (the
+    scale bench's migration) is then copied by ``pg_basebackup`` instead of streamed
+    while it is written, so no replica can fall ``max_slot_wal_keep_size`` behind."""
     bin_dir = pgserver_bin_dir()
     if bin_dir is None:
         raise RuntimeError(INSTALL_HINT)
@@ -246,6 +252,8 @@ def pg_cluster(tmp: Path, replicas: int = 2) -> Iterator[PgCluster]:
         primary.init()
         primary.start()
         _install_vector(primary)
+        if prepare is not None:
+            prepare(primary.url_for(DATABASE))
         for i in range(replicas):
             replica = PgNode(f"replica {i}", bin_dir, tmp / f"replica{i}.log", REPLICA_SETTINGS)
             nodes.append(replica)

@@ -128,3 +128,14 @@ def test_a_node_that_cannot_come_up_is_named_with_its_log(tmp_path: Path) -> Non
         finally:
             replica.cleanup()
     assert f"port {alone.primary.port} failed" in str(err.value)  # the log's tail says why
+
+
+def test_what_prepare_wrote_on_the_primary_is_on_each_replica_it_is_cloned_into(
+    tmp_path: Path,
+) -> None:
+    def prepare(url: str) -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE loaded AS SELECT generate_series(1, 1000) AS id")
+
+    with pg_cluster(tmp_path, 1, prepare=prepare) as cluster:
+        assert _rows(cluster.replica_urls[0], "SELECT count(*) FROM loaded") == [(1000,)]
