@@ -260,9 +260,12 @@ def test_migrate_copies_an_embedded_home_and_answers_stay_the_same(
             resources.close_all()
     monkeypatch.setattr("tools.kb.store.pg_migrate.COPY_PAGE", 3)  # several pages
     assert main(["--home", str(home), "kb", "migrate", "--to", db_url]) == 0
-    assert "copied this run" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "copied this run" in out and "vector index built in" in out  # the bulk path
+    assert vector_index_of(db_url) == "hnsw (embedding vector_cosine_ops)"
     assert main(["--home", str(home), "kb", "migrate", "--to", db_url]) == 0  # idempotent
-    assert "(0 copied this run)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "(0 copied this run)" in out and "vector index built" not in out  # kept as is
     with open_pg(home, db_url) as kb:  # the same home: its lexical index stays valid
         assert (stored(kb), results(kb, None), results(kb, GROUP_A)) == before
         resources.register_kb(kb)
@@ -271,6 +274,63 @@ def test_migrate_copies_an_embedded_home_and_answers_stay_the_same(
         finally:
             resources.close_all()
     assert answered["route"] == "knowledge" and "15 days" in answered["answer"]
+
+
+def vector_index_of(url: str, collection: str = "knowledge") -> str | None:
+    """The definition's tail of the knowledge base's vector index (None: missing)."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT indexdef FROM pg_indexes i JOIN hybrid_rag_kb k ON i.schemaname = "
+            "k.schema_name WHERE k.name = %s AND i.indexname = 'chunks_embedding'",
+            (collection,),
+        ).fetchone()
+    return str(row[0]).split(" USING ", 1)[1] if row else None
+
+
+def test_an_interrupted_bulk_migration_goes_on_and_builds_the_index_once(
+    tmp_path: Path,
+    db_url: str,
+    corpus: tuple[Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The copy into an empty table runs without the vector index (COPY, index built at
+    the end); stopped half-way (a lost connection), the next run upserts the rest, still
+    without the index, then builds it: the same chunks, documents and answers."""
+    home = tmp_path / "home"
+    with KnowledgeBase(KBConfig(home=home), embedding_model=hash_model()) as chroma:
+        ingest_corpus(chroma, corpus)
+        before = stored(chroma), results(chroma, None), results(chroma, GROUP_A)
+    monkeypatch.setattr("tools.kb.store.pg_migrate.COPY_PAGE", 3)
+    real_append = PgChunkStore.append
+    calls = itertools.count()
+
+    def dies_on_the_third_page(self: PgChunkStore, *args: Any) -> None:
+        if next(calls) == 2:
+            raise StoreError("PostgreSQL at the primary went away while appending chunks")
+        real_append(self, *args)
+
+    monkeypatch.setattr(PgChunkStore, "append", dies_on_the_third_page)
+    assert main(["--home", str(home), "kb", "migrate", "--to", db_url]) != 0
+    assert "went away while appending chunks" in capsys.readouterr().err
+    assert vector_index_of(db_url) is None  # not built over half a copy
+    assert main(["--home", str(home), "kb", "migrate", "--to", db_url]) == 0
+    out = capsys.readouterr().out
+    assert "vector index built in" in out
+    assert vector_index_of(db_url) == "hnsw (embedding vector_cosine_ops)"
+    assert next(calls) == 3  # the second run upserted: nothing was appended twice
+    with open_pg(home, db_url) as kb:
+        assert (stored(kb), results(kb, None), results(kb, GROUP_A)) == before
+
+
+def test_migrate_refuses_an_index_memory_below_postgresql_s_floor(
+    tmp_path: Path, db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["--home", str(tmp_path), "kb", "migrate", "--to", db_url, "--index-memory", "8"]
+    assert main(args) != 0
+    assert "--index-memory is in MB and at least 64, got 8" in capsys.readouterr().err
 
 
 def test_migrate_names_what_is_wrong(

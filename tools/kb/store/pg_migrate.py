@@ -2,7 +2,11 @@
 
 The chunks are copied with their vectors (nothing is embedded again), page by page; a
 page whose chunks are all in PostgreSQL already is skipped, so an interrupted migration
-run again goes on where it stopped, and a finished one run again copies nothing. The
+run again goes on where it stopped, and a finished one run again copies nothing. Into an
+empty table the pages are ``COPY``'d with the vector index
+dropped and the index is built once at the end, in memory (``maintenance_work_mem`` set
+for that statement): inserting into a live HNSW graph costs a graph search per row,
+about 250 chunks/s on two cores, against several thousand (bench/README.md). The
 registry is copied after the chunks (the commit protocol's order: a reader of the target
 never sees a document whose chunks are missing), with the embedded store's generation,
 so the lexical index and snapshot under the data home stay valid. The originals and the
@@ -12,6 +16,7 @@ embedded store stay where they are. At the end the counts are compared.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,12 +39,23 @@ from tools.kb.store.chroma import (
 from tools.kb.store.chroma_pages import read_pages
 from tools.kb.store.pg_connections import PgConnections, ReadPoint
 from tools.kb.store.pg_registry import OPTIONAL_EMPTY
-from tools.kb.store.pg_schema import CATALOG, KbTables, open_tables
+from tools.kb.store.pg_schema import (
+    CATALOG,
+    KbTables,
+    drop_vector_index,
+    has_vector_index,
+    open_tables,
+    vector_index,
+)
 from tools.kb.store.pg_store import PgChunkStore
 from tools.kb.store.registry import FORGOTTEN_ID, GENERATION_ID, RECORD_PAGE
 from tools.settings import chroma_path
 
 COPY_PAGE = 1000  # chunks per copied page (one read of Chroma's, one write transaction)
+INDEX_MEMORY_CAP_MB = 4096  # the default bound of the build's memory on the database server
+GRAPH_BYTES = 768  # per vector beside its floats: pgvector's element and layer-0 neighbours
+INDEX_BUILD_S = 600.0  # the build's statement bound: this, plus INDEX_BUILD_S_PER_CHUNK each
+INDEX_BUILD_S_PER_CHUNK = 0.005
 Progress = Callable[[int, int, str], None]  # done, total, note (cli.common.ProgressBar)
 
 
@@ -49,12 +65,26 @@ class MigrateReport:
     copied: int = 0  # chunks written this run (the rest were there already)
     documents: int = 0
     target: str = ""
+    index_built_s: float | None = None  # the vector index built after a bulk copy
+
+
+def index_memory_mb(chunks: int, dimension: int, cap_mb: int = INDEX_MEMORY_CAP_MB) -> int:
+    """``maintenance_work_mem`` for building the HNSW graph of ``chunks`` vectors in memory
+    (past it pgvector goes on on disk, many times slower), at most ``cap_mb``; at least
+    PostgreSQL's default 64 MB."""
+    need = chunks * (4 * dimension + GRAPH_BYTES) * 1.1 / 2**20
+    return max(64, min(cap_mb, int(need) + 1))
 
 
 def migrate(
-    home: Path, url: str, collection: str, progress: Progress | None = None
+    home: Path,
+    url: str,
+    collection: str,
+    progress: Progress | None = None,
+    index_memory_cap_mb: int = INDEX_MEMORY_CAP_MB,
 ) -> MigrateReport:
-    """Copy ``collection`` of the embedded store under ``home`` into the database at ``url``."""
+    """Copy ``collection`` of the embedded store under ``home`` into the database at ``url``
+    (a bulk copy's index build takes at most ``index_memory_cap_mb`` on the server)."""
     location = StoreLocation(path=chroma_path(home))
     if never_written(location):
         raise no_collection(collection, location.describe())
@@ -77,24 +107,77 @@ def migrate(
             model_id=str(meta.get("embedding_model")),
             dimension=int(meta.get("embedding_dimension") or 0),
             create=True,
+            index_vectors=False,  # created below, before the copy or after it (bulk)
         )
         report = MigrateReport(target=f"PostgreSQL at {conns.primary.where}")
         store = PgChunkStore(conns, tables, ReadPoint())
+        # Bulk: into an empty table (its registry is copied last: nobody reads it yet), or
+        # on with an interrupted bulk copy (its index still missing; rows then upserted).
+        indexed = conns.write("checking the vector index", lambda c: has_vector_index(c, tables))
+        empty = _empty(conns, tables)
+        bulk = not indexed or empty
+        if bulk and indexed:
+            conns.write("dropping the vector index for the copy", _run(drop_vector_index(tables)))
         page: list[Any] = []
         for chunk in itertools.chain(read_pages(chunks, guard, None, "reading chunks"), [None]):
             if chunk is not None:
                 page.append(chunk)
             if page and (chunk is None or len(page) >= COPY_PAGE):
                 report.chunks += len(page)
-                report.copied += _copy_page(store, page)
+                report.copied += (
+                    _append_page(store, page) if bulk and empty else _copy_page(store, page)
+                )
                 if progress:
                     progress(report.chunks, total, f"{report.copied} copied")
                 page = []
+        if bulk:
+            if progress:
+                progress(report.chunks, total, "building the vector index")
+            memory = index_memory_mb(total, int(meta.get("embedding_dimension") or 0),
+                                     index_memory_cap_mb)  # fmt: skip
+            started = time.perf_counter()
+            _build_index(conns, tables, memory, INDEX_BUILD_S + INDEX_BUILD_S_PER_CHUNK * total)
+            report.index_built_s = round(time.perf_counter() - started, 1)
         report.documents = _copy_registry(conns, tables, registry, guard)
         _verify(conns, tables, report)
         return report
     finally:
         conns.close()
+
+
+def _empty(conns: PgConnections, tables: KbTables) -> bool:
+    query = sql.SQL("SELECT EXISTS (SELECT 1 FROM {})").format(tables.chunks)
+    row = conns.write("checking the target", lambda c: c.execute(query).fetchone())
+    return not (row and row[0])
+
+
+def _run(statement: sql.Composed) -> Callable[[psycopg.Connection[Any]], None]:
+    def run(conn: psycopg.Connection[Any]) -> None:
+        conn.execute(statement)
+
+    return run
+
+
+def _build_index(conns: PgConnections, tables: KbTables, memory_mb: int, bound_s: float) -> None:
+    """The HNSW index over every copied vector, in one statement with its own memory and
+    time bound (the store's statement timeout is for queries, not for this)."""
+
+    def build(conn: psycopg.Connection[Any]) -> None:
+        conn.execute(
+            sql.SQL("SET LOCAL maintenance_work_mem = {}").format(sql.Literal(f"{memory_mb}MB"))
+        )
+        conn.execute(
+            sql.SQL("SET LOCAL statement_timeout = {}").format(sql.Literal(int(bound_s * 1000)))
+        )
+        conn.execute(vector_index(tables))
+
+    conns.write("building the vector index", build)
+
+
+def _append_page(store: PgChunkStore, page: list[Any]) -> int:
+    store.append([c.chunk_id for c in page], [c.vector for c in page],
+                 [c.text for c in page], [c.metadata for c in page])  # fmt: skip
+    return len(page)
 
 
 def _copy_page(store: PgChunkStore, page: list[Any]) -> int:

@@ -93,10 +93,17 @@ class KbTables:
 
 
 def open_tables(
-    conns: PgConnections, name: str, *, model_id: str, dimension: int, create: bool
+    conns: PgConnections,
+    name: str,
+    *,
+    model_id: str,
+    dimension: int,
+    create: bool,
+    index_vectors: bool = True,
 ) -> KbTables:
     """The knowledge base's tables, created if ``create`` (else an ``InputError`` naming
-    the existing ones when absent), refusing another embedding model."""
+    the existing ones when absent), refusing another embedding model. ``index_vectors``
+    False leaves a missing vector index missing (a bulk copy builds it at its end)."""
     validate_collection_name(name)
     where = f"PostgreSQL at {conns.primary.where}"
     if not create:
@@ -105,7 +112,8 @@ def open_tables(
             raise no_collection(name, where, knowledge_bases(conns))
     else:
         row = conns.write(
-            "creating the knowledge base tables", lambda c: _create(c, name, model_id, dimension)
+            "creating the knowledge base tables",
+            lambda c: _create(c, name, model_id, dimension, index_vectors),
         )
     stored_model, stored_dim, schema = row
     version = conns.write("reading the pgvector version", _vector_version)
@@ -139,7 +147,7 @@ def _meta(conn: psycopg.Connection[Any], name: str) -> tuple[str, int, str] | No
 
 
 def _create(
-    conn: psycopg.Connection[Any], name: str, model_id: str, dimension: int
+    conn: psycopg.Connection[Any], name: str, model_id: str, dimension: int, index_vectors: bool
 ) -> tuple[str, int, str]:
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (SETUP_LOCK_KEY,))
     conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
@@ -177,14 +185,28 @@ def _create(
                 sql.Identifier(f"chunks_{column}"), tables.chunks, sql.Identifier(column)
             )
         )
-    conn.execute(
-        sql.SQL(
-            "CREATE INDEX IF NOT EXISTS chunks_embedding ON {} "
-            "USING hnsw (embedding vector_cosine_ops)"
-        ).format(tables.chunks)
-    )
+    if index_vectors:
+        conn.execute(vector_index(tables))
     _registry_tables(conn, tables)
     return meta
+
+
+def vector_index(tables: KbTables) -> sql.Composed:
+    """The HNSW index of the chunks' vectors (cosine), created when missing."""
+    return sql.SQL(
+        "CREATE INDEX IF NOT EXISTS chunks_embedding ON {} USING hnsw (embedding vector_cosine_ops)"
+    ).format(tables.chunks)
+
+
+def drop_vector_index(tables: KbTables) -> sql.Composed:
+    return sql.SQL("DROP INDEX IF EXISTS {}.chunks_embedding").format(sql.Identifier(tables.schema))
+
+
+def has_vector_index(conn: psycopg.Connection[Any], tables: KbTables) -> bool:
+    row = conn.execute(
+        "SELECT to_regclass(%s)", (f'"{tables.schema}".chunks_embedding',)
+    ).fetchone()
+    return bool(row and row[0] is not None)
 
 
 def _registry_tables(conn: psycopg.Connection[Any], tables: KbTables) -> None:

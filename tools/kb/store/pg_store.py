@@ -33,6 +33,7 @@ WRITE_PAGE = 500  # chunks per write transaction
 DOC_BATCH = 100  # documents per read of ``document_chunks``
 EF_SEARCH_MAX = 1000  # pgvector's bound on hnsw.ef_search
 COLUMNS = ("doc_id", "source", "lang", "acl", "version")  # filtered as columns
+CHUNK_COLUMNS = sql.SQL("id, doc_id, version, text, metadata, lang, acl, source, embedding")
 COMPARE = {"$eq": "=", "$ne": "<>", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 
 
@@ -107,34 +108,36 @@ class PgChunkStore(ChunkStore):
         metadatas: Sequence[dict[str, Any]],
     ) -> None:
         query = sql.SQL(
-            "INSERT INTO {} (id, doc_id, version, text, metadata, lang, acl, source, embedding) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::vector) ON CONFLICT (id) DO UPDATE SET "
+            "INSERT INTO {} ({}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::vector) "
+            "ON CONFLICT (id) DO UPDATE SET "
             "doc_id = EXCLUDED.doc_id, version = EXCLUDED.version, text = EXCLUDED.text, "
             "metadata = EXCLUDED.metadata, lang = EXCLUDED.lang, acl = EXCLUDED.acl, "
             "source = EXCLUDED.source, embedding = EXCLUDED.embedding"
-        ).format(self.tables.chunks)
+        ).format(self.tables.chunks, CHUNK_COLUMNS)
         for start in range(0, len(ids), WRITE_PAGE):
-            rows = [
-                (
-                    cid,
-                    str(meta.get("doc_id", "")),
-                    str(meta.get("version", "")),
-                    text,
-                    Jsonb(meta),
-                    meta.get("lang"),
-                    meta.get("acl"),
-                    meta.get("source"),
-                    vector_literal(vec),
-                )
-                for cid, vec, text, meta in zip(
-                    ids[start : start + WRITE_PAGE],
-                    vectors[start : start + WRITE_PAGE],
-                    texts[start : start + WRITE_PAGE],
-                    metadatas[start : start + WRITE_PAGE],
-                    strict=True,
-                )
-            ]
+            page = slice(start, start + WRITE_PAGE)
+            rows = list(_rows(ids[page], vectors[page], texts[page], metadatas[page]))
             self.conns.write("writing chunks", lambda c, rows=rows: _many(c, query, rows))  # type: ignore[misc]
+
+    def append(
+        self,
+        ids: Sequence[str],
+        vectors: Sequence[Sequence[float]],
+        texts: Sequence[str],
+        metadatas: Sequence[dict[str, Any]],
+    ) -> None:
+        """Chunks known not to be stored (a migration into an empty table), in one
+        ``COPY``: several times faster than :meth:`write`'s upserts. A chunk already
+        there fails the whole call on the primary key; nothing is written then."""
+        copy = sql.SQL("COPY {} ({}) FROM STDIN").format(self.tables.chunks, CHUNK_COLUMNS)
+        rows = list(_rows(ids, vectors, texts, metadatas))
+
+        def run(conn: psycopg.Connection[Any]) -> None:
+            with conn.cursor() as cur, cur.copy(copy) as out:
+                for row in rows:
+                    out.write_row(row)
+
+        self.conns.write("appending chunks", run)
 
     def delete_other_versions(self, doc_id: str, version: str) -> None:
         """Remove the chunks of ``doc_id`` not of ``version`` (by their id's version)."""
@@ -219,6 +222,27 @@ class PgChunkStore(ChunkStore):
     def count(self) -> int:
         query = sql.SQL("SELECT count(*) FROM {}").format(self.tables.chunks)
         return int(self._read("counting chunks", lambda c: c.execute(query).fetchone()[0]))  # type: ignore[index]
+
+
+def _rows(
+    ids: Sequence[str],
+    vectors: Sequence[Sequence[float]],
+    texts: Sequence[str],
+    metadatas: Sequence[dict[str, Any]],
+) -> Iterator[tuple[Any, ...]]:
+    """Chunks as rows of :data:`CHUNK_COLUMNS` (the filtered fields as columns too)."""
+    for cid, vec, text, meta in zip(ids, vectors, texts, metadatas, strict=True):
+        yield (
+            cid,
+            str(meta.get("doc_id", "")),
+            str(meta.get("version", "")),
+            text,
+            Jsonb(meta),
+            meta.get("lang"),
+            meta.get("acl"),
+            meta.get("source"),
+            vector_literal(vec),
+        )
 
 
 def _many(conn: psycopg.Connection[Any], query: sql.Composed, rows: list[tuple[Any, ...]]) -> None:
