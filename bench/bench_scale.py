@@ -310,6 +310,7 @@ def migrate_home(home: Path, url: str) -> dict[str, Any]:
     return {
         "migrate_s": round(seconds, 1),
         "migrate_chunks_per_s": round(report.chunks / seconds, 1),
+        "migrate_index_build_s": report.index_built_s,
         "postgres_database_mb": round(int(row[0]) / 2**20) if row else None,
     }
 
