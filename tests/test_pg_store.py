@@ -34,6 +34,7 @@ from tools.access.acl import Reader
 from tools.errors import ConfigError, EmbeddingMismatchError, InputError, StoreError
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.kb.store.pg_backend import writer_key
+from tools.kb.store.pg_schema import TOMBSTONE
 from tools.kb.store.pg_store import PgChunkStore, where_sql
 
 QUERIES = ["annual leave days", "年假天数", "extension 4455 outage", "robot load", "budget plan"]
@@ -424,6 +425,35 @@ def test_a_replica_that_refuses_is_skipped_and_the_primary_answers(
                 "lag_seconds": None,
             }
         ]
+
+
+def test_the_tombstones_read_of_every_ingest_uses_its_partial_index(
+    tmp_path: Path, db_url: str, kb_dir: Path
+) -> None:
+    """Every ingest reads the interrupted deletions: on a registry of many documents that
+    read is the partial index ``documents_tombstones``, not a scan of every record."""
+    import psycopg
+    from psycopg import sql
+
+    with open_pg(tmp_path, db_url) as kb:
+        kb.ingest([kb_dir])
+        table = kb.registry.tables.documents  # type: ignore[attr-defined]
+        with psycopg.connect(db_url, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} (doc_id, record, seq) SELECT 'bulk/' || i, "
+                    "jsonb_build_object('version', md5(i::text)), 0 "
+                    "FROM generate_series(1, 20000) i"
+                ).format(table)
+            )
+            conn.execute(sql.SQL("ANALYZE {}").format(table))
+            plan = conn.execute(
+                sql.SQL(
+                    f"EXPLAIN SELECT doc_id FROM {{}} WHERE {TOMBSTONE} ORDER BY doc_id"
+                ).format(table)
+            ).fetchall()
+        assert "documents_tombstones" in " ".join(str(r[0]) for r in plan)
+        assert kb.registry.tombstones() == []
 
 
 def test_an_interrupted_deletion_is_finished_by_the_next_ingest(

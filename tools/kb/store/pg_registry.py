@@ -22,7 +22,7 @@ from psycopg.types.json import Jsonb
 
 from tools.errors import InputError
 from tools.kb.store.pg_connections import PgConnections, ReadPoint
-from tools.kb.store.pg_schema import CATALOG, KbTables
+from tools.kb.store.pg_schema import CATALOG, TOMBSTONE, KbTables
 from tools.kb.store.registry import (
     HISTORY_KEPT,
     RECORD_PAGE,
@@ -149,9 +149,9 @@ class PgRegistry(Registry):
 
     def tombstones(self) -> list[str]:
         """As ``Registry.tombstones``."""
-        query = sql.SQL(
-            "SELECT doc_id FROM {} WHERE coalesce(record->>'version', '') = '' ORDER BY doc_id"
-        ).format(self.tables.documents)
+        query = sql.SQL(f"SELECT doc_id FROM {{}} WHERE {TOMBSTONE} ORDER BY doc_id").format(
+            self.tables.documents
+        )  # the partial index documents_tombstones
         rows = self.conns.read(
             "reading the registry's interrupted deletions",
             lambda c: c.execute(query).fetchall(),

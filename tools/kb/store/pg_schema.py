@@ -191,6 +191,9 @@ def _create(
     return meta
 
 
+TOMBSTONE = "coalesce(record->>'version', '') = ''"  # a record whose deletion was interrupted
+
+
 def vector_index(tables: KbTables) -> sql.Composed:
     """The HNSW index of the chunks' vectors (cosine), created when missing."""
     return sql.SQL(
@@ -225,6 +228,13 @@ def _registry_tables(conn: psycopg.Connection[Any], tables: KbTables) -> None:
     )
     conn.execute(
         sql.SQL("CREATE INDEX IF NOT EXISTS documents_seq ON {} (seq)").format(tables.documents)
+    )
+    # Interrupted deletions (a record without a version), read by every ingest: a partial
+    # index holds only those, so the read does not scan every document's record.
+    conn.execute(
+        sql.SQL(
+            f"CREATE INDEX IF NOT EXISTS documents_tombstones ON {{}} (doc_id) WHERE {TOMBSTONE}"
+        ).format(tables.documents)
     )
     conn.execute(
         sql.SQL(
