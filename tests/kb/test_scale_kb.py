@@ -177,10 +177,10 @@ def test_the_registry_is_read_in_pages(tmp_path: Path, monkeypatch: pytest.Monke
 
 @pytest.mark.slow
 def test_forty_thousand_documents_through_the_cli_and_the_document_list(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """More documents than SQLite binds in one statement (32,766): ingest, a re-ingest
-    that prunes, the stats, a restricted search and the document API's list all work."""
+    that prunes, the stats (their document list bounded), a restricted search and the document API's list all work."""
     from starlette.applications import Starlette
     from starlette.testclient import TestClient
 
@@ -204,6 +204,12 @@ def test_forty_thousand_documents_through_the_cli_and_the_document_list(
     (folder / "g1" / "n1.md").unlink()
     assert main(["--home", str(home), "ingest", str(folder)]) == 0
     assert main(["--home", str(home), "kb", "stats"]) == 0
+    capsys.readouterr()
+    assert main(["--home", str(home), "kb", "stats", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["documents"] == 39_999 and stats["documents_list_truncated"] is True
+    assert stats["documents_list"] == sorted(stats["documents_list"])[:100]  # bounded
+    assert len(stats["documents_list"]) == 100 and stats["documents_list"][0] == "g0/n0.md"
     kb = KnowledgeBase(KBConfig(home=home), embedding_model=hash_model())
     assert len(kb.snapshot().active) == 39_999
     users = tmp_path / "users.json"
