@@ -326,6 +326,28 @@ def test_an_interrupted_bulk_migration_goes_on_and_builds_the_index_once(
         assert (stored(kb), results(kb, None), results(kb, GROUP_A)) == before
 
 
+def test_migrate_waits_for_an_ingest_into_the_home_and_names_it(
+    tmp_path: Path, db_url: str, kb_dir: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """A copy taken while an ingest writes the home would miss its documents: the
+    migration takes the home's writer lock (and the target's), bounded, naming the holder."""
+    from tools.kb.store.chroma import StoreLocation
+    from tools.kb.store.writer_lock import lock_path, writer_lock
+    from tools.settings import chroma_path, write_lock_dir
+
+    home = tmp_path / "home"
+    with KnowledgeBase(KBConfig(home=home), embedding_model=hash_model()) as chroma:
+        chroma.ingest([kb_dir])
+    monkeypatch.setenv("HYBRID_RAG_WRITE_LOCK_TIMEOUT", "0.3")
+    where = StoreLocation(path=chroma_path(home)).describe()
+    with writer_lock(lock_path(write_lock_dir(home), where, "knowledge"), timeout=1, what="x"):
+        assert main(["--home", str(home), "kb", "migrate", "--to", db_url]) != 0
+    assert "knowledge base 'knowledge'" in (err := capsys.readouterr().err)
+    assert "is being written by" in err and "HYBRID_RAG_WRITE_LOCK_TIMEOUT" in err
+    assert main(["--home", str(home), "kb", "migrate", "--to", db_url]) == 0  # once free
+
+
 def test_migrate_refuses_an_index_memory_below_postgresql_s_floor(
     tmp_path: Path, db_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from tools.kb.store.chroma import (
     require_collection,
 )
 from tools.kb.store.chroma_pages import read_pages
+from tools.kb.store.pg_backend import writer_key
 from tools.kb.store.pg_connections import PgConnections, ReadPoint
 from tools.kb.store.pg_registry import OPTIONAL_EMPTY
 from tools.kb.store.pg_schema import (
@@ -49,7 +50,8 @@ from tools.kb.store.pg_schema import (
 )
 from tools.kb.store.pg_store import PgChunkStore
 from tools.kb.store.registry import FORGOTTEN_ID, GENERATION_ID, RECORD_PAGE
-from tools.settings import chroma_path
+from tools.kb.store.writer_lock import lock_path, writer_lock
+from tools.settings import chroma_path, write_lock_dir, write_lock_timeout
 
 COPY_PAGE = 1000  # chunks per copied page (one read of Chroma's, one write transaction)
 INDEX_MEMORY_CAP_MB = 4096  # the default bound of the build's memory on the database server
@@ -95,54 +97,73 @@ def migrate(
     registry = guard(
         "opening the registry", lambda: client.get_collection(collection + REGISTRY_SUFFIX)
     )
-    total = guard("counting chunks", chunks.count)
-    if total == 0:
-        raise InputError(f"knowledge base {collection!r} is empty: nothing to migrate")
-    meta = chunks.metadata or {}
-    conns = PgConnections(url)
-    try:
-        tables = open_tables(
-            conns,
-            collection,
-            model_id=str(meta.get("embedding_model")),
-            dimension=int(meta.get("embedding_dimension") or 0),
-            create=True,
-            index_vectors=False,  # created below, before the copy or after it (bulk)
-        )
-        report = MigrateReport(target=f"PostgreSQL at {conns.primary.where}")
-        store = PgChunkStore(conns, tables, ReadPoint())
-        # Bulk: into an empty table (its registry is copied last: nobody reads it yet), or
-        # on with an interrupted bulk copy (its index still missing; rows then upserted).
-        indexed = conns.write("checking the vector index", lambda c: has_vector_index(c, tables))
-        empty = _empty(conns, tables)
-        bulk = not indexed or empty
-        if bulk and indexed:
-            conns.write("dropping the vector index for the copy", _run(drop_vector_index(tables)))
-        page: list[Any] = []
-        for chunk in itertools.chain(read_pages(chunks, guard, None, "reading chunks"), [None]):
-            if chunk is not None:
-                page.append(chunk)
-            if page and (chunk is None or len(page) >= COPY_PAGE):
-                report.chunks += len(page)
-                report.copied += (
-                    _append_page(store, page) if bulk and empty else _copy_page(store, page)
+    # One writer: an ingest into this home waits for the copy (and the copy for it), and
+    # so does any writer of the target knowledge base on another machine.
+    lock = lock_path(write_lock_dir(home), location.describe(), collection)
+    what = f"knowledge base {collection!r}"
+    with writer_lock(lock, timeout=write_lock_timeout(), what=f"{what} ({location.describe()})"):
+        total = guard("counting chunks", chunks.count)
+        if total == 0:
+            raise InputError(f"knowledge base {collection!r} is empty: nothing to migrate")
+        meta = chunks.metadata or {}
+        conns = PgConnections(url)
+        try:
+            with conns.writer(writer_key(collection), what, write_lock_timeout()):
+                tables = open_tables(
+                    conns,
+                    collection,
+                    model_id=str(meta.get("embedding_model")),
+                    dimension=int(meta.get("embedding_dimension") or 0),
+                    create=True,
+                    index_vectors=False,  # created by _copy_chunks, before or after the copy
                 )
-                if progress:
-                    progress(report.chunks, total, f"{report.copied} copied")
-                page = []
-        if bulk:
+                report = MigrateReport(target=f"PostgreSQL at {conns.primary.where}")
+                memory = index_memory_mb(total, int(meta.get("embedding_dimension") or 0),
+                                         index_memory_cap_mb)  # fmt: skip
+                _copy_chunks(conns, tables, read_pages(chunks, guard, None, "reading chunks"),
+                             total, memory, report, progress)  # fmt: skip
+                report.documents = _copy_registry(conns, tables, registry, guard)
+                _verify(conns, tables, report)
+                return report
+        finally:
+            conns.close()
+
+
+def _copy_chunks(
+    conns: PgConnections,
+    tables: KbTables,
+    chunks: Iterator[Any],
+    total: int,
+    index_memory: int,
+    report: MigrateReport,
+    progress: Progress | None,
+) -> None:
+    """Every chunk into ``tables``, ``COPY_PAGE`` per transaction. Bulk into an empty table
+    (its registry is copied last: nobody reads it yet) or on with an interrupted bulk copy
+    (its vector index still missing; the rows then upserted): the index built at the end."""
+    store = PgChunkStore(conns, tables, ReadPoint())
+    indexed = conns.write("checking the vector index", lambda c: has_vector_index(c, tables))
+    empty = _empty(conns, tables)
+    bulk = not indexed or empty
+    if bulk and indexed:
+        conns.write("dropping the vector index for the copy", _run(drop_vector_index(tables)))
+    page: list[Any] = []
+    for chunk in itertools.chain(chunks, [None]):
+        if chunk is not None:
+            page.append(chunk)
+        if page and (chunk is None or len(page) >= COPY_PAGE):
+            report.chunks += len(page)
+            report.copied += _append_page(store, page) if empty else _copy_page(store, page)
             if progress:
-                progress(report.chunks, total, "building the vector index")
-            memory = index_memory_mb(total, int(meta.get("embedding_dimension") or 0),
-                                     index_memory_cap_mb)  # fmt: skip
-            started = time.perf_counter()
-            _build_index(conns, tables, memory, INDEX_BUILD_S + INDEX_BUILD_S_PER_CHUNK * total)
-            report.index_built_s = round(time.perf_counter() - started, 1)
-        report.documents = _copy_registry(conns, tables, registry, guard)
-        _verify(conns, tables, report)
-        return report
-    finally:
-        conns.close()
+                progress(report.chunks, total, f"{report.copied} copied")
+            page = []
+    if bulk:
+        if progress:
+            progress(report.chunks, total, "building the vector index")
+        started = time.perf_counter()
+        bound = INDEX_BUILD_S + INDEX_BUILD_S_PER_CHUNK * total
+        _build_index(conns, tables, index_memory, bound)
+        report.index_built_s = round(time.perf_counter() - started, 1)
 
 
 def _empty(conns: PgConnections, tables: KbTables) -> bool:
