@@ -356,6 +356,35 @@ def test_migrate_refuses_an_index_memory_below_postgresql_s_floor(
     assert "--index-memory is in MB and at least 64, got 8" in capsys.readouterr().err
 
 
+def test_a_new_server_starts_from_a_copy_of_another_s_index_and_catches_up(
+    tmp_path: Path, db_url: str, corpus: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/DEPLOYMENT.md: a server joining the cluster with a copy of a running server's
+    ``bm25/`` starts from that snapshot and tantivy index (no full build from the
+    database, ~20 min at 1M) and applies what changed since the copy."""
+    import shutil
+
+    from tools.kb.index.snapshot_cache import SnapshotCache
+
+    kb_dir, secret = corpus
+    with open_pg(tmp_path / "a", db_url) as first:
+        first.ingest([kb_dir])
+        assert first.search("annual leave", 3)  # its snapshot and tantivy index saved
+        shutil.copytree(tmp_path / "a" / "bm25", tmp_path / "b" / "bm25")
+        first.ingest([secret])  # a change after the copy: the copied texts file's original
+        # is replaced in the first home (the copy once read its texts from there)
+        expected = results(first, None), results(first, GROUP_A)
+
+    def no_full_build(self: SnapshotCache) -> None:
+        raise AssertionError("the new server rebuilt its snapshot from the database")
+
+    monkeypatch.setattr(SnapshotCache, "_build", no_full_build)
+    with open_pg(tmp_path / "b", db_url) as joining:
+        assert (results(joining, None), results(joining, GROUP_A)) == expected
+        hits = joining.search("budget travel", 3, mode="bm25", reader=GROUP_A)
+        assert hits and hits[0].doc_id in SECRET_DOCS  # the lexical side caught up too
+
+
 def test_migrate_names_what_is_wrong(
     tmp_path: Path, db_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

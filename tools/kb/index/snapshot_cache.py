@@ -29,6 +29,7 @@ from tools.kb.index.snapshot import (
     moved,
     with_changes,
 )
+from tools.kb.index.text_column import reading_from
 from tools.kb.store.chroma import ChunkStore
 from tools.kb.store.registry import Registry, active_versions
 
@@ -171,7 +172,7 @@ class SnapshotCache:
         """The saved snapshot, of whatever generation (updated from there)."""
         for path in sorted(self._directory.glob(f"{self._prefix}{self._tokenizer_tag}.*.pkl")):
             try:
-                with path.open("rb") as fh:
+                with path.open("rb") as fh, reading_from(path.parent):
                     snap = pickle.load(fh)  # our own file under the data home
             except Exception as exc:  # truncated, older class layout, ...: read the store
                 log.info("ignoring the unreadable search snapshot %s: %s", path.name, exc)

@@ -6,19 +6,35 @@ dozen it returns. A saved snapshot writes its texts to one UTF-8 file beside it
 memory map, so a process holds the pages it read (clean file pages, shared between the
 processes of one data home), not every text. Rows appended since the save (a change's
 chunks) are kept as strings until the next save. Compaction reorders the row → text map;
-no text is copied.
+no text is copied. The pickle names the file, not its directory: a snapshot read by
+:func:`reading_from` finds it beside itself, so a data home moved, restored from a backup
+or copied to a new server keeps its snapshot.
 """
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+_BESIDE: ContextVar[Path | None] = ContextVar("text_column_beside", default=None)
+
+
+@contextlib.contextmanager
+def reading_from(directory: Path) -> Iterator[None]:
+    """Columns unpickled in this block read their texts file from ``directory``."""
+    token = _BESIDE.set(directory)
+    try:
+        yield
+    finally:
+        _BESIDE.reset(token)
 
 
 class Blob:
@@ -37,10 +53,13 @@ class Blob:
         return self.data[int(self.offsets[at]) : int(self.offsets[at + 1])]
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path, "offsets": self.offsets}
+        return {"path": self.path, "name": self.path.name, "offsets": self.offsets}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["path"], state["offsets"])  # type: ignore[misc]
+        beside = _BESIDE.get()
+        name = state.get("name") or Path(state["path"]).name
+        path = beside / name if beside is not None else Path(state["path"])
+        self.__init__(path, state["offsets"])  # type: ignore[misc]
 
 
 class TextColumn:
