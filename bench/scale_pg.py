@@ -50,6 +50,9 @@ def migrate_home(home: Path, url: str) -> dict[str, Any]:
     process (the embedded store it opens is not the serving process's memory), timed, and
     the database's size after it (one node's disk)."""
     import psycopg
+    from psycopg import sql
+
+    from tools.kb.store.pg_schema import schema_name
 
     started = time.perf_counter()
     cmd = [sys.executable, "-m", "cli.main", "--home", str(home), "kb", "migrate",
@@ -61,7 +64,10 @@ def migrate_home(home: Path, url: str) -> dict[str, Any]:
     built = re.search(r"vector index built in ([0-9.]+) s", said)
     with psycopg.connect(url) as conn:
         row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
-        chunks = conn.execute("SELECT count(*) FROM kb_scale.chunks").fetchone()
+        table = sql.SQL("SELECT count(*) FROM {}.chunks").format(
+            sql.Identifier(schema_name("scale"))
+        )
+        chunks = conn.execute(table).fetchone()
     return {
         "migrate_s": round(seconds, 1),
         "migrate_chunks_per_s": round(int(chunks[0]) / seconds, 1) if chunks else None,

@@ -6,8 +6,8 @@ dozen it returns. A saved snapshot writes its texts to one UTF-8 file beside it
 memory map, so a process holds the pages it read (clean file pages, shared between the
 processes of one data home), not every text. Rows appended since the save (a change's
 chunks) are kept as strings until the next save. Compaction reorders the row → text map;
-no text is copied. The pickle names the file, not its directory: a snapshot read by
-:func:`reading_from` finds it beside itself, so a data home moved, restored from a backup
+no text is copied. A snapshot read by :func:`reading_from` finds its texts file beside
+itself, not at the path it was saved to, so a data home moved, restored from a backup
 or copied to a new server keeps its snapshot.
 """
 
@@ -53,12 +53,12 @@ class Blob:
         return self.data[int(self.offsets[at]) : int(self.offsets[at + 1])]
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path, "name": self.path.name, "offsets": self.offsets}
+        return {"path": self.path, "offsets": self.offsets}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        beside = _BESIDE.get()
-        name = state.get("name") or Path(state["path"]).name
-        path = beside / name if beside is not None else Path(state["path"])
+        path, beside = Path(state["path"]), _BESIDE.get()
+        if beside is not None:  # the directory it is read from, not the one it was saved in
+            path = beside / path.name
         self.__init__(path, state["offsets"])  # type: ignore[misc]
 
 
