@@ -27,6 +27,7 @@ from nodes.rewrite import after_rewrite, rewrite
 from nodes.route import route
 from run.context import Context
 from run.deadline import Node, with_default_context
+from run.reader import local_operator_config
 from run.state import InputState, OutputState, State
 
 # Steps a run may take. The loops are bounded by ``max_iterations`` in the nodes;
@@ -34,8 +35,11 @@ from run.state import InputState, OutputState, State
 RECURSION_LIMIT = 60
 
 
-def build_graph(*, checkpointer: Checkpointer = None) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """Compile the state graph (without a checkpointer for the LangGraph server)."""
+def build_graph(
+    *, checkpointer: Checkpointer = None, local: bool = True
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """Compile the state graph (without a checkpointer for the LangGraph server; ``local``:
+    runs in this process are the local operator's, ``False`` for a server)."""
     builder = StateGraph(
         State, context_schema=Context, input_schema=InputState, output_schema=OutputState
     )
@@ -71,10 +75,12 @@ def build_graph(*, checkpointer: Checkpointer = None) -> CompiledStateGraph[Any,
     builder.add_edge("generate", "cite")
     builder.add_edge("cite", "finalize")
     builder.add_edge("finalize", END)
-    return builder.compile(checkpointer=checkpointer, name="hybrid_rag").with_config(
-        recursion_limit=RECURSION_LIMIT
-    )
+    compiled = builder.compile(checkpointer=checkpointer, name="hybrid_rag")
+    # In-process runs are the local operator's; a server's runs carry the caller the server
+    # verified, and without one read nothing (run/reader.py).
+    caller = local_operator_config() if local else {}
+    return compiled.with_config(recursion_limit=RECURSION_LIMIT, **caller)
 
 
-# Exported for langgraph.json; the server supplies the checkpointer.
+# The graph for in-process use (the CLI, Python); servers serve build_graph(local=False).
 graph = build_graph()

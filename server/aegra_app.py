@@ -6,7 +6,7 @@ Aegra calls a graph export that is callable with no argument (langgraph-api pass
 ``ServerRuntime``), and mounts a custom app only when it is a FastAPI one; so the graphs
 are exported here as such factories of the same compiled graphs, and ``app`` is a FastAPI
 app holding the routes of ``server/webapp.py`` and the checks Aegra lacks
-(``server/aegra_guard.py``: runs on another user's thread, deployment context fields). Its lifespan refuses to start a server
+(``server/request_guard.py``: what a client may set, runs on another user's thread). Its lifespan refuses to start a server
 without a users file unless ``HYBRID_RAG_OPEN=1`` says every caller may read everything.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from server import graphs
-from server.aegra_guard import RunGuard
+from server.request_guard import RequestGuard
 from server.webapp import routes
 from tools.access.users import USERS_FILE_ENV, read_users
 from tools.errors import ConfigError
@@ -67,4 +67,5 @@ async def lifespan(_app: Any) -> AsyncIterator[None]:
 
 app = FastAPI(title="hybrid-rag", lifespan=lifespan)
 app.router.routes.extend(routes())
-app.add_middleware(RunGuard)  # what Aegra 0.6 leaves unchecked before a run
+# What a client may set, and (unchecked by Aegra 0.6) whose thread a run is on.
+app.add_middleware(RequestGuard, check_threads=True)

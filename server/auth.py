@@ -107,10 +107,17 @@ async def authenticate(headers: Mapping[Any, Any]) -> Auth.types.MinimalUserDict
     }
 
 
+WRITES = ("create", "create_run", "update")  # actions whose metadata the caller writes
+
+
 def _stamp_owner(value: Any, identity: str) -> None:
+    """Ownership is the server's: the caller's identity as ``owner``, and no
+    ``created_by`` (which would share the object with everyone, as the graphs' own
+    assistants are). ``server/request_guard.py`` refuses both from clients as well."""
     # In place: the server stores the metadata object it passed in, not ``value``'s key.
     metadata = value.get("metadata") if isinstance(value, dict) else None
     if isinstance(metadata, dict):
+        metadata.pop("created_by", None)
         metadata["owner"] = identity
     elif isinstance(value, dict):
         value["metadata"] = {"owner": identity}
@@ -119,7 +126,7 @@ def _stamp_owner(value: Any, identity: str) -> None:
 @auth.on
 async def owned(ctx: Auth.types.AuthContext, value: Any) -> Auth.types.FilterType:
     """Threads, runs, crons: the creator's own (a run without a thread creates one)."""
-    if ctx.action in ("create", "create_run"):
+    if ctx.action in WRITES:
         _stamp_owner(value, ctx.user.identity)
     return {"owner": ctx.user.identity}
 
@@ -128,7 +135,7 @@ async def owned(ctx: Auth.types.AuthContext, value: Any) -> Auth.types.FilterTyp
 async def assistants(ctx: Auth.types.AuthContext, value: Any) -> Auth.types.FilterType:
     """A user's assistants are theirs; the graphs' own ones are shared, read-only."""
     identity = ctx.user.identity
-    if ctx.action == "create":
+    if ctx.action in WRITES:
         _stamp_owner(value, identity)
     if ctx.action in ("read", "search"):
         if "aegra_api.main" in sys.modules:  # served by Aegra (uvicorn aegra_api.main:app)

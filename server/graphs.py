@@ -9,6 +9,9 @@ an untrusted caller: deployment fields (data home, Chroma host and port) are ref
 keys that are no field at all (``user_id`` in ``configurable``, which the server mirrors
 into the context) pass unless they look like a misspelt field. Introspection and state
 reads get the same compiled graph unchecked.
+
+The graphs served are compiled with ``local=False``: unlike the in-process graphs of
+``graph/``, they carry no caller of their own.
 """
 
 from __future__ import annotations
@@ -19,11 +22,16 @@ from typing import Any
 from langgraph.graph.state import CompiledStateGraph
 from langgraph_sdk.runtime import ServerRuntime
 
-from graph.agent.agent_graph import graph as agent_graph
-from graph.rag_graph import graph as rag_graph
+from graph.agent.agent_graph import build_agent_graph
+from graph.rag_graph import build_graph
 from run.context import Context, api_context
 
 Compiled = CompiledStateGraph[Any, Any, Any, Any]
+
+# Compiled without the local operator: a served run reads as the caller the server put in
+# its config, and without one reads nothing (run/reader.py).
+rag_graph = build_graph(local=False)
+agent_graph = build_agent_graph(local=False)
 
 
 def check_run_context(runtime: ServerRuntime[Context]) -> None:

@@ -7,9 +7,11 @@ composition of the server's surface is read in one place.
 from __future__ import annotations
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
 from server import admin_api, collections_api, documents_api, feedback_api, mcp_tools, sources_api
+from server.request_guard import RequestGuard
 from server.ui import ui_routes
 
 
@@ -26,4 +28,6 @@ def routes() -> list[BaseRoute]:
     ]
 
 
-app = Starlette(routes=routes())
+# langgraph-api applies the custom app's middleware to every route, its own API included:
+# what a client may set in a run is checked there as on Aegra (server/request_guard.py).
+app = Starlette(routes=routes(), middleware=[Middleware(RequestGuard)])

@@ -201,8 +201,8 @@ async def test_the_auth_handler_without_a_users_file_is_the_local_user(
     monkeypatch.delenv("HYBRID_RAG_USERS_FILE", raising=False)
     user = await authenticate({})
     assert user["identity"] == "local" and reader_of(user).unrestricted
-    assert run_reader().unrestricted  # outside a server run: local use
-    assert reader_of(None).unrestricted
+    # No identity reads nothing (was: every document), outside a run too.
+    assert run_reader() == Reader.nobody() and reader_of(None) == Reader.nobody()
 
 
 async def test_the_auth_handler_maps_a_token_to_the_users_reader(

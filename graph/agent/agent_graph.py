@@ -34,6 +34,7 @@ from nodes.finalize import finalize
 from nodes.generate import cite
 from run.context import Context, field_bound
 from run.deadline import Node, with_default_context
+from run.reader import local_operator_config
 from run.state import AgentOutputState, AgentState, InputState
 
 # Each model turn that calls tools costs two steps (call_model, run_tools). The nodes
@@ -43,9 +44,10 @@ RECURSION_LIMIT = 2 * int(field_bound("max_model_calls", "le")) + 10
 
 
 def build_agent_graph(
-    *, checkpointer: Checkpointer = None
+    *, checkpointer: Checkpointer = None, local: bool = True
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """Compile the agent graph (without a checkpointer for the LangGraph server)."""
+    """Compile the agent graph (without a checkpointer for the LangGraph server; ``local``:
+    runs in this process are the local operator's, ``False`` for a server)."""
     builder = StateGraph(
         AgentState,
         context_schema=Context,
@@ -77,10 +79,12 @@ def build_agent_graph(
     builder.add_edge("offline_answer", "cite")
     builder.add_edge("cite", "finalize")
     builder.add_edge("finalize", END)
-    return builder.compile(checkpointer=checkpointer, name="tool_agent").with_config(
-        recursion_limit=RECURSION_LIMIT
-    )
+    compiled = builder.compile(checkpointer=checkpointer, name="tool_agent")
+    # In-process runs are the local operator's; a server's runs carry the caller the server
+    # verified, and without one read nothing (run/reader.py).
+    caller = local_operator_config() if local else {}
+    return compiled.with_config(recursion_limit=RECURSION_LIMIT, **caller)
 
 
-# Exported for langgraph.json (as ``tool_agent``); the server supplies the checkpointer.
+# The agent for in-process use (the CLI, Python); servers serve build_agent_graph(local=False).
 graph = build_agent_graph()

@@ -4,7 +4,7 @@ A document's ACL is a set of principals, ``user:NAME`` or ``group:NAME``; an emp
 (``public``, or no ACL given) means every reader of the knowledge base. A reader may
 read a document when the document is public or shares a principal with the reader.
 ``Reader.everyone()`` is local use (the CLI, Python, a server without a user directory):
-no filter at all.
+no filter at all; ``Reader.nobody()`` a run without an identity: not even public documents.
 
 The ACL is stored on every chunk of a restricted document as the metadata string ``acl``
 (``group:hr,user:alice``); a chunk without it is public, so a store written before ACLs
@@ -26,6 +26,7 @@ from tools.errors import InputError
 
 PUBLIC = "public"  # the ACL keyword for "every reader"; written as an empty list
 KINDS = ("user", "group")
+NO_IDENTITY = "(no identity)"  # the empty scope of Reader.nobody(); no set can be named so
 RULES_FILE = ".acl"  # a folder's rule file: the ACL of every file under it
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
 MAX_RULE_BYTES = 64 * 1024  # a rule file is a line of principals, not a document
@@ -137,6 +138,12 @@ class Reader:
     @classmethod
     def everyone(cls) -> Reader:
         return cls(None)
+
+    @classmethod
+    def nobody(cls) -> Reader:
+        """A run whose caller has no identity: it reads no document, public ones included
+        (failing closed; an empty set as its scope, so every search path narrows to none)."""
+        return cls(frozenset(), Scope("set", NO_IDENTITY))
 
     @classmethod
     def of(cls, identity: str, groups: Iterable[str] = ()) -> Reader:
