@@ -108,7 +108,7 @@ async def another_users_thread_is_closed(intruder: Any, thread_id: str) -> None:
         "create": lambda: intruder.runs.create(thread_id, "hybrid_rag", input={"question": "and?"}),
         "wait": lambda: intruder.runs.wait(thread_id, "hybrid_rag", input={"question": "and?"}),
         "update_state": lambda: intruder.threads.update_state(thread_id, {"answer": "forged"}),
-        "update": lambda: intruder.threads.update(thread_id, metadata={"owner": "bob"}),
+        "update": lambda: intruder.threads.update(thread_id, metadata={"title": "forged"}),
         "copy": lambda: intruder.threads.copy(thread_id),
         "delete": lambda: intruder.threads.delete(thread_id),
     }

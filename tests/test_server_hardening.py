@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
@@ -290,19 +291,18 @@ async def test_server_refuses_caller_chosen_paths_and_hosts(
     client = sdk(server.url)
     target = tmp_path / "caller-chose-this"
     context = {k: str(target) if v == "CALLER_DIR" else v for k, v in context.items()}
-    out = await client.runs.wait(
-        None, "hybrid_rag", input={"question": KB_QUESTION},
-        context={**OFFLINE_KB, **context}, raise_error=False,
-    )  # fmt: skip
-    assert out["__error__"]["error"] == "ConfigError", out
-    assert "set per deployment" in out["__error__"]["message"]
+    # Refused before any run starts (server/request_guard.py), naming the field.
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await client.runs.wait(
+            None, "hybrid_rag", input={"question": KB_QUESTION}, context={**OFFLINE_KB, **context}
+        )
+    assert refused.value.response.status_code == 422
+    assert "set per deployment" in refused.value.response.text
     assert not target.exists()  # nothing created where the caller pointed
-    # an assistant carrying them fails its runs the same way
-    bad = await client.assistants.create("hybrid_rag", context=context)
-    out = await client.runs.wait(
-        None, bad["assistant_id"], input={"question": KB_QUESTION}, raise_error=False
-    )
-    assert "set per deployment" in out["__error__"]["message"]
+    # an assistant carrying them is refused the same way
+    with pytest.raises(httpx.HTTPStatusError) as assistant:
+        await client.assistants.create("hybrid_rag", context=context)
+    assert assistant.value.response.status_code == 422
 
 
 async def test_server_citations_and_state_hold_no_server_path(server: LocalServer) -> None:
@@ -317,13 +317,21 @@ async def test_server_citations_and_state_hold_no_server_path(server: LocalServe
     assert str(SAMPLE_KB.parent) not in json.dumps(state)
 
 
-async def test_server_other_configurable_keys_pass(server: LocalServer) -> None:
+async def test_server_refuses_configurable_keys_a_client_may_not_set(server: LocalServer) -> None:
+    """Deny by default (issue 53): the context schema's fields pass, anything else (here
+    ``user_id``, which platforms mirror but no client sets) is a 422 naming it."""
     client = sdk(server.url)
     for graph_id in ("hybrid_rag", "tool_agent"):
+        refused = httpx.post(
+            f"{server.url}/runs/wait",
+            json={"assistant_id": graph_id, "input": {"question": KB_QUESTION},
+                  "config": {"configurable": {"user_id": "u1", "model": "offline"}}},
+            timeout=60,
+        )  # fmt: skip
+        assert refused.status_code == 422 and "user_id" in refused.text
         out = await client.runs.wait(
             None, graph_id, input={"question": KB_QUESTION},
-            config={"configurable": {"user_id": "u1", "model": "offline",
-                                     "search_provider": "none"}},
+            config={"configurable": {"model": "offline", "search_provider": "none"}},
             raise_error=False,
         )  # fmt: skip
         assert "__error__" not in out, out
