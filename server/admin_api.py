@@ -1,14 +1,16 @@
 """The admin routes (docs/API.md): who the caller is (``/admin/me``, for everyone), and for
 admins only the users of the users file and the knowledge base's jobs. The users are
-edited by the same functions as ``hybrid-rag users`` (``tools.access.users_file``), which
-replace the file atomically; a token is answered once, by the request that made it.
+edited by the same functions as ``hybrid-rag users`` (``tools.access.users_file``), each a
+read-modify-write under the file's edit lock, so parallel requests (and the CLI) lose
+nothing; a token is answered once, by the request that made it.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -16,11 +18,12 @@ from starlette.routing import BaseRoute, Route
 
 from server.api_caller import Caller, Refused
 from server.documents_api import blocking, endpoint, services
-from tools.access.users import USERS_FILE_ENV, add_user
+from tools.access.users import USERS_FILE_ENV, UserExists, add_user
 from tools.access.users_file import list_users, remove_user, rotate_token, set_disabled
-from tools.errors import InputError
+from tools.errors import ConfigError, InputError
 
 MAX_JOBS = 100
+T = TypeVar("T")
 
 
 def _admin(who: Caller) -> None:
@@ -35,6 +38,17 @@ def _users_file() -> Path:
             409, f"this server has no users file (${USERS_FILE_ENV}): every caller is admin"
         )
     return Path(path).expanduser()
+
+
+async def _edit(change: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run an edit of the users file off the event loop; a broken file or a lock held
+    too long is a 503 naming it (not "knowledge base unavailable")."""
+    try:
+        return await blocking(lambda: change(*args, **kwargs))
+    except UserExists as exc:
+        raise Refused(409, str(exc)) from None
+    except ConfigError as exc:
+        raise Refused(503, f"users file unavailable: {exc}") from None
 
 
 async def me(request: Request, who: Caller) -> Response:
@@ -68,13 +82,9 @@ async def add(request: Request, who: Caller) -> Response:
     if not isinstance(body, dict) or not isinstance(body.get("identity"), str):
         raise InputError('send a JSON object: {"identity", "groups", "admin"}')
     identity = body["identity"].strip()
-    path = _users_file()
-    if any(u.identity == identity for u in await blocking(list_users, path)):
-        raise Refused(409, f"user {identity!r} exists: rotate their token or remove them first")
     groups = _groups(body.get("groups") or [])
-    token = await blocking(
-        lambda: add_user(path, identity, groups, admin=body.get("admin") is True)
-    )
+    admin = body.get("admin") is True  # the check that it is new is made under the lock
+    token = await _edit(add_user, _users_file(), identity, groups, admin=admin, replace=False)
     return JSONResponse({"identity": identity, "groups": groups, "token": token}, status_code=201)
 
 
@@ -91,18 +101,18 @@ async def change(request: Request, who: Caller) -> Response:
     identity = _target(request, who, verb)
     path = _users_file()
     if verb == "rotate":
-        token = await blocking(rotate_token, path, identity)
+        token = await _edit(rotate_token, path, identity)
         return JSONResponse({"identity": identity, "token": token})
     if verb not in ("disable", "enable"):
         raise Refused(404, f"no action {verb!r}: disable, enable or rotate")
-    await blocking(set_disabled, path, identity, verb == "disable")
+    await _edit(set_disabled, path, identity, verb == "disable")
     return JSONResponse({"identity": identity, "disabled": verb == "disable"})
 
 
 async def remove(request: Request, who: Caller) -> Response:
     _admin(who)
     identity = _target(request, who, "remove")
-    await blocking(remove_user, _users_file(), identity)
+    await _edit(remove_user, _users_file(), identity)
     return JSONResponse({"deleted": identity})
 
 

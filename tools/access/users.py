@@ -13,6 +13,12 @@ user is not authenticated. The file is re-read when its content changes (compare
 hash, at least every ``CHECK_EVERY_S`` seconds, and at once when its size, time or mode
 changes): adding, disabling or rotating a user needs no restart, even when a copy keeps
 the old modification time (``cp -p``, ``rsync -t``). Editing: ``tools.access.users_file``.
+
+Every edit (``hybrid-rag users ...``, the ``/admin`` routes) is one read-modify-write under
+an exclusive lock on ``.<name>.lock`` beside the file (``editing``), written to a temporary
+file of its own, synced and renamed over the file: parallel edits lost updates (two
+disables answered true left one token working) and shared one temporary name (503 "No
+such file or directory").
 """
 
 from __future__ import annotations
@@ -20,17 +26,18 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import secrets
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tools.access.acl import Reader, principal
+from tools.access.users_lock import edit_count, locked, write_entries
 from tools.errors import ConfigError, InputError
 
 # The server user's ``kb_access`` for a caller who reads every document (no users file).
@@ -205,7 +212,8 @@ class UserDirectory:
 
     def _current(self) -> dict[str, User]:
         with self._lock:
-            stamp, now = self._stat_stamp(), self._clock()
+            # The edit count first: an edit finishing during the read is seen next time.
+            stamp, now = (edit_count(), *self._stat_stamp()), self._clock()
             if stamp == self._stamp and now - self._checked < self.check_every_s:
                 if self._error is not None:
                     raise ConfigError(self._error)
@@ -240,38 +248,47 @@ def entries_of(path: Path) -> list[dict[str, Any]]:
     return entries
 
 
-def write_entries(path: Path, entries: list[dict[str, Any]]) -> None:
-    """Replace the file atomically. A new file is readable and writable by its owner only;
-    an existing one keeps its mode (a server running as another user may have been let
-    read it, e.g. 644 for deploy/compose.yaml), never writable by group or others."""
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode) & ~(stat.S_IWGRP | stat.S_IWOTH)
-    except FileNotFoundError:
-        mode = 0o600
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps({"users": entries}, indent=2) + "\n", encoding="utf-8")
-    os.chmod(tmp, mode)
-    tmp.replace(path)
+@contextmanager
+def editing(path: Path, *, create: bool = False) -> Iterator[list[dict[str, Any]]]:
+    """The entries of ``path`` to change in place, read under the edit lock and written
+    back under it when the block ends without an error (an error writes nothing).
+    ``create``: a missing file is an empty one."""
+    with locked(path):
+        entries = [] if create and not path.exists() else entries_of(path)
+        yield entries
+        write_entries(path, entries)
+
+
+class UserExists(InputError):
+    """``add_user(..., replace=False)`` of an identity the file already has."""
 
 
 def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
-def add_user(path: Path, identity: str, groups: Iterable[str] = (), *, admin: bool = False) -> str:
-    """Add (or replace) ``identity`` in the users file; returns the new token, which is
-    stored only as its hash. A broken file is not extended (its problem is named)."""
+def add_user(
+    path: Path,
+    identity: str,
+    groups: Iterable[str] = (),
+    *,
+    admin: bool = False,
+    replace: bool = True,
+) -> str:
+    """Add ``identity`` to the users file (``replace``: replacing a user of that name, else
+    ``UserExists``); returns the new token, which is stored only as its hash. A broken
+    file is not extended (its problem is named)."""
     groups = sorted(set(groups))
     principal("user", identity)
     for g in groups:
         principal("group", g)
-    entries = entries_of(path) if path.exists() else []
-    entries = [e for e in entries if e.get("identity") != identity]
     token = new_token()
     entry: dict[str, Any] = {"identity": identity, "groups": groups}
     if admin:
         entry["admin"] = True
-    entries.append({**entry, "token_sha256": hash_token(token)})
-    write_entries(path, entries)
+    with editing(path, create=True) as entries:
+        if not replace and any(e.get("identity") == identity for e in entries):
+            raise UserExists(f"user {identity!r} exists: rotate their token or remove them first")
+        entries[:] = [e for e in entries if e.get("identity") != identity]
+        entries.append({**entry, "token_sha256": hash_token(token)})
     return token

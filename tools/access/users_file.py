@@ -1,8 +1,9 @@
 """Editing the users file (``hybrid-rag users add|list|remove|disable|enable|rotate``).
 
-Every change validates the file first (a broken file is not edited, its problem is named),
-then replaces it atomically with mode 600; a running server sees the change on its next
-request (``tools.access.users.UserDirectory`` compares the content).
+Every change reads, validates (a broken file is not edited, its problem is named) and
+replaces the file under its edit lock (``tools.access.users.editing``), so parallel edits
+lose nothing; a running server sees the change on its next request
+(``tools.access.users.UserDirectory`` compares the content).
 Adding a user is ``tools.access.users.add_user``.
 """
 
@@ -14,11 +15,10 @@ from typing import Any
 from tools.access.users import (
     User,
     add_user,
-    entries_of,
+    editing,
     hash_token,
     new_token,
     read_users,
-    write_entries,
 )
 from tools.errors import ConfigError, InputError
 
@@ -37,29 +37,26 @@ def list_users(path: Path) -> list[User]:
 
 
 def remove_user(path: Path, identity: str) -> None:
-    entries = entries_of(path)
-    _find(entries, identity, path)
-    write_entries(path, [e for e in entries if e.get("identity") != identity])
+    with editing(path) as entries:
+        _find(entries, identity, path)
+        entries[:] = [e for e in entries if e.get("identity") != identity]
 
 
 def set_disabled(path: Path, identity: str, disabled: bool) -> None:
     """Disable (or enable again) a user; their token stays, refused while disabled."""
-    entries = entries_of(path)
-    entry = _find(entries, identity, path)
-    if disabled:
-        entry["disabled"] = True
-    else:
-        entry.pop("disabled", None)
-    write_entries(path, entries)
+    with editing(path) as entries:
+        entry = _find(entries, identity, path)
+        if disabled:
+            entry["disabled"] = True
+        else:
+            entry.pop("disabled", None)
 
 
 def rotate_token(path: Path, identity: str) -> str:
     """A new token for ``identity`` (the old one stops working); returns it."""
-    entries = entries_of(path)
-    entry = _find(entries, identity, path)
     token = new_token()
-    entry["token_sha256"] = hash_token(token)
-    write_entries(path, entries)
+    with editing(path) as entries:
+        _find(entries, identity, path)["token_sha256"] = hash_token(token)
     return token
 
 

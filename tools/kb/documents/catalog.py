@@ -71,7 +71,7 @@ class DocumentRow:
     updated_at: str
 
 
-HIDDEN = frozenset({"blob", "sha256", "size", "acl"})  # JobFile fields the API never shows
+HIDDEN = frozenset({"blob", "sha256", "size", "acl", "expected_owner"})  # never shown
 
 
 @dataclass
@@ -86,11 +86,13 @@ class JobFile:
     chunks: int = 0
     progress: float = 0.0
     # Not shown: what resuming the file after a restart needs (its stored original, and
-    # the document's content hash, size and access list).
+    # the document's content hash, size and access list, and the owner its name had when
+    # the upload was checked: ``Item.expected_owner``).
     blob: str = ""
     sha256: str = ""
     size: int = 0
     acl: list[str] = field(default_factory=list)
+    expected_owner: str | None = None
 
 
 @dataclass
@@ -198,9 +200,19 @@ class Catalog(SharedFile):
         return int(row[0]) if row else 0
 
     def blob_used(self, blob: str) -> bool:
+        """Whether a document, or an unfinished file of a job not ended, uses the stored
+        original ``blob`` (same bytes are one original: another job may still need it)."""
         with self._lock:
             hit = self._db.execute("SELECT 1 FROM documents WHERE blob = ?", (blob,)).fetchone()
-        return hit is not None
+            pending = self._db.execute(
+                "SELECT files FROM jobs WHERE state IN ('queued', 'running') AND instr(files, ?)",
+                (json.dumps(blob),),
+            ).fetchall()
+        return hit is not None or any(
+            f.get("blob") == blob and f.get("status") not in TERMINAL_FILE
+            for (files,) in pending
+            for f in json.loads(files)
+        )
 
     # -- jobs ------------------------------------------------------------------------------
 

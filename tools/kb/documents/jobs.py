@@ -154,10 +154,10 @@ def plan(
         else:
             sha, blob = library.originals.put(upload.data, suffix_of(upload.name))
         size = upload.length
-        files.append(JobFile(upload.name, path, doc_id, blob=blob, sha256=sha, size=size,
-                             acl=list(acl)))  # fmt: skip
         row = None if doc_ids else library.catalog.get(doc_id)
         expected = None if doc_ids else (row.owner if row else "")
+        files.append(JobFile(upload.name, path, doc_id, blob=blob, sha256=sha, size=size,
+                             acl=list(acl), expected_owner=expected))  # fmt: skip
         items.append(Item(doc_id, path, blob, sha, size, acl, "upload", owner, expected))
     return files, items
 
@@ -180,9 +180,18 @@ def resume_items(library: Library, job: Job) -> list[Item | None] | None:
             items.append(None)
         else:
             f.status, f.progress, f.reason = "queued", 0.0, ""
-            acl = tuple(f.acl)
-            items.append(Item(f.doc_id, f.path, f.blob, f.sha256, f.size, acl, "upload", job.owner))
+            items.append(Item(f.doc_id, f.path, f.blob, f.sha256, f.size, tuple(f.acl),
+                              "upload", job.owner, _expected(job, f)))  # fmt: skip
     return items
+
+
+def _expected(job: Job, file: JobFile) -> str | None:
+    """A resumed file's owner check, as its fresh upload had it: resumed without one, a
+    dead server's job replaced a document another user uploaded to that name meanwhile.
+    A file recorded without it (by an older version): no other owner ("")."""
+    if job.kind != "upload":
+        return None  # a replace: its sender's right was checked by the request
+    return file.expected_owner or ""
 
 
 class JobRunner:
@@ -294,9 +303,9 @@ def run_job(
         else:
             file.status, file.reason, file.chunks = outcome.status, outcome.reason, outcome.chunks
         file.progress = 1.0
+        catalog.save_job(job)  # first: this file no longer holds its original
         if file.status != "done":
-            library.discard(item.blob)
-        catalog.save_job(job)
+            library.discard(item.blob)  # unless a document or another job's file uses it
     ok = any(f.status == "done" for f in job.files)
     job.state = "done" if ok or not job.files else "failed"
     catalog.save_job(job)

@@ -167,7 +167,8 @@ class Library:
         return chunks
 
     def discard(self, blob: str) -> None:
-        """Remove a stored original no document uses (a file that failed)."""
+        """Remove the stored original of a file that failed, unless a document or an
+        unfinished job's file uses it."""
         self._drop_blob(blob)
 
     def _drop_blob(self, blob: str) -> None:
