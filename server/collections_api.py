@@ -16,8 +16,8 @@ from starlette.routing import BaseRoute, Route
 
 from server.api_caller import Caller, Refused
 from server.documents_api import NOT_FOUND, blocking, endpoint, services
+from server.json_body import json_body
 from tools.access.scope import doc_path, origin_of
-from tools.errors import InputError
 from tools.kb.documents.collections import collection_store, parse_set
 from tools.kb.documents.library import Library
 
@@ -57,10 +57,7 @@ async def list_collections(request: Request, who: Caller) -> Response:
 
 
 async def put_collection(request: Request, who: Caller) -> Response:
-    try:
-        body = await request.json()
-    except ValueError:
-        raise InputError("the body is not JSON") from None
+    body = await json_body(request)
     library, _ = await blocking(services)
     item = parse_set(who.identity, body)
     names = await blocking(_by_path, library, who)

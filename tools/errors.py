@@ -33,6 +33,11 @@ class InputError(HybridRagError, ValueError):
     """User input (a question, a query, a path) is unusable."""
 
 
+class FieldError(InputError):
+    """One field of a request's body is unusable (too long, too many items, not text): the
+    HTTP API answers 422 naming the field."""
+
+
 class StoreError(HybridRagError):
     """The vector store cannot be reached or refused an operation."""
 
