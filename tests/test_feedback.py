@@ -256,7 +256,9 @@ def test_json_bodies_and_their_fields_are_bounded(
     surrogate = client.put(
         "/feedback", content=b'{"thread_id": "t1", "answer": "\\ud800"}', headers=alice
     )
-    assert surrogate.status_code == 422 and "answer is not valid Unicode" in surrogate.json()["error"]
+    assert (
+        surrogate.status_code == 422 and "answer is not valid Unicode" in surrogate.json()["error"]
+    )
     not_json = client.put("/feedback", content=b"\xff{", headers=alice)
     assert not_json.status_code == 400 and set(not_json.json()) == {"error"}
     sets = client.post("/kb/collections", json={"name": "x", "doc_ids": ["y" * 200_000]},
