@@ -7,9 +7,12 @@ composition of the server's surface is read in one place.
 from __future__ import annotations
 
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from server import admin_api, collections_api, documents_api, feedback_api, mcp_tools, sources_api
+from server.api_errors import error_answer
 from server.ui import ui_routes
 
 
@@ -26,4 +29,10 @@ def routes() -> list[BaseRoute]:
     ]
 
 
-app = Starlette(routes=routes())
+async def failed(request: Request, exc: Exception) -> Response:
+    """What escapes a route is ``{"error": ...}`` too (``server.api_errors``), never a
+    traceback or a ``{"detail"}`` with a codec's message."""
+    return error_answer(exc)
+
+
+app = Starlette(routes=routes(), exception_handlers={Exception: failed})
