@@ -203,8 +203,12 @@ def test_the_sdk_scopes_both_graphs_on_the_production_server(
     # The page's other routes are the production server's too.
     auth = {u: {"Authorization": f"Bearer {production_team.tokens[u]}"} for u in ("alice", "root")}
     url = production_team.url
-    vote = {"thread_id": "t", "answer": "a", "vote": "down", "question": LEAVE}
+    thread = httpx.post(f"{url}/threads", json={}, headers=auth["alice"]).json()["thread_id"]
+    vote = {"thread_id": thread, "answer": "a", "vote": "down", "question": LEAVE}
     assert httpx.put(f"{url}/feedback", json=vote, headers=auth["alice"]).status_code == 200
+    # A vote is taken only on a thread the voter may read (the server asked as the caller).
+    assert httpx.put(f"{url}/feedback", json=vote | {"thread_id": "t"},
+                     headers=auth["alice"]).status_code == 404  # fmt: skip
     assert httpx.get(f"{url}/admin/users", headers=auth["alice"]).status_code == 403
     assert httpx.get(f"{url}/admin/users", headers=auth["root"]).status_code == 200
     assert "hr/" in httpx.get(f"{url}/kb/collections", headers=auth["alice"]).json()["folders"]
