@@ -6,7 +6,6 @@ home's, Chroma's): the full detail goes to the server's log instead.
 from __future__ import annotations
 
 import logging
-import re
 import sqlite3
 
 from python_multipart.exceptions import FormParserError
@@ -14,17 +13,16 @@ from starlette.responses import JSONResponse
 
 from server.api_caller import Refused
 from server.upload_stream import disk_error
-from tools.errors import ConfigError, FieldError, HybridRagError, InputError, StoreError
+from tools.errors import (
+    ConfigError,
+    FieldError,
+    HybridRagError,
+    InputError,
+    StoreError,
+    without_paths,
+)
 
 log = logging.getLogger("hybrid_rag.server")
-# An absolute path of two or more parts, not part of a URL ("https://h/x") or a scope
-# ("folder:/hr/"): what a library error quotes of the data home.
-_PATH = re.compile(r"(?<![\w:/.~-])/[\w.~-]+(?:/[\w.~-]*)+")
-
-
-def without_paths(text: str) -> str:
-    """``text`` with every server file-system path in it replaced by ``<server path>``."""
-    return _PATH.sub("<server path>", text)
 
 
 def error(status: int, message: str) -> JSONResponse:

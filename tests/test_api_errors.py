@@ -11,9 +11,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from server import documents_api
-from server.api_errors import without_paths
 from server.webapp import app
-from tools.errors import StoreError
+from tools.errors import StoreError, kb_unavailable, without_paths
 from tools.kb.knowledge_base import KnowledgeBase
 
 
@@ -54,3 +53,14 @@ def test_a_lone_surrogate_and_a_broken_multipart_body_are_plain_errors(
     )
     assert broken.status_code == 400 and list(broken.json()) == ["error"]
     assert "multipart/form-data body is malformed" in broken.json()["error"]
+
+
+def test_a_runs_warning_about_the_store_names_no_path(tmp_path: Path) -> None:
+    """A served run's answer carries this warning to its API user."""
+    exc = StoreError(f"no knowledge base (collection) 'kb' in embedded Chroma at {tmp_path}/c")
+    warning = kb_unavailable(exc)
+    assert str(tmp_path) not in warning
+    assert warning == (
+        "knowledge base unavailable: no knowledge base (collection) 'kb' in embedded Chroma"
+        " at <server path>"
+    )
