@@ -44,11 +44,13 @@ def cmd_export_feedback(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"folder": str(result.folder), "queries": result.queries,
                     "down": result.down, "documents": result.documents,
-                    "qrels": result.qrels})  # fmt: skip
+                    "qrels": result.qrels, "refused": result.refused})  # fmt: skip
         return 0
     print(
         f"{result.queries} question(s) ({result.down} down-voted), {result.documents} "
         f"document(s), {result.qrels} judgement(s) in {result.folder}"
     )
+    if result.refused:
+        print(f"{result.refused} cited id(s) left out: they hold control characters")
     print(f"evaluate with: hybrid-rag eval retrieval --data {result.folder} --split {SPLIT}")
     return 0

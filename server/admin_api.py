@@ -18,6 +18,7 @@ from starlette.routing import BaseRoute, Route
 
 from server.api_caller import Caller, Refused
 from server.documents_api import blocking, endpoint, services
+from server.json_body import json_body
 from tools.access.users import USERS_FILE_ENV, UserExists, add_user
 from tools.access.users_file import list_users, remove_user, rotate_token, set_disabled
 from tools.errors import ConfigError, InputError
@@ -75,10 +76,7 @@ def _groups(value: Any) -> list[str]:
 
 async def add(request: Request, who: Caller) -> Response:
     _admin(who)
-    try:
-        body = await request.json()
-    except ValueError:
-        raise InputError("the body is not JSON") from None
+    body = await json_body(request)
     if not isinstance(body, dict) or not isinstance(body.get("identity"), str):
         raise InputError('send a JSON object: {"identity", "groups", "admin"}')
     identity = body["identity"].strip()

@@ -3,7 +3,9 @@
 the caller may read, and the named sets of documents admins and users define.
 
 A set is defined by anyone over documents they may read, changed or removed by its owner
-or an admin, and used by anyone as a scope (which only narrows what they may read).
+or an admin, and used by anyone as a scope (which only narrows what they may read). It is
+shown (its name, description and members) only to its owner, admins and callers who may
+read every one of its documents: its description may tell what the others are.
 """
 
 from __future__ import annotations
@@ -16,9 +18,14 @@ from starlette.routing import BaseRoute, Route
 
 from server.api_caller import Caller, Refused
 from server.documents_api import NOT_FOUND, blocking, endpoint, services
+from server.json_body import json_body
 from tools.access.scope import doc_path, origin_of
-from tools.errors import InputError
-from tools.kb.documents.collections import collection_store, parse_set
+from tools.kb.documents.collections import (
+    CollectionStore,
+    DocumentSet,
+    collection_store,
+    parse_set,
+)
 from tools.kb.documents.library import Library
 
 FOLDER_DEPTH = 2  # folder levels offered by the picker
@@ -43,6 +50,11 @@ def _by_path(library: Library, who: Caller) -> dict[str, str]:
     return {**{d["path"]: d["doc_id"] for d in docs}, **{d["doc_id"]: d["doc_id"] for d in docs}}
 
 
+def _shown(item: DocumentSet, who: Caller, readable: frozenset[str]) -> bool:
+    """Whether ``who`` may see the set at all (the module's rule)."""
+    return who.may_change(item.owner) or readable.issuperset(item.doc_ids)
+
+
 async def list_collections(request: Request, who: Caller) -> Response:
     library, _ = await blocking(services)
     ids = await blocking(_readable, library, who)
@@ -51,16 +63,36 @@ async def list_collections(request: Request, who: Caller) -> Response:
     body: dict[str, Any] = {
         "folders": _folders([doc_path(d) for d in ids]),
         "sources": sorted({origin_of(d) for d in ids}),
-        "sets": [s.view(visible) | {"can_change": who.may_change(s.owner)} for s in sets],
+        "sets": [
+            s.view(visible) | {"can_change": who.may_change(s.owner)}
+            for s in sets
+            if _shown(s, who, visible)
+        ],
     }
     return JSONResponse(body)
 
 
+async def _change(store: CollectionStore, old: DocumentSet | None, item: DocumentSet,
+                  who: Caller, body: dict[str, Any]) -> int:  # fmt: skip
+    """Store ``item`` (new) or its change of ``old``; the status to answer."""
+    taken = f"a set named {item.name!r} exists: choose another name"
+    if old is None:
+        if not await blocking(store.create, item):  # another request created it meanwhile
+            raise Refused(409, taken)
+        return 201
+    if not who.may_change(old.owner):
+        readable = frozenset(await blocking(_readable, (await blocking(services))[0], who))
+        if not _shown(old, who, readable):
+            raise Refused(409, taken)
+        raise Refused(
+            403, f"set {item.name!r} is {old.owner}'s: only they or an admin may change it"
+        )
+    await blocking(store.put, parse_set(old.owner, body))
+    return 200
+
+
 async def put_collection(request: Request, who: Caller) -> Response:
-    try:
-        body = await request.json()
-    except ValueError:
-        raise InputError("the body is not JSON") from None
+    body = await json_body(request)
     library, _ = await blocking(services)
     item = parse_set(who.identity, body)
     names = await blocking(_by_path, library, who)
@@ -71,12 +103,8 @@ async def put_collection(request: Request, who: Caller) -> Response:
     item = parse_set(who.identity, body)
     store = await blocking(collection_store, library.kb.home)
     old = await blocking(store.get, item.name)
-    if old is not None and not who.may_change(old.owner):
-        raise Refused(
-            403, f"set {item.name!r} is {old.owner}'s: only they or an admin may change it"
-        )
-    await blocking(store.put, item if old is None else parse_set(old.owner, body))
-    return JSONResponse(item.view(), status_code=200 if old else 201)
+    status = await _change(store, old, item, who, body)
+    return JSONResponse(item.view(), status_code=status)
 
 
 async def delete_collection(request: Request, who: Caller) -> Response:
@@ -84,7 +112,8 @@ async def delete_collection(request: Request, who: Caller) -> Response:
     store = await blocking(collection_store, library.kb.home)
     name = request.path_params["name"]
     old = await blocking(store.get, name)
-    if old is None:
+    readable = frozenset(await blocking(_readable, library, who))
+    if old is None or not _shown(old, who, readable):
         raise Refused(404, "set not found")
     if not who.may_change(old.owner):
         raise Refused(403, f"set {name!r} is {old.owner}'s: only they or an admin may remove it")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -25,10 +24,11 @@ from run.context import Context
 from run.resources import get_kb
 from run.run_settings import resolve_run_settings
 from server.api_caller import Caller, Refused, caller
-from server.upload_stream import Receiver, disk_error, receive
+from server.api_errors import error, error_answer
+from server.upload_stream import Receiver, receive
 from server.web_headers import API_HEADERS, add_missing
 from tools.access.acl import ACL, parse_acl
-from tools.errors import ConfigError, HybridRagError, InputError, StoreError
+from tools.errors import InputError
 from tools.kb.documents.catalog import TERMINAL_JOB
 from tools.kb.documents.jobs import JobRunner, Upload, owned_by_others, plan, resume_unfinished
 from tools.kb.documents.library import Library
@@ -63,10 +63,6 @@ def services() -> tuple[Library, JobRunner]:
         return _services[key]
 
 
-def error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
-
-
 def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     """Authenticate, run ``handler``, and turn the project's errors into JSON; every
     answer carries the API's security headers (``server.web_headers``)."""
@@ -80,16 +76,8 @@ def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         try:
             who = await asyncio.to_thread(caller, request)  # it may re-read the users file
             return await handler(request, who)
-        except Refused as exc:
-            return error(exc.status, exc.message)
-        except InputError as exc:
-            return error(400, str(exc))
-        except (ConfigError, StoreError) as exc:
-            return error(503, f"knowledge base unavailable: {exc}")
-        except HybridRagError as exc:
-            return error(500, str(exc))
-        except (OSError, sqlite3.OperationalError) as exc:  # the data home: full disk, ...
-            return error(*disk_error(exc))
+        except Exception as exc:  # every answer is {"error": ...}, without server paths
+            return error_answer(exc)
         finally:
             receiver = getattr(request.state, "upload_receiver", None)
             if receiver is not None:

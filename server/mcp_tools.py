@@ -38,10 +38,12 @@ from starlette.routing import BaseRoute, Route
 from run.context import Context
 from run.state import InputState
 from server import mcp_documents
+from server.api_caller import Refused
 from server.auth import users_file
+from server.json_body import json_body
 from tools.access.scope import EXPECTED as SCOPE_EXPECTED
 from tools.access.scope import parse_scope
-from tools.errors import InputError
+from tools.errors import FieldError, InputError
 
 PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 MAX_ASSISTANTS = 100  # the most one search returns on Aegra (le=100)
@@ -306,9 +308,13 @@ async def endpoint(request: Request) -> Response:
     if request.method != "POST":
         return Response(status_code=405, headers={"Allow": "POST"})
     try:
-        message = json.loads(await request.body())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return _http_error("the body is not JSON", 400)
+        message = await json_body(request)
+    except Refused as exc:
+        return _http_error(exc.message, exc.status)
+    except FieldError as exc:
+        return _http_error(str(exc), 422)
+    except InputError as exc:
+        return _http_error(str(exc), 400)
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         return _http_error('expected one JSON-RPC 2.0 message ({"jsonrpc": "2.0", ...})', 400)
     if message.get("id") is None or not message.get("method"):

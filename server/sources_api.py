@@ -17,6 +17,7 @@ from starlette.routing import BaseRoute, Route
 
 from server.api_caller import Caller, Refused
 from server.documents_api import blocking, endpoint, services
+from server.json_body import json_body
 from tools.access.acl import parse_acl
 from tools.errors import HybridRagError, InputError
 from tools.kb.documents.catalog import Job, JobFile
@@ -74,10 +75,7 @@ def _new_source(body: Any) -> Source:
 
 async def add_source(request: Request, who: Caller) -> Response:
     _admin(who)
-    try:
-        body = await request.json()
-    except ValueError:
-        raise InputError("the body is not JSON") from None
+    body = await json_body(request)
     source = await blocking(_new_source, body)  # it looks at the server's folder
     library, _ = await blocking(services)
     await blocking(lambda: _store(library).add(source))

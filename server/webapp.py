@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from server import admin_api, collections_api, documents_api, feedback_api, mcp_tools, sources_api
+from server.api_errors import error_answer
 from server.request_guard import RequestGuard
 from server.ui import ui_routes
 
@@ -28,6 +31,16 @@ def routes() -> list[BaseRoute]:
     ]
 
 
+async def failed(request: Request, exc: Exception) -> Response:
+    """What escapes a route is ``{"error": ...}`` too (``server.api_errors``), never a
+    traceback or a ``{"detail"}`` with a codec's message."""
+    return error_answer(exc)
+
+
 # langgraph-api applies the custom app's middleware to every route, its own API included:
 # what a client may set in a run is checked there as on Aegra (server/request_guard.py).
-app = Starlette(routes=routes(), middleware=[Middleware(RequestGuard)])
+app = Starlette(
+    routes=routes(),
+    middleware=[Middleware(RequestGuard)],
+    exception_handlers={Exception: failed},
+)

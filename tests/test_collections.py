@@ -24,8 +24,14 @@ from tests.test_ui_browser import production_team  # noqa: F401
 from tools.access.acl import Reader, parse_acl
 from tools.access.scope import make_scope, parse_scope
 from tools.access.users import add_user
-from tools.errors import ConfigError, InputError
-from tools.kb.documents.collections import DocumentSet, collection_store, resolve_scope
+from tools.errors import ConfigError, FieldError, InputError
+from tools.kb.documents.collections import (
+    CollectionStore,
+    DocumentSet,
+    collection_store,
+    parse_set,
+    resolve_scope,
+)
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
 LEAVE = "How many days of annual leave after 6 years of service?"
@@ -128,7 +134,7 @@ def test_the_collections_api_lists_defines_and_guards_sets(
     bad = client.post(
         "/kb/collections", headers=alice, json={"name": "a b", "doc_ids": ["hr/annual-leave.md"]}
     )
-    assert bad.status_code == 400 and "set name" in bad.json()["error"]
+    assert bad.status_code == 422 and "set name" in bad.json()["error"]
     assert client.delete("/kb/collections/leave", headers=bob).status_code == 403
     assert client.post("/kb/collections", headers=bob,
                        json={"name": "leave", "doc_ids": ["hr/annual-leave.md"]}).status_code == 403  # fmt: skip
@@ -197,8 +203,83 @@ def test_the_sdk_scopes_both_graphs_on_the_production_server(
     # The page's other routes are the production server's too.
     auth = {u: {"Authorization": f"Bearer {production_team.tokens[u]}"} for u in ("alice", "root")}
     url = production_team.url
-    vote = {"thread_id": "t", "answer": "a", "vote": "down", "question": LEAVE}
+    thread = httpx.post(f"{url}/threads", json={}, headers=auth["alice"]).json()["thread_id"]
+    vote = {"thread_id": thread, "answer": "a", "vote": "down", "question": LEAVE}
     assert httpx.put(f"{url}/feedback", json=vote, headers=auth["alice"]).status_code == 200
+    # A vote is taken only on a thread the voter may read (the server asked as the caller).
+    assert httpx.put(f"{url}/feedback", json=vote | {"thread_id": "t"},
+                     headers=auth["alice"]).status_code == 404  # fmt: skip
     assert httpx.get(f"{url}/admin/users", headers=auth["alice"]).status_code == 403
     assert httpx.get(f"{url}/admin/users", headers=auth["root"]).status_code == 200
     assert "hr/" in httpx.get(f"{url}/kb/collections", headers=auth["alice"]).json()["folders"]
+
+
+@pytest.fixture
+def three(
+    sample_kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[TestClient, dict[str, dict[str, str]]]:
+    """The collections API over the sample KB plus an hr-only document, for alice (hr),
+    bob and root (admin)."""
+    secret = tmp_path / "layoffs.md"
+    secret.write_text("# Layoffs\n\nThe Q3 list.\n")
+    sample_kb.ingest([secret], acl=parse_acl("group:hr"))
+    users = tmp_path / "users.json"
+    tokens = {"alice": add_user(users, "alice", ["hr"]), "bob": add_user(users, "bob"),
+              "root": add_user(users, "root", admin=True)}  # fmt: skip
+    monkeypatch.setenv("HYBRID_RAG_USERS_FILE", str(users))
+    auth = {u: {"Authorization": f"Bearer {t}"} for u, t in tokens.items()}
+    return TestClient(Starlette(routes=routes())), auth
+
+
+def test_a_set_is_shown_only_to_who_may_read_all_its_documents(
+    three: tuple[TestClient, dict[str, dict[str, str]]],
+) -> None:
+    """Issue 53 item 16: bob saw "HR layoffs Q3 secret list", not its members."""
+    client, auth = three
+    body = {"name": "q3", "description": "HR layoffs Q3 secret list",
+            "doc_ids": ["layoffs.md", "hr/annual-leave.md"]}  # fmt: skip
+    assert client.post("/kb/collections", json=body, headers=auth["alice"]).status_code == 201
+    for who, shown in (("alice", True), ("root", True), ("bob", False)):
+        sets = client.get("/kb/collections", headers=auth[who]).json()["sets"]
+        assert any(s["name"] == "q3" for s in sets) is shown, who
+    text = client.get("/kb/collections", headers=auth["bob"]).text
+    assert "layoffs" not in text.lower()
+    again = client.post("/kb/collections", json=body | {"doc_ids": ["hr/annual-leave.md"]},
+                        headers=auth["bob"])  # fmt: skip
+    assert again.status_code == 409 and "alice" not in again.json()["error"]
+    assert client.delete("/kb/collections/q3", headers=auth["bob"]).status_code == 404
+
+
+def test_one_name_created_at_once_is_one_201_and_one_409(
+    three: tuple[TestClient, dict[str, dict[str, str]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 53 item 16: two parallel creations of one name were both 201 (1 in 15): here
+    both requests read "no such set" before either wrote, the race made certain."""
+    client, auth = three
+    original = CollectionStore.get
+    monkeypatch.setattr(CollectionStore, "get", lambda self, name: None)
+    body = {"name": "board", "doc_ids": ["hr/annual-leave.md"]}
+    first = client.post("/kb/collections", json=body, headers=auth["alice"])
+    second = client.post("/kb/collections", json=body, headers=auth["bob"])
+    assert (first.status_code, second.status_code) == (201, 409)
+    assert "a set named 'board' exists" in second.json()["error"]
+    monkeypatch.setattr(CollectionStore, "get", original)
+    sets = client.get("/kb/collections", headers=auth["bob"]).json()["sets"]
+    assert [s["owner"] for s in sets if s["name"] == "board"] == ["alice"]
+
+
+@pytest.mark.parametrize("name", [".", "..", "", "...", ".hidden", "a..b", "-rf", "_x", "a\n"])
+def test_path_like_or_empty_set_names_are_refused_naming_the_rule(name: str) -> None:
+    with pytest.raises(FieldError, match=r"starting with a letter or digit, no '\.\.'"):
+        parse_set("alice", {"name": name, "doc_ids": ["a.md"]})
+    assert parse_set("alice", {"name": "q3.v-2_x", "doc_ids": ["a.md"]}).name == "q3.v-2_x"
+
+
+def test_the_api_answers_a_bad_set_name_422(
+    three: tuple[TestClient, dict[str, dict[str, str]]],
+) -> None:
+    client, auth = three
+    for name in ("..", "."):
+        bad = client.post("/kb/collections", json={"name": name, "doc_ids": ["hr/annual-leave.md"]},
+                          headers=auth["alice"])  # fmt: skip
+        assert bad.status_code == 422 and "starting with a letter or digit" in bad.json()["error"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -133,11 +134,34 @@ def test_langsmith_gets_the_vote_on_its_run_and_its_change() -> None:
     assert not send_feedback(fake, parse_feedback("alice", vote(run_id="")))
 
 
+THREADS = {"t1": "alice", "t2": "alice", "tb": "bob"}  # thread -> owner
+RUNS = {"r1": "t1", "rb": "tb"}  # run -> thread
+
+
+def fake_server(tokens: dict[str, str]) -> Any:
+    """``feedback_api.server_status`` of a server holding ``THREADS`` and ``RUNS``: a
+    thread (and its runs) is 200 to its owner, 404 to anyone else."""
+    users = {f"Bearer {t}": u for u, t in tokens.items()}
+
+    async def status(scope: Any, path: str) -> int:
+        auth = dict(scope["headers"]).get(b"authorization", b"").decode()
+        parts = path.strip("/").split("/")  # threads/<id>[/runs/<run>]
+        if users.get(auth) is None:
+            return 401
+        if THREADS.get(parts[1]) != users[auth]:
+            return 404
+        return 200 if len(parts) == 2 or RUNS.get(parts[3]) == parts[1] else 404
+
+    return status
+
+
 @pytest.fixture
 def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TestClient, dict[str, str]]:
     users = tmp_path / "users.json"
     tokens = {"alice": add_user(users, "alice", ["hr"]), "bob": add_user(users, "bob")}
     monkeypatch.setenv("HYBRID_RAG_USERS_FILE", str(users))
+    monkeypatch.setenv("HYBRID_RAG_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(feedback_api, "server_status", fake_server(tokens))
     return TestClient(Starlette(routes=routes())), tokens
 
 
@@ -184,3 +208,74 @@ def test_stats_and_export_feedback_commands(
     assert main(["--home", str(home), "eval", "export-feedback", "--out", str(out)]) == 0
     assert "1 question(s) (1 down-voted)" in capsys.readouterr().out
     assert (out / "queries.jsonl").read_text().count('"vote": "down"') == 1
+
+
+def test_a_vote_is_taken_only_on_a_thread_and_run_the_voter_may_read(
+    api: tuple[TestClient, dict[str, str]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 53 item 12: bob (404 on alice's thread) down-voted her answer; the export's row
+    for it carried his vote and LangSmith got it on alice's run."""
+    client, tokens = api
+    fake = FakeLangSmith()
+    monkeypatch.setenv("LANGSMITH_TRACING", "true")
+    monkeypatch.setattr(feedback_api, "langsmith_client", lambda: fake)
+    alice, bob = ({"Authorization": f"Bearer {tokens[u]}"} for u in ("alice", "bob"))
+    assert client.put("/feedback", json=vote(vote="up"), headers=alice).status_code == 200
+    forged = client.put("/feedback", json=vote(), headers=bob)
+    assert forged.status_code == 404 and "thread not found" in forged.json()["error"]
+    on_her_run = client.put("/feedback", json=vote("tb"), headers=bob)  # r1 is alice's run
+    assert on_her_run.status_code == 404 and "run not found" in on_her_run.json()["error"]
+    assert client.put("/feedback", json=vote("tb", run_id="rb"), headers=bob).status_code == 200
+    deadline = time.monotonic() + 5
+    while len(fake.created) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sorted((run, kw["source_info"]["user"]) for run, kw in fake.created) == [
+        ("r1", "alice"), ("rb", "bob")
+    ]  # fmt: skip
+    items = feedback_api.store().everything()
+    out = tmp_path / "export"
+    export_feedback(items, {}, out)
+    qid = f"fb-{items[0].answer_key[:16]}"
+    assert f"{qid}\tleave.md\t1" in (out / "qrels" / "feedback.tsv").read_text().splitlines()
+
+
+def test_json_bodies_and_their_fields_are_bounded(
+    api: tuple[TestClient, dict[str, str]],
+) -> None:
+    """Issue 53 item 11: a 150 MB doc_ids entry was stored (and answered by GET)."""
+    client, tokens = api
+    alice = {"Authorization": f"Bearer {tokens['alice']}"}
+    huge = client.put("/feedback", json=vote(doc_ids=["x" * 2_000_000]), headers=alice)
+    assert huge.status_code == 413 and "1024 KB limit" in huge.json()["error"]
+    long_id = client.put("/feedback", json=vote(doc_ids=["x" * 300]), headers=alice)
+    assert long_id.status_code == 422 and "doc_ids[0]" in long_id.json()["error"]
+    many = client.put("/feedback", json=vote(doc_ids=[f"d{i}" for i in range(60)]), headers=alice)
+    assert many.status_code == 422 and "doc_ids has 60 entries" in many.json()["error"]
+    comment = client.put("/feedback", json=vote(comment="c" * 3000), headers=alice)
+    assert comment.status_code == 422 and "comment" in comment.json()["error"]
+    surrogate = client.put(
+        "/feedback", content=b'{"thread_id": "t1", "answer": "\\ud800"}', headers=alice
+    )
+    assert (
+        surrogate.status_code == 422 and "answer is not valid Unicode" in surrogate.json()["error"]
+    )
+    not_json = client.put("/feedback", content=b"\xff{", headers=alice)
+    assert not_json.status_code == 400 and set(not_json.json()) == {"error"}
+    sets = client.post("/kb/collections", json={"name": "x", "doc_ids": ["y" * 200_000]},
+                       headers=alice)  # fmt: skip
+    assert sets.status_code == 422 and "doc_ids[0]" in sets.json()["error"]
+    assert client.get("/feedback", headers=alice).json() == {"feedback": []}
+
+
+def test_the_export_refuses_control_characters_and_escapes_formulas(tmp_path: Path) -> None:
+    """Issue 53 item 12: a doc_ids entry with a tab and a newline added qrels rows, one
+    starting ``=cmd|calc!A1``."""
+    with pytest.raises(InputError, match=r"doc_ids\[0\] .* control character"):
+        parse_feedback("bob", vote(doc_ids=["x\t1\n=cmd|calc!A1\t"]))
+    stored = parse_feedback("bob", vote(doc_ids=["=sum.md", "+a.md", "ok.md"]))
+    old_row = replace(stored, doc_ids=("x\t1\n=cmd|calc!A1\tx", *stored.doc_ids))
+    result = export_feedback([old_row], {}, tmp_path / "out")
+    lines = (tmp_path / "out" / "qrels" / "feedback.tsv").read_text().splitlines()
+    qid = f"fb-{stored.answer_key[:16]}"
+    assert lines[1:] == [f"{qid}\t'+a.md\t0", f"{qid}\t'=sum.md\t0", f"{qid}\tok.md\t0"]
+    assert result.refused == 1 and all(len(line.split("\t")) == 3 for line in lines)

@@ -202,7 +202,9 @@ def test_a_damaged_store_is_one_line_and_ask_goes_on_without_it(
     code = main(["--home", str(home), "ask", question, "--quiet", *OFFLINE])
     out, err = capfd.readouterr()
     assert code == 0 and "Traceback" not in err and "panicked" not in out + err, err
-    assert out.count(said) == 1 and "No relevant information found" in out, out
+    # The answer's warning does not show the path (a served run's is read by API users).
+    shown = said.replace(str(store), "<server path>")
+    assert out.count(shown) == 1 and "No relevant information found" in out, out
     assert "ingest the documents again" in out and "backup" in out  # how to recover
 
 

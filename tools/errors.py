@@ -33,6 +33,11 @@ class InputError(HybridRagError, ValueError):
     """User input (a question, a query, a path) is unusable."""
 
 
+class FieldError(InputError):
+    """One field of a request's body is unusable (too long, too many items, not text): the
+    HTTP API answers 422 naming the field."""
+
+
 class StoreError(HybridRagError):
     """The vector store cannot be reached or refused an operation."""
 
@@ -55,10 +60,22 @@ class ConcurrentTurnError(CheckpointError):
     run stopped before saving anything (saving would have dropped the other turn)."""
 
 
+# An absolute path of two or more parts, not part of a URL ("https://h/x") or a scope
+# ("folder:/hr/"): what an error quotes of the data home.
+_PATH = re.compile(r"(?<![\w:/.~-])/[\w.~-]+(?:/[\w.~-]*)+")
+
+
+def without_paths(text: str) -> str:
+    """``text`` with every file-system path in it as ``<server path>``: what an API user
+    reads (an error of a route, a run's warning) never shows where the server keeps data."""
+    return _PATH.sub("<server path>", text)
+
+
 def kb_unavailable(exc: Exception) -> str:
     """The one wording of "the knowledge base failed" in warnings, whichever step (the
     router's probe, a retrieval round, the agent's tool) met it, so a run repeating it
-    gives it once (``run.reducers.add_warnings``)."""
-    text = str(exc)
+    gives it once (``run.reducers.add_warnings``). Without paths: a served run's answer
+    is read by its API user (``hybrid-rag kb stats`` names the store)."""
+    text = without_paths(str(exc))
     prefix = "knowledge base unavailable: "
     return text if text.startswith(prefix) else prefix + text  # a damaged store says it

@@ -4,8 +4,7 @@
 
 import { originalHref } from "./api.js";
 import { lang, t } from "./i18n.js";
-import { marked } from "./vendor/marked.esm.js";
-import DOMPurify from "./vendor/purify.es.js";
+import { markdown } from "./sanitize.js";
 import { openOriginal } from "./viewer.js";
 
 export const LABEL_RE = /\[(内部|网络|internal|web)\s*-\s*(\d{1,3})\]/gi;
@@ -56,28 +55,8 @@ function sentenceAt(text, at) {
   return before.slice(start).trim();
 }
 
-// Images would load from anywhere (a tracking pixel in a web page's text); forms and
-// styles have no place in an answer. DOMPurify drops scripts, handlers and javascript: links.
-const PURIFY = {
-  FORBID_TAGS: ["img", "style", "form", "input", "button", "textarea", "select", "svg", "math", "iframe"],
-  FORBID_ATTR: ["style", "id", "class"],
-  RETURN_DOM_FRAGMENT: true,
-};
 const NO_PILLS = "code, pre, a";
 const BLOCK = "p, li, td, th, blockquote, h1, h2, h3, h4, h5, h6, div";
-
-DOMPurify.addHook("afterSanitizeAttributes", (node) => {
-  if (node.tagName === "A" && node.getAttribute("href")) {
-    node.setAttribute("target", "_blank");
-    node.setAttribute("rel", "noopener noreferrer");
-  }
-});
-
-/** ``text`` (Markdown) as a sanitized fragment. */
-export function markdown(text) {
-  const html = marked.parse(String(text || ""), { gfm: true, breaks: true, async: false });
-  return DOMPurify.sanitize(html, PURIFY);
-}
 
 /** The labels in the fragment's text (not inside code or links), with the sentence each
  * vouches for; read before any is replaced, so a pill's text is in no sentence. */

@@ -11,6 +11,11 @@
   ``expected.tsv`` (``query-id``, ``doc-id``), if the folder already has one, are added
   with grade 1: those are the documents a down-voted answer should have cited;
 * ``feedback.jsonl``: every vote as stored, for reading.
+
+The TSV is opened in spreadsheets too: a document id with a control character (a tab or a
+newline would add rows; rows stored before votes refused them) is left out, and a cell
+starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return gets a leading ``'``
+so a spreadsheet shows it as text instead of running it as a formula.
 """
 
 from __future__ import annotations
@@ -21,9 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.feedback.votes import Feedback
+from tools.feedback.votes import CONTROL, Feedback
 
 SPLIT = "feedback"
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def cell(text: str) -> str:
+    """``text`` safe as a TSV/CSV cell a spreadsheet opens (formula injection)."""
+    return "'" + text if text.startswith(FORMULA_START) else text
 
 
 @dataclass(frozen=True)
@@ -33,6 +44,7 @@ class ExportResult:
     down: int
     documents: int
     qrels: int
+    refused: int = 0  # cited ids left out: they hold control characters
 
 
 def corpus_of(
@@ -78,6 +90,7 @@ def export_feedback(
     expected = _expected(folder)
     queries: dict[str, dict[str, Any]] = {}
     grades: dict[tuple[str, str], int] = {}
+    refused = 0
     for f in items:
         if not f.question.strip():
             continue
@@ -86,6 +99,9 @@ def export_feedback(
         queries[qid] = {"_id": qid, "text": f.question, "vote": vote, "comment": f.comment,
                         "answer": f.answer, "cited": list(f.doc_ids)}  # fmt: skip
         for doc in f.doc_ids:
+            if CONTROL.search(doc):
+                refused += 1
+                continue
             grades[(qid, doc)] = 1 if f.vote > 0 else 0
         for doc in expected.get(qid, ()):
             grades[(qid, doc)] = 1
@@ -93,7 +109,7 @@ def export_feedback(
     _write_jsonl(folder / "queries.jsonl", queries.values())
     _write_jsonl(folder / "feedback.jsonl", (f.view() for f in items))
     lines = ["query-id\tcorpus-id\tscore"]
-    lines += [f"{q}\t{d}\t{g}" for (q, d), g in sorted(grades.items())]
+    lines += [f"{cell(q)}\t{cell(d)}\t{g}" for (q, d), g in sorted(grades.items())]
     (folder / "qrels" / f"{SPLIT}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     down = sum(1 for q in queries.values() if q["vote"] == "down")
-    return ExportResult(folder, len(queries), down, len(corpus), len(grades))
+    return ExportResult(folder, len(queries), down, len(corpus), len(grades), refused)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tools.errors import InputError
+from tools.errors import FieldError, InputError
 from tools.kb.documents.catalog import SharedFile
 
 SCHEMA = """
@@ -33,6 +34,7 @@ MAX_TEXT = 20_000  # characters of a question or an answer kept
 MAX_COMMENT = 2_000
 MAX_DOCS = 50
 MAX_ID = 200
+CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
 
 
 def feedback_path(home: Path) -> Path:
@@ -77,7 +79,29 @@ def _text(body: dict[str, Any], name: str, limit: int, required: bool = False) -
         raise InputError(f"{name} must be a string, got {type(value).__name__}")
     if required and not value.strip():
         raise InputError(f"{name} is missing: send the {name.replace('_', ' ')}")
-    return value.strip()[:limit]
+    if len(value.strip()) > limit:
+        raise FieldError(f"{name} is {len(value.strip()):,} characters, over its {limit:,} limit")
+    return value.strip()
+
+
+def _ident(value: str, name: str) -> str:
+    """An id (a document's, a thread's, a run's): at most ``MAX_ID`` characters and no
+    control character (a tab or a newline would split the export's TSV rows)."""
+    if len(value) > MAX_ID:
+        raise FieldError(f"{name} is {len(value):,} characters, over its {MAX_ID} limit")
+    if CONTROL.search(value):
+        raise FieldError(f"{name} {value[:40]!r} holds a control character (tab, newline, ...)")
+    return value
+
+
+def _doc_ids(body: dict[str, Any]) -> tuple[str, ...]:
+    docs = body.get("doc_ids") or []
+    if not isinstance(docs, list) or not all(isinstance(d, str) for d in docs):
+        raise InputError("doc_ids must be a list of strings (the cited documents' ids)")
+    if len(docs) > MAX_DOCS:
+        raise FieldError(f"doc_ids has {len(docs)} entries, over its {MAX_DOCS} limit")
+    ids = (_ident(d.strip(), f"doc_ids[{i}]") for i, d in enumerate(docs))
+    return tuple(dict.fromkeys(d for d in ids if d))
 
 
 def parse_feedback(user: str, body: Any) -> Feedback:
@@ -90,10 +114,8 @@ def parse_feedback(user: str, body: Any) -> Feedback:
     vote = body.get("vote")
     if vote not in VOTES:
         raise InputError(f"vote must be 'up' or 'down', got {vote!r}")
-    docs = body.get("doc_ids") or []
-    if not isinstance(docs, list) or not all(isinstance(d, str) for d in docs):
-        raise InputError("doc_ids must be a list of strings (the cited documents' ids)")
-    thread = _text(body, "thread_id", MAX_ID, required=True)
+    docs = _doc_ids(body)
+    thread = _ident(_text(body, "thread_id", MAX_ID, required=True), "thread_id")
     answer = _text(body, "answer", MAX_TEXT, required=True)
     return Feedback(
         user=user,
@@ -101,10 +123,10 @@ def parse_feedback(user: str, body: Any) -> Feedback:
         vote=VOTES[vote],
         question=_text(body, "question", MAX_TEXT),
         answer=answer,
-        doc_ids=tuple(dict.fromkeys(d.strip() for d in docs if d.strip()))[:MAX_DOCS],
+        doc_ids=docs,
         comment=_text(body, "comment", MAX_COMMENT),
-        run_id=_text(body, "run_id", MAX_ID),
-        graph=_text(body, "graph", MAX_ID),
+        run_id=_ident(_text(body, "run_id", MAX_ID), "run_id"),
+        graph=_ident(_text(body, "graph", MAX_ID), "graph"),
         answer_key=answer_key(thread, answer),
     )
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.access.scope import Scope, make_scope, parse_scope
-from tools.errors import InputError
+from tools.errors import FieldError, InputError
 from tools.kb.documents.catalog import SharedFile
 
 SCHEMA = """
@@ -24,7 +24,10 @@ CREATE TABLE IF NOT EXISTS sets (
     name TEXT PRIMARY KEY, owner TEXT NOT NULL, description TEXT NOT NULL,
     doc_ids TEXT NOT NULL, updated REAL NOT NULL);
 """
-NAME = re.compile(r"^[\w.-]{1,60}$")
+# A letter or digit first, so no name is ".", "..", hidden or read as an option; no ".."
+# anywhere: a set's name goes into URLs and may go into file names.
+NAME = re.compile(r"^(?!.*\.\.)[^\W_][\w.-]{0,59}$")
+NAME_RULE = "1-60 letters, digits, '.', '-', '_', starting with a letter or digit, no '..'"
 MAX_MEMBERS = 10_000
 
 
@@ -50,8 +53,8 @@ def parse_set(owner: str, body: Any) -> DocumentSet:
     if not isinstance(body, dict):
         raise InputError('send a JSON object: {"name", "description", "doc_ids"}')
     name = body.get("name")
-    if not isinstance(name, str) or not NAME.match(name):
-        raise InputError(f"set name {name!r} is not valid: 1-60 letters, digits, '.', '-', '_'")
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise FieldError(f"set name {name!r} is not valid: {NAME_RULE}")
     docs = body.get("doc_ids")
     if not isinstance(docs, list) or not docs or not all(isinstance(d, str) for d in docs):
         raise InputError("doc_ids must be a non-empty list of document ids")
@@ -63,17 +66,26 @@ def parse_set(owner: str, body: Any) -> DocumentSet:
     return DocumentSet(name, owner, description.strip()[:500], tuple(dict.fromkeys(docs)))
 
 
+_INSERT = "INTO sets (name, owner, description, doc_ids, updated) VALUES (?, ?, ?, ?, ?)"
+
+
+def _values(item: DocumentSet) -> tuple[str, str, str, str, float]:
+    return item.name, item.owner, item.description, json.dumps(item.doc_ids), time.time()
+
+
 class CollectionStore(SharedFile):
     def __init__(self, path: Path) -> None:
         super().__init__(path, SCHEMA)
 
     def put(self, item: DocumentSet) -> None:
         with self._tx() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO sets (name, owner, description, doc_ids, updated) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (item.name, item.owner, item.description, json.dumps(item.doc_ids), time.time()),
-            )
+            db.execute(f"INSERT OR REPLACE {_INSERT}", _values(item))
+
+    def create(self, item: DocumentSet) -> bool:
+        """Add ``item``; False when a set of its name exists (one statement, so of two
+        requests creating one name at once exactly one succeeds)."""
+        with self._tx() as db:
+            return db.execute(f"INSERT OR IGNORE {_INSERT}", _values(item)).rowcount == 1
 
     def get(self, name: str) -> DocumentSet | None:
         with self._lock:

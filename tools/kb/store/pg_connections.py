@@ -94,6 +94,20 @@ def _timeout_ms() -> int:
     return max(1, int(bounded_timeout(store_timeout()) * 1000))
 
 
+def _lock(conn: psycopg.Connection[Any], key: int, what: str, timeout: float) -> None:
+    """The advisory lock ``key`` on ``conn``, awaited at most ``timeout`` s."""
+    try:
+        conn.execute(f"SET lock_timeout = {max(1, int(timeout * 1000))}")
+        conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+    except psycopg.errors.LockNotAvailable as exc:
+        raise StoreError(
+            f"another writer held {what} for more than {timeout:g} s "
+            "(HYBRID_RAG_WRITE_LOCK_TIMEOUT)"
+        ) from exc
+    finally:
+        conn.execute("SET lock_timeout = 0")
+
+
 def _open_pool(server: PgServer) -> ConnectionPool[Any]:
     timeout = store_timeout()
     return ConnectionPool(
@@ -172,29 +186,28 @@ class PgConnections:
         if getattr(self.primary_reads, "writing", False):
             yield
             return
-        wait = max(1, int(timeout * 1000))
         pool = self._pool(self.primary)
-        with (
-            pg_errors(self.primary, f"waiting for the writer lock of {what}"),
-            pool.connection(timeout=bounded_timeout(store_timeout())) as conn,
-        ):
-            try:
-                conn.execute(f"SET lock_timeout = {wait}")
-                conn.execute("SELECT pg_advisory_lock(%s)", (key,))
-            except psycopg.errors.LockNotAvailable as exc:
-                raise StoreError(
-                    f"another writer held {what} for more than {timeout:g} s "
-                    "(HYBRID_RAG_WRITE_LOCK_TIMEOUT)"
-                ) from exc
-            finally:
-                conn.execute("SET lock_timeout = 0")
+        # Only taking the lock is "waiting for the writer lock": a step of the block that
+        # fails names itself (pg_errors of its own), and the release below never hides it.
+        with pg_errors(self.primary, f"waiting for the writer lock of {what}"):
+            conn = pool.getconn(timeout=bounded_timeout(store_timeout()))
+        try:
+            with pg_errors(self.primary, f"waiting for the writer lock of {what}"):
+                _lock(conn, key, what, timeout)
             self.primary_reads.writing = True
-            try:
-                with self.on_primary():
-                    yield
-            finally:
-                self.primary_reads.writing = False
+            with self.on_primary():
+                yield
+        except BaseException:
+            self.primary_reads.writing = False
+            with contextlib.suppress(psycopg.Error):  # a broken session lost its lock with it
                 conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            raise
+        else:
+            self.primary_reads.writing = False
+            with pg_errors(self.primary, f"releasing the writer lock of {what}"):
+                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+        finally:
+            pool.putconn(conn)
 
     def read_order(self) -> list[PgServer]:
         """The servers a read tries, in order: the replicas not paused, starting with the
