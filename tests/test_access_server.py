@@ -335,3 +335,19 @@ def test_the_document_api_shows_each_user_only_their_documents(served: Served) -
         headers=bob, timeout=300,
     )  # fmt: skip
     assert "ZEBRA" not in r.text
+
+
+def test_votes_only_on_ones_own_threads(served: Served) -> None:
+    """Feedback on both servers: bob cannot vote on alice's answer (it changed her
+    document's grade in the export and went to LangSmith on her run); alice can."""
+    url, bob, alice = served.url, served.headers("bob"), served.headers("alice")
+    thread = httpx.post(f"{url}/threads", json={}, headers=alice, timeout=30).json()
+    vote = {"thread_id": thread["thread_id"], "answer": "ZEBRA-17 [internal-1]", "vote": "down",
+            "doc_ids": ["hr/pay.md"]}  # fmt: skip
+    forged = httpx.put(f"{url}/feedback", json=vote, headers=bob, timeout=30)
+    assert forged.status_code == 404, forged.text
+    assert "ZEBRA" not in httpx.get(f"{url}/feedback", headers=bob, timeout=30).text
+    own = httpx.put(f"{url}/feedback", json={**vote, "vote": "up"}, headers=alice, timeout=30)
+    assert own.status_code == 200, own.text
+    rows = httpx.get(f"{url}/feedback", headers=alice, timeout=30).json()["feedback"]
+    assert [r["vote"] for r in rows if r["thread_id"] == thread["thread_id"]] == ["up"]
