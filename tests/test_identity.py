@@ -141,3 +141,19 @@ async def test_a_served_graph_without_a_caller_reads_no_document(sample_home: Pa
             out = await served.ainvoke({"question": KB_QUESTION}, config, context=context)
             assert out["citations"] == [], out
             assert "18 days" not in out["answer"]
+
+
+async def test_both_servers_serve_the_graphs_without_a_caller() -> None:
+    """langgraph.json's factories and Aegra's return graphs with no caller bound; only the
+    in-process graphs run as the local operator."""
+    from graph.agent.agent_graph import graph as local_agent
+    from graph.rag_graph import graph as local_rag
+    from run.reader import AUTH_USER_KEY
+    from server import aegra_app, graphs
+
+    served = [graphs.rag_graph, graphs.agent_graph]
+    served += [await aegra_app.hybrid_rag(), await aegra_app.tool_agent()]
+    for compiled in served:
+        assert AUTH_USER_KEY not in (compiled.config or {}).get("configurable", {})
+    for compiled in (local_rag, local_agent):
+        assert compiled.config["configurable"][AUTH_USER_KEY] == LOCAL_OPERATOR
