@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -47,11 +48,26 @@ def register(subparsers: Any) -> None:
 
 
 def _path(args: argparse.Namespace) -> Path:
-    return require_file(args.file or os.environ.get(USERS_FILE_ENV, "").strip())
+    """The users file, absolute: a relative one names a file under the working directory,
+    so the messages say which (the server may read another one)."""
+    given = require_file(args.file or os.environ.get(USERS_FILE_ENV, "").strip())
+    return given.absolute()
+
+
+def _warn_if_new(args: argparse.Namespace, path: Path) -> None:
+    """A relative path used from another folder silently starts a second users file: say so."""
+    given = args.file or os.environ.get(USERS_FILE_ENV, "").strip()
+    if not Path(given).expanduser().is_absolute() and not path.exists():
+        print(
+            f"hybrid-rag: warning: {given!r} is relative and names no existing file here: "
+            f"creating a new users file {path} (give an absolute path to use another one)",
+            file=sys.stderr,
+        )
 
 
 def cmd_add(args: argparse.Namespace) -> int:
     path = _path(args)
+    _warn_if_new(args, path)
     groups = sorted({g.strip() for g in args.groups.split(",") if g.strip()})
     token = add_user(path, args.identity, groups, admin=args.admin)
     role = ", admin" if args.admin else ""
