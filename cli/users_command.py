@@ -88,25 +88,31 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_remove(args: argparse.Namespace) -> int:
-    remove_user(_path(args), args.identity)
-    print(f"user {args.identity} removed; their token is refused from the next request")
+    path = _path(args)
+    remove_user(path, args.identity)
+    print(f"user {args.identity} removed from {path}; their token is refused from the next request")
     return 0
 
 
 def cmd_disable(args: argparse.Namespace) -> int:
-    set_disabled(_path(args), args.identity, True)
-    print(f"user {args.identity} disabled; their token is refused until 'users enable'")
+    path = _path(args)
+    set_disabled(path, args.identity, True)
+    print(f"user {args.identity} disabled in {path}; their token is refused until 'users enable'")
     return 0
 
 
 def cmd_enable(args: argparse.Namespace) -> int:
-    set_disabled(_path(args), args.identity, False)
-    print(f"user {args.identity} enabled")
+    path = _path(args)
+    set_disabled(path, args.identity, False)
+    print(f"user {args.identity} enabled in {path}")
     return 0
 
 
 def cmd_rotate(args: argparse.Namespace) -> int:
-    token = rotate_token(_path(args), args.identity)
-    print(f"user {args.identity}: new token; the old one is refused from the next request")
+    path = _path(args)
+    token = rotate_token(path, args.identity)
+    print(
+        f"user {args.identity}: new token in {path}; the old one is refused from the next request"
+    )
     print(TOKEN_LINE.format(token))
     return 0

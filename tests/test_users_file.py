@@ -218,3 +218,7 @@ def test_a_relative_users_file_is_named_absolute_and_a_new_one_warned(
     err = capsys.readouterr().err
     assert f"creating a new users file {other / 'users.json'}" in err
     assert [u.identity for u in list_users(team / "users.json")] == ["alice", "bob"]
+    monkeypatch.chdir(team)  # every command that writes names the file it wrote
+    for command in (["rotate", "bob"], ["disable", "bob"], ["enable", "bob"], ["remove", "bob"]):
+        assert main(["users", *command]) == 0
+        assert f" {team / 'users.json'}" in capsys.readouterr().out, command
