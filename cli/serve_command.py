@@ -11,6 +11,7 @@ server keeps its threads in that folder too. Offline on the demo knowledge base
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import shutil
@@ -117,9 +118,13 @@ def require_free_port(host: str, port: int) -> None:
         try:
             probe.bind((host, port))
         except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:  # e.g. an address not on this machine
+                raise ConfigError(
+                    f"cannot listen on {host}:{port}: {exc.strerror or exc} (--host, --port)"
+                ) from None
             raise ConfigError(
-                f"port {port} on {host} is in use{port_owner(port)} ({exc.strerror}): stop "
-                f"that server or choose another port with --port"
+                f"port {port} on {host} is in use{port_owner(port)}: stop that server or "
+                "choose another port with --port"
             ) from None
 
 

@@ -87,3 +87,7 @@ def test_serve_on_a_busy_port_refuses_naming_the_port_and_its_owner(
     assert code == 2 and f"port {port} on 127.0.0.1 is in use" in err, err
     assert f"pid {os.getpid()}" in err and "--port" in err
     assert not (tmp_path / "server" / "langgraph.json").exists()  # nothing was started
+    # An address this machine does not have is not called "in use".
+    assert main(["--home", str(tmp_path), "serve", "--host", "192.0.2.1", "--port", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot listen on 192.0.2.1:1" in err and "in use" not in err, err
