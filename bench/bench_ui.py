@@ -2,7 +2,7 @@
 
 Starts the team's server as the browser tests do (``tests/team_server.py``: offline on the
 sample KB, a users file), either ``langgraph dev`` (``dev``) or the production server
-(``production``: Aegra from ``aegra.json`` with a throw-away PostgreSQL, as
+(``production``: Aegra from ``server/aegra.json`` with a throw-away PostgreSQL, as
 tests/test_production.py starts it; ``tests/production_server.py``), opens ``/ui`` in
 Debian's headless chromium, signs in, and for each question (English and Chinese, a new
 conversation each) presses Enter in the question box. In the page, a capture-phase keydown listener stamps

@@ -11,10 +11,12 @@ server keeps its threads in that folder too. Offline on the demo knowledge base
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -88,6 +90,44 @@ def server_environment(environ: Mapping[str, str], home: Path) -> dict[str, str]
     return env
 
 
+def port_owner(port: int) -> str:
+    """Who listens on ``port``, e.g. " (pid 123: langgraph)", or "" when not known
+    (psutil is optional; another user's process may be hidden)."""
+    try:
+        import psutil
+    except ImportError:
+        return ""
+    try:
+        for conn in psutil.net_connections(kind="inet"):
+            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN:
+                if conn.pid is None:
+                    return ""
+                return f" (pid {conn.pid}: {psutil.Process(conn.pid).name()})"
+    except (psutil.Error, OSError):
+        pass
+    return ""
+
+
+def require_free_port(host: str, port: int) -> None:
+    """``ConfigError`` when ``host:port`` is taken: ``langgraph dev`` would then move to
+    another port while this command polled, and reported, the busy one."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # As the server binds: a port left in TIME_WAIT is free, a listening one is not.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:  # e.g. an address not on this machine
+                raise ConfigError(
+                    f"cannot listen on {host}:{port}: {exc.strerror or exc} (--host, --port)"
+                ) from None
+            raise ConfigError(
+                f"port {port} on {host} is in use{port_owner(port)}: stop that server or "
+                "choose another port with --port"
+            ) from None
+
+
 def wait_ready(process: subprocess.Popen[bytes], url: str) -> bool:
     """Poll ``/ok`` until the server answers, exits, or the deadline passes."""
     started = time.monotonic()
@@ -106,6 +146,7 @@ def wait_ready(process: subprocess.Popen[bytes], url: str) -> bool:
 def cmd_serve(args: argparse.Namespace) -> int:
     home = data_home(Path(args.home) if args.home else None)
     folder = home / "server"
+    require_free_port(args.host, args.port)
     cmd = [langgraph_cli(), "dev", "--no-browser", "--no-reload", "--host", args.host,
            "--port", str(args.port), "--n-jobs-per-worker", str(args.jobs),
            "--config", str(server_config(folder))]  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -47,11 +48,26 @@ def register(subparsers: Any) -> None:
 
 
 def _path(args: argparse.Namespace) -> Path:
-    return require_file(args.file or os.environ.get(USERS_FILE_ENV, "").strip())
+    """The users file, absolute: a relative one names a file under the working directory,
+    so the messages say which (the server may read another one)."""
+    given = require_file(args.file or os.environ.get(USERS_FILE_ENV, "").strip())
+    return given.absolute()
+
+
+def _warn_if_new(args: argparse.Namespace, path: Path) -> None:
+    """A relative path used from another folder silently starts a second users file: say so."""
+    given = args.file or os.environ.get(USERS_FILE_ENV, "").strip()
+    if not Path(given).expanduser().is_absolute() and not path.exists():
+        print(
+            f"hybrid-rag: warning: {given!r} is relative and names no existing file here: "
+            f"creating a new users file {path} (give an absolute path to use another one)",
+            file=sys.stderr,
+        )
 
 
 def cmd_add(args: argparse.Namespace) -> int:
     path = _path(args)
+    _warn_if_new(args, path)
     groups = sorted({g.strip() for g in args.groups.split(",") if g.strip()})
     token = add_user(path, args.identity, groups, admin=args.admin)
     role = ", admin" if args.admin else ""
@@ -72,25 +88,31 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_remove(args: argparse.Namespace) -> int:
-    remove_user(_path(args), args.identity)
-    print(f"user {args.identity} removed; their token is refused from the next request")
+    path = _path(args)
+    remove_user(path, args.identity)
+    print(f"user {args.identity} removed from {path}; their token is refused from the next request")
     return 0
 
 
 def cmd_disable(args: argparse.Namespace) -> int:
-    set_disabled(_path(args), args.identity, True)
-    print(f"user {args.identity} disabled; their token is refused until 'users enable'")
+    path = _path(args)
+    set_disabled(path, args.identity, True)
+    print(f"user {args.identity} disabled in {path}; their token is refused until 'users enable'")
     return 0
 
 
 def cmd_enable(args: argparse.Namespace) -> int:
-    set_disabled(_path(args), args.identity, False)
-    print(f"user {args.identity} enabled")
+    path = _path(args)
+    set_disabled(path, args.identity, False)
+    print(f"user {args.identity} enabled in {path}")
     return 0
 
 
 def cmd_rotate(args: argparse.Namespace) -> int:
-    token = rotate_token(_path(args), args.identity)
-    print(f"user {args.identity}: new token; the old one is refused from the next request")
+    path = _path(args)
+    token = rotate_token(path, args.identity)
+    print(
+        f"user {args.identity}: new token in {path}; the old one is refused from the next request"
+    )
     print(TOKEN_LINE.format(token))
     return 0

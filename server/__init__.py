@@ -1,4 +1,4 @@
-"""Everything HTTP: what ``langgraph.json`` and ``aegra.json`` serve.
+"""Everything HTTP: what ``langgraph.json`` and ``server/aegra.json`` serve.
 
 The graph factories behind the run-context check (``graphs``), the auth handler
 (``auth``), the document and sources APIs (``documents_api``, ``sources_api``,

@@ -75,13 +75,22 @@ OUTPUT_SCHEMA = {
 
 
 @cache
-def graph_descriptions(config_dir: str) -> dict[str, str]:
-    """Each graph's ``description`` in the ``langgraph.json`` of ``config_dir`` (Aegra
-    gives the graphs' own assistants a generic one; langgraph-api this one)."""
-    try:
-        config = json.loads((Path(config_dir) / "langgraph.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+def graph_descriptions(config_file: str) -> dict[str, str]:
+    """Each graph's description: the ``descriptions`` of the Aegra config
+    (``server/aegra.json`` carries them; Aegra gives the graphs' own assistants a generic
+    one), else those of the ``langgraph.json`` beside it (langgraph-api's own)."""
+
+    def read(path: Path) -> Any:
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+
+    path = Path(config_file)
+    config = read(path)
+    if isinstance(config, dict) and isinstance(config.get("descriptions"), dict):
+        return {str(k): str(v) for k, v in config["descriptions"].items()}
+    config = read(path.parent / "langgraph.json")
     graphs = config.get("graphs") if isinstance(config, dict) else None
     return {
         str(name): str(spec["description"])
@@ -92,8 +101,8 @@ def graph_descriptions(config_dir: str) -> dict[str, str]:
 
 def served_descriptions() -> dict[str, str]:
     """The graphs' descriptions of the config this server runs (blocking: file system)."""
-    config = os.environ.get("AEGRA_CONFIG", "").strip()
-    return graph_descriptions(str(Path(config).resolve().parent) if config else os.getcwd())
+    config = os.environ.get("AEGRA_CONFIG", "").strip() or "aegra.json"  # Aegra's default
+    return graph_descriptions(str(Path(config).resolve()))
 
 
 def describe(assistant: Mapping[str, Any], graphs: Mapping[str, str]) -> str:

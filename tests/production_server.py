@@ -1,5 +1,5 @@
 """The production server (Aegra, ``aegra-api``) on 127.0.0.1, as deploy/compose.yaml runs
-it: ``uvicorn aegra_api.main:app`` from the project's own ``aegra.json``, threads and
+it: ``uvicorn aegra_api.main:app`` from the project's own ``server/aegra.json``, threads and
 assistants in a real PostgreSQL (``tests/servers.py``).
 
 Shared by tests/test_production.py, tests/team_server.py (the page's tests on the
@@ -19,6 +19,7 @@ import httpx
 from tests.langgraph_server import REPO, server_env
 
 UVICORN = Path(sys.executable).parent / "uvicorn"
+CONFIG = REPO / "server" / "aegra.json"
 START_DEADLINE_S = 90.0
 STOP_DEADLINE_S = 20.0
 
@@ -30,11 +31,16 @@ def production_command(port: int, uvicorn: Path = UVICORN) -> list[str]:
 
 
 def production_env(
-    home: Path, database_url: str, users: Path | None, extra: dict[str, str] | None = None
+    home: Path,
+    database_url: str,
+    users: Path | None,
+    extra: dict[str, str] | None = None,
+    config: Path = CONFIG,
 ) -> dict[str, str]:
-    """The scrubbed test environment plus Aegra's database and config, and the users file
-    (``None``: none, and not open either: the server must refuse to start)."""
-    env = server_env(home, {"DATABASE_URL": database_url, "AEGRA_CONFIG": str(REPO / "aegra.json")})
+    """The scrubbed test environment plus Aegra's database and config (``config``: an
+    installed copy's), and the users file (``None``: none, and not open either: the
+    server must refuse to start)."""
+    env = server_env(home, {"DATABASE_URL": database_url, "AEGRA_CONFIG": str(config)})
     env.pop("HYBRID_RAG_USERS_FILE", None)
     env.pop("HYBRID_RAG_OPEN", None)
     if users is not None:
@@ -50,6 +56,7 @@ class Production:
     log: Path
     process: subprocess.Popen[bytes] | None = None
     uvicorn: Path = UVICORN
+    cwd: Path = REPO  # an installed copy's: an empty folder, no checkout to import from
 
     def start(self) -> Production:
         """Start it and wait (bounded) until ``/health`` answers."""
@@ -61,7 +68,7 @@ class Production:
         port = int(self.url.rsplit(":", 1)[1])
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
-                production_command(port, self.uvicorn), cwd=REPO, env=self.env, stdout=out,
+                production_command(port, self.uvicorn), cwd=self.cwd, env=self.env, stdout=out,
                 stderr=subprocess.STDOUT,
             )  # fmt: skip
         return self

@@ -1,9 +1,9 @@
 """The production server of docs/DEPLOYMENT.md §4 for real: Aegra (``aegra-api``) started
-from the project's own ``aegra.json`` on loopback, threads and assistants in a real
+from the project's own ``server/aegra.json`` on loopback, threads and assistants in a real
 PostgreSQL (tests/servers.py), two users of a users file. Both graphs answer each user
 from their own documents only; another user's thread is not found; the server restarts
 and the threads, their state and the access rules are intact; MCP answers there too; the
-server refuses to start without a users file; ``aegra.json`` is what ``langgraph.json``
+server refuses to start without a users file; ``server/aegra.json`` is what ``langgraph.json``
 makes."""
 
 from __future__ import annotations
@@ -57,9 +57,9 @@ async def ask(c: Any, graph: str, question: str) -> tuple[str, str]:
     return thread["thread_id"], json.dumps(out, ensure_ascii=False)
 
 
-def test_aegra_json_is_made_from_langgraph_json() -> None:
-    assert (REPO / "aegra.json").read_text(encoding="utf-8") == render(), (
-        "aegra.json is stale: run .venv/bin/python -m server.aegra_config"
+def test_server_aegra_json_is_made_from_langgraph_json() -> None:
+    assert (REPO / "server" / "aegra.json").read_text(encoding="utf-8") == render(), (
+        "server/aegra.json is stale: run .venv/bin/python -m server.aegra_config"
     )
 
 

@@ -66,3 +66,28 @@ def test_serve_starts_the_server_and_prints_the_pages_address(tmp_path: Path) ->
     finally:
         process.terminate()
         process.wait(timeout=60)
+
+
+def test_serve_on_a_busy_port_refuses_naming_the_port_and_its_owner(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 53: langgraph dev moved to another port while serve polled, and printed, the
+    # busy one (answered by whatever held it).
+    import os
+    import socket
+
+    from cli.main import main
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code = main(["--home", str(tmp_path), "serve", "--port", str(port)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"port {port} on 127.0.0.1 is in use" in err, err
+    assert f"pid {os.getpid()}" in err and "--port" in err
+    assert not (tmp_path / "server" / "langgraph.json").exists()  # nothing was started
+    # An address this machine does not have is not called "in use".
+    assert main(["--home", str(tmp_path), "serve", "--host", "192.0.2.1", "--port", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot listen on 192.0.2.1:1" in err and "in use" not in err, err

@@ -194,3 +194,31 @@ def test_the_users_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "no user 'carol'" in capsys.readouterr().err
     assert main(["users", "remove", "bob", *f]) == 0 and main(["users", "enable", "root", *f]) == 0
     assert [u.identity for u in list_users(path)] == ["root"]
+
+
+def test_a_relative_users_file_is_named_absolute_and_a_new_one_warned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 53: from another folder a relative HYBRID_RAG_USERS_FILE silently made a second
+    # file, and the CLI said only "in users.json".
+    team, other = tmp_path / "team", tmp_path / "other"
+    team.mkdir(), other.mkdir()
+    monkeypatch.setenv("HYBRID_RAG_USERS_FILE", "users.json")
+    monkeypatch.chdir(team)
+    assert main(["users", "add", "alice"]) == 0
+    first = capsys.readouterr()
+    assert f"in {team / 'users.json'}\n" in first.out
+    assert "creating a new users file" in first.err
+    assert main(["users", "add", "bob"]) == 0  # the same file again: no warning
+    assert "warning" not in capsys.readouterr().err
+    monkeypatch.chdir(other)
+    assert main(["users", "list"]) == 2  # the missing file named by its absolute path
+    assert f"users file {other / 'users.json'} does not exist" in capsys.readouterr().err
+    assert main(["users", "add", "carol"]) == 0
+    err = capsys.readouterr().err
+    assert f"creating a new users file {other / 'users.json'}" in err
+    assert [u.identity for u in list_users(team / "users.json")] == ["alice", "bob"]
+    monkeypatch.chdir(team)  # every command that writes names the file it wrote
+    for command in (["rotate", "bob"], ["disable", "bob"], ["enable", "bob"], ["remove", "bob"]):
+        assert main(["users", *command]) == 0
+        assert f" {team / 'users.json'}" in capsys.readouterr().out, command

@@ -25,6 +25,7 @@ from psycopg import sql
 from tools.errors import ConfigError
 from tools.kb.store.chroma import model_mismatch, no_collection, validate_collection_name
 from tools.kb.store.pg_connections import PgConnections
+from tools.kb.store.pg_probe import check_hnsw_build
 
 CATALOG = "hybrid_rag_kb"
 SETUP_LOCK_KEY = 0x68796272_6B62  # "hybrkb": the advisory lock of the set-up
@@ -111,6 +112,8 @@ def open_tables(
         if row is None:
             raise no_collection(name, where, knowledge_bases(conns))
     else:
+        if conns.write("opening the knowledge base", lambda c: _meta(c, name)) is None:
+            check_hnsw_build(conns, SETUP_LOCK_KEY)  # before any vector index exists
         row = conns.write(
             "creating the knowledge base tables",
             lambda c: _create(c, name, model_id, dimension, index_vectors),
