@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
@@ -251,12 +252,15 @@ async def document_chunks(request: Request, who: Caller) -> Response:
 async def document_original(request: Request, who: Caller) -> Response:
     library, doc_id, _ = await _readable(request, who)
     found = await blocking(library.original, doc_id, who.reader)
-    if found is None:
-        return error(404, "the original file of this document is not kept")
-    path, name = found
-    media_type, disposition = serving(name)
+    if found is None or found.problem:
+        return error(404, found.problem if found else NOT_FOUND)
+    media_type, disposition = serving(found.name)
+    if found.path is None:  # the checked bytes of a CLI-ingested file: never its path again
+        quoted = quote(found.name)
+        headers = {"Content-Disposition": f"{disposition}; filename*=utf-8''{quoted}"}
+        return Response(found.data, media_type=media_type, headers=headers)
     return FileResponse(
-        path, media_type=media_type, filename=name, content_disposition_type=disposition
+        found.path, media_type=media_type, filename=found.name, content_disposition_type=disposition
     )
 
 

@@ -19,11 +19,17 @@ from typing import Any
 from tools.access.acl import ACL, Reader
 from tools.errors import InputError
 from tools.kb.documents.catalog import Catalog, DocumentRow
-from tools.kb.documents.originals import Originals, suffix_of
+from tools.kb.documents.originals import Originals, read_no_links, suffix_of
 from tools.kb.ingest.formats import LoadLimits
 from tools.kb.ingest.ingester import version_of
-from tools.kb.ingest.loaders import FileBytes, SkippedFile, SourceDocument, read_file
-from tools.kb.knowledge_base import KnowledgeBase
+from tools.kb.ingest.loaders import (
+    FileBytes,
+    SkippedFile,
+    SourceDocument,
+    content_hash_of,
+    read_file,
+)
+from tools.kb.knowledge_base import IngestReport, KnowledgeBase
 from tools.kb.search.candidates import readable_of
 from tools.kb.store.registry import DocRecord
 
@@ -45,6 +51,17 @@ class Item:
     # An upload's compare-and-set: the owner its name had when it was checked ("" none);
     # another owner by the time it runs fails the file. None: no check.
     expected_owner: str | None = None
+
+
+@dataclass(frozen=True)
+class Original:
+    """A document's original as served: a stored file, or the checked bytes of the file a
+    CLI ingest read; ``problem`` says why there is none to serve."""
+
+    name: str = ""
+    path: Path | None = None
+    data: bytes | None = None
+    problem: str = ""
 
 
 @dataclass(frozen=True)
@@ -220,21 +237,30 @@ class Library:
             for index, text, m in sorted(found, key=lambda c: c[0])
         ]
 
-    def original(self, doc_id: str, reader: Reader) -> tuple[Path, str] | None:
-        """The original file and its name; a document ingested from a server path by the
-        CLI is served from that path while it still holds the indexed bytes."""
-        doc = self.document(doc_id, reader)
-        if doc is None:
+    def original(self, doc_id: str, reader: Reader) -> Original | None:
+        """The original of a document ``reader`` may read (None: no such document). A
+        document a CLI ingest read from a server path is served from that file only when
+        its bytes, read without following any symbolic link, still hash to the indexed
+        content hash: never another file put in its place (issue 53, item 9)."""
+        if self.document(doc_id, reader) is None:
             return None
         row = self.catalog.get(doc_id)
         if row is not None:
             path = self.originals.path(row.blob)
-            return (path, PurePosixPath(row.path).name) if path.exists() else None
+            if path.is_symlink() or not path.is_file():
+                return Original(problem="the original file of this document is not kept")
+            return Original(PurePosixPath(row.path).name, path=path)
         record = self.kb.registry.record(doc_id) or {}
         source = Path(str(record.get("source", "")))
-        if source.is_absolute() and source.is_file():
-            return source, source.name
-        return None
+        if not source.is_absolute():
+            return Original(problem="the original file of this document is not kept")
+        data = read_no_links(source, LoadLimits.from_env().max_file_bytes)
+        if isinstance(data, str):
+            return Original(problem=f"the original file is not served: {data}")
+        if content_hash_of(data, source.suffix) != record.get("content_hash"):
+            return Original(problem="the original file is not served: the file on the "
+                            "server no longer holds the indexed version")  # fmt: skip
+        return Original(source.name, data=data)
 
     def stats(self, reader: Reader) -> dict[str, Any]:
         """``hybrid-rag kb stats``'s numbers over the documents ``reader`` may read."""
@@ -284,7 +310,7 @@ def _unchanged(doc: FileBytes, record: DocRecord | None) -> bool:
 def _size(source: str) -> int | None:
     with contextlib.suppress(OSError):
         if Path(source).is_absolute():
-            return Path(source).stat().st_size
+            return Path(source).lstat().st_size  # a link's own: never the size it points at
     return None
 
 
