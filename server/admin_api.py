@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from server.api_caller import Caller, Refused
+from server.blocking_pools import run_blocking
 from server.documents_api import blocking, endpoint, services
 from tools.access.users import USERS_FILE_ENV, add_user
 from tools.access.users_file import list_users, remove_user, rotate_token, set_disabled
@@ -44,7 +45,7 @@ async def me(request: Request, who: Caller) -> Response:
 
 async def users(request: Request, who: Caller) -> Response:
     _admin(who)
-    found = await blocking(list_users, _users_file())
+    found = await run_blocking("admin", list_users, _users_file())
     return JSONResponse({"users": [
         {"identity": u.identity, "groups": list(u.groups), "admin": u.admin, "disabled": u.disabled}
         for u in found
@@ -69,11 +70,11 @@ async def add(request: Request, who: Caller) -> Response:
         raise InputError('send a JSON object: {"identity", "groups", "admin"}')
     identity = body["identity"].strip()
     path = _users_file()
-    if any(u.identity == identity for u in await blocking(list_users, path)):
+    if any(u.identity == identity for u in await run_blocking("admin", list_users, path)):
         raise Refused(409, f"user {identity!r} exists: rotate their token or remove them first")
     groups = _groups(body.get("groups") or [])
-    token = await blocking(
-        lambda: add_user(path, identity, groups, admin=body.get("admin") is True)
+    token = await run_blocking(
+        "admin", lambda: add_user(path, identity, groups, admin=body.get("admin") is True)
     )
     return JSONResponse({"identity": identity, "groups": groups, "token": token}, status_code=201)
 
@@ -91,18 +92,18 @@ async def change(request: Request, who: Caller) -> Response:
     identity = _target(request, who, verb)
     path = _users_file()
     if verb == "rotate":
-        token = await blocking(rotate_token, path, identity)
+        token = await run_blocking("admin", rotate_token, path, identity)
         return JSONResponse({"identity": identity, "token": token})
     if verb not in ("disable", "enable"):
         raise Refused(404, f"no action {verb!r}: disable, enable or rotate")
-    await blocking(set_disabled, path, identity, verb == "disable")
+    await run_blocking("admin", set_disabled, path, identity, verb == "disable")
     return JSONResponse({"identity": identity, "disabled": verb == "disable"})
 
 
 async def remove(request: Request, who: Caller) -> Response:
     _admin(who)
     identity = _target(request, who, "remove")
-    await blocking(remove_user, _users_file(), identity)
+    await run_blocking("admin", remove_user, _users_file(), identity)
     return JSONResponse({"deleted": identity})
 
 

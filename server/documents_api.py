@@ -26,6 +26,7 @@ from run.context import Context
 from run.resources import get_kb
 from run.run_settings import resolve_run_settings
 from server.api_caller import Caller, Refused, caller
+from server.blocking_pools import run_blocking
 from server.upload_stream import Receiver, disk_error, receive
 from server.web_headers import API_HEADERS, add_missing
 from tools.access.acl import ACL, parse_acl
@@ -79,7 +80,7 @@ def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
 
     async def answer(request: Request) -> Response:
         try:
-            who = await asyncio.to_thread(caller, request)  # it may re-read the users file
+            who = await run_blocking("callers", caller, request)  # it may re-read the users file
             return await handler(request, who)
         except Refused as exc:
             return error(exc.status, exc.message)
@@ -100,7 +101,14 @@ def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
 
 
 async def blocking(fn: Callable[..., Any], *args: Any) -> Any:
-    return await asyncio.to_thread(fn, *args)
+    """Blocking work of a /kb route, on the document API's own threads."""
+    return await run_blocking("kb", fn, *args)
+
+
+async def writing(fn: Callable[..., Any], *args: Any) -> Any:
+    """Blocking work that may wait on the writer's lock, on threads of its own: waiting
+    deletions never hold the threads every other route needs (``server.blocking_pools``)."""
+    return await run_blocking("writes", fn, *args)
 
 
 # -- uploads and jobs ------------------------------------------------------------------
@@ -182,7 +190,7 @@ async def job_events(request: Request, who: Caller) -> Response:
                 return
             await asyncio.sleep(EVENTS_POLL_S)
             try:  # the caller again at each step: a rotated token or a disabled user ends it
-                view = await _job_view(request, await asyncio.to_thread(caller, request))
+                view = await _job_view(request, await run_blocking("callers", caller, request))
             except Refused as exc:
                 yield f"event: error\ndata: {json.dumps({'error': exc.message, 'status': exc.status})}\n\n"
                 return
@@ -296,7 +304,7 @@ async def delete_document(request: Request, who: Caller) -> Response:
     library, doc_id, doc = await _readable(request, who)
     if not who.may_change(doc["owner"]):
         return error(403, "only the document's owner or an admin may delete it")
-    await blocking(library.delete, doc_id)
+    await writing(library.delete, doc_id)
     return JSONResponse({"deleted": doc_id})
 
 

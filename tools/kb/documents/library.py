@@ -134,7 +134,7 @@ class Library:
                 with contextlib.suppress(ValueError):
                     status(doc_id, "embedding", int(n) / max(int(of), 1))
 
-        report = self.kb.ingest_documents(docs, progress=progress) if docs else None
+        report = self._embed_then_commit(docs, known, progress) if docs else None
         skipped = {s.source: s.reason for s in report.skipped} if report else {}
         records = self.kb.registry.records_of([item.doc_id for item in items]) if docs else {}
         for item in items:
@@ -149,6 +149,26 @@ class Library:
                 self._record(item, record)
                 outcomes[item.doc_id] = Outcome("done", chunks=int(record.get("chunks", 0)))
         return [outcomes[item.doc_id] for item in items]
+
+    def _embed_then_commit(
+        self,
+        docs: Sequence[SourceDocument | FileBytes],
+        known: dict[str, DocRecord],
+        progress: Callable[[int, int, str], None],
+    ) -> IngestReport:
+        """Embed the changed documents before taking the writer's lock, then commit them
+        under it from the embedding cache: one slow file no longer holds every other
+        writer for as long as it embeds (issue 53, item 10: a 4 KB upload failed after
+        600 s behind a 590 KB one). Committed only over the version seen here: a document
+        another writer changed meanwhile is skipped with the reason, not overwritten."""
+        changed = [
+            d
+            for d in docs
+            if isinstance(d, SourceDocument) and not _unchanged(d, known.get(d.doc_id))
+        ]
+        self.kb.ingester.warm(changed, lambda note: progress(0, 1, note))
+        seen = {d.doc_id: str(known.get(d.doc_id, {}).get("version") or "") for d in changed}
+        return self.kb.ingest_documents(docs, progress=progress, expected=seen)
 
     def _record(self, item: Item, record: DocRecord) -> None:
         before = self.catalog.get(item.doc_id)
@@ -297,7 +317,7 @@ def _view(doc_id: str, record: DocRecord, row: DocumentRow | None) -> dict[str, 
     }
 
 
-def _unchanged(doc: FileBytes, record: DocRecord | None) -> bool:
+def _unchanged(doc: FileBytes | SourceDocument, record: DocRecord | None) -> bool:
     """Whether the knowledge base already holds this version of the file (the ingest
     then skips it without parsing)."""
     return (
