@@ -330,12 +330,12 @@ class KnowledgeBase:
             files = [
                 FileRef(f.path, doc_id, limits, f.via, access[f.path]) for f, doc_id in assigned
             ]
-            present = self.ingester.ingest(files, report, progress)
+            present = self.ingester.ingest(files, report, progress, known=records)
             stale = aliases([a for a in assigned if a[1] in present], records)
             self.ingester.retire(stale, report)  # after the commit: see Ingester.retire
             if prune:
                 roots = [p.resolve() for p in path_list if p.is_dir()]
-                self.ingester.prune(roots, present, report)
+                self.ingester.prune(roots, present, report, records)
         report.seconds = time.perf_counter() - started
         return report
 

@@ -30,10 +30,7 @@ from tools.kb.store.registry import DocRecord, Registry
 from tools.text import detect_language
 
 ProgressFn = Callable[[int, int, str], None]
-CHANGED_MEANWHILE = (
-    "changed by another writer while this file was embedded (a new version or a deletion "
-    "committed meanwhile): not overwritten; send it again to replace that"
-)
+CHANGED_MEANWHILE = "changed by another writer while this file was embedded: not overwritten"
 
 
 @dataclass(frozen=True)
@@ -141,16 +138,22 @@ class Ingester:
         report: IngestReport,
         progress: ProgressFn | None,
         expected: Mapping[str, str] | None = None,
+        known: Mapping[str, DocRecord] | None = None,
     ) -> set[str]:
         """Ingest documents, or files read one at a time (a document file is parsed only
         when its version changed). Returns the doc_ids present afterwards (indexed or
         unchanged): a file that could not be read is skipped with its reason. ``expected``
         (doc_id -> the version seen before embedding outside the lock, "" none): a
-        document committed otherwise since then is skipped, not overwritten."""
+        document committed otherwise since then is skipped, not overwritten. ``known``:
+        the registry's records as the caller read them under the writer's lock."""
         # The records of these documents only: a one-file change costs one file, whatever
         # the registry's size (issue 44).
         self._finish_interrupted()
-        registry = self._registry.records_of([d.doc_id for d in docs])
+        registry = (
+            dict(known)
+            if known is not None
+            else self._registry.records_of([d.doc_id for d in docs])
+        )
         pending: list[SourceDocument] = []
         present: set[str] = set()
         for n, item in enumerate(docs):
@@ -194,9 +197,9 @@ class Ingester:
         report: IngestReport,
         expected: Mapping[str, str] | None,
     ) -> bool:
-        """Whether ``doc`` is not to be written: its version is the registry's (recorded
-        unchanged; its store is not read: a crash's leftovers are found by the pending
-        records), or another writer committed it after it was embedded (skipped)."""
+        """Whether ``doc`` is not written: its version is the registry's (unchanged, its
+        chunks not read: a crash's leftovers are found by the pending records), or another
+        writer committed it after it was embedded (skipped)."""
         current = registry.get(doc.doc_id) or {}
         if current.get("version") == version_of(doc) and current.get("source") == doc.source:
             self._reroute(doc.doc_id, current, doc.via, registry)
@@ -220,13 +223,26 @@ class Ingester:
             if progress:
                 progress(part[-1].progress())
 
-    def prune(self, roots: Sequence[Path], seen: set[str], report: IngestReport) -> None:
+    def prune(
+        self,
+        roots: Sequence[Path],
+        seen: set[str],
+        report: IngestReport,
+        known: Mapping[str, DocRecord] | None = None,
+    ) -> None:
         """Delete documents that came from under ``roots`` (resolved folders) and were not
-        seen; documents of other folders are never touched."""
+        seen; documents of other folders are never touched. ``known``: the records read
+        under the same writer's lock before this ingest (every document it committed was
+        seen), so the registry is not read again."""
+        listed = known.items() if known is not None else self._registry.pages()
+        done = set(report.deleted)
         gone = [
             doc_id
-            for doc_id, record in self._registry.pages()  # listed first: deleting moves pages
-            if record.get("version") and doc_id not in seen and under(record, roots)
+            for doc_id, record in listed  # listed first: deleting moves pages
+            if record.get("version")
+            and doc_id not in seen
+            and doc_id not in done
+            and under(record, roots)
         ]
         for doc_id in gone:
             self.delete(doc_id)
