@@ -93,7 +93,7 @@ def one_size(n: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__, json_out=True)
     p.add_argument("--sizes", default="5000,20000,40000", help="file counts, comma-separated")
-    p.add_argument("--one", type=int, default=0, help=argparse_hidden())
+    p.add_argument("--one", type=int, default=0, help="(internal) measure one size here")
     args = p.parse_args(argv)
     if args.one:  # the child: one size, its figures as JSON on stdout
         print(json.dumps(one_size(args.one)))
@@ -117,10 +117,6 @@ def main(argv: list[str] | None = None) -> int:
         )
     write_json(args.json, rows)
     return 0
-
-
-def argparse_hidden() -> str:
-    return "(internal) measure one size in this process"
 
 
 if __name__ == "__main__":
