@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from server.api_caller import Caller, Refused
+from server.blocking_pools import run_blocking
 from server.documents_api import blocking, endpoint, services
 from server.json_body import json_body
 from tools.access.users import USERS_FILE_ENV, UserExists, add_user
@@ -45,7 +46,7 @@ async def _edit(change: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run an edit of the users file off the event loop; a broken file or a lock held
     too long is a 503 naming it (not "knowledge base unavailable")."""
     try:
-        return await blocking(lambda: change(*args, **kwargs))
+        return await run_blocking("admin", lambda: change(*args, **kwargs))
     except UserExists as exc:
         raise Refused(409, str(exc)) from None
     except ConfigError as exc:
@@ -59,7 +60,7 @@ async def me(request: Request, who: Caller) -> Response:
 
 async def users(request: Request, who: Caller) -> Response:
     _admin(who)
-    found = await blocking(list_users, _users_file())
+    found = await run_blocking("admin", list_users, _users_file())
     return JSONResponse({"users": [
         {"identity": u.identity, "groups": list(u.groups), "admin": u.admin, "disabled": u.disabled}
         for u in found

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
@@ -25,6 +26,7 @@ from run.resources import get_kb
 from run.run_settings import resolve_run_settings
 from server.api_caller import Caller, Refused, caller
 from server.api_errors import error, error_answer
+from server.blocking_pools import run_blocking
 from server.upload_stream import Receiver, receive
 from server.web_headers import API_HEADERS, add_missing
 from tools.access.acl import ACL, parse_acl
@@ -74,7 +76,7 @@ def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
 
     async def answer(request: Request) -> Response:
         try:
-            who = await asyncio.to_thread(caller, request)  # it may re-read the users file
+            who = await run_blocking("callers", caller, request)  # it may re-read the users file
             return await handler(request, who)
         except Exception as exc:  # every answer is {"error": ...}, without server paths
             return error_answer(exc)
@@ -87,7 +89,14 @@ def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
 
 
 async def blocking(fn: Callable[..., Any], *args: Any) -> Any:
-    return await asyncio.to_thread(fn, *args)
+    """Blocking work of a /kb route, on the document API's own threads."""
+    return await run_blocking("kb", fn, *args)
+
+
+async def writing(fn: Callable[..., Any], *args: Any) -> Any:
+    """Blocking work that may wait on the writer's lock, on threads of its own: waiting
+    deletions never hold the threads every other route needs (``server.blocking_pools``)."""
+    return await run_blocking("writes", fn, *args)
 
 
 # -- uploads and jobs ------------------------------------------------------------------
@@ -169,7 +178,7 @@ async def job_events(request: Request, who: Caller) -> Response:
                 return
             await asyncio.sleep(EVENTS_POLL_S)
             try:  # the caller again at each step: a rotated token or a disabled user ends it
-                view = await _job_view(request, await asyncio.to_thread(caller, request))
+                view = await _job_view(request, await run_blocking("callers", caller, request))
             except Refused as exc:
                 yield f"event: error\ndata: {json.dumps({'error': exc.message, 'status': exc.status})}\n\n"
                 return
@@ -239,12 +248,15 @@ async def document_chunks(request: Request, who: Caller) -> Response:
 async def document_original(request: Request, who: Caller) -> Response:
     library, doc_id, _ = await _readable(request, who)
     found = await blocking(library.original, doc_id, who.reader)
-    if found is None:
-        return error(404, "the original file of this document is not kept")
-    path, name = found
-    media_type, disposition = serving(name)
+    if found is None or found.problem:
+        return error(404, found.problem if found else NOT_FOUND)
+    media_type, disposition = serving(found.name)
+    if found.path is None:  # the checked bytes of a CLI-ingested file: never its path again
+        quoted = quote(found.name)
+        headers = {"Content-Disposition": f"{disposition}; filename*=utf-8''{quoted}"}
+        return Response(found.data, media_type=media_type, headers=headers)
     return FileResponse(
-        path, media_type=media_type, filename=name, content_disposition_type=disposition
+        found.path, media_type=media_type, filename=found.name, content_disposition_type=disposition
     )
 
 
@@ -280,7 +292,7 @@ async def delete_document(request: Request, who: Caller) -> Response:
     library, doc_id, doc = await _readable(request, who)
     if not who.may_change(doc["owner"]):
         return error(403, "only the document's owner or an admin may delete it")
-    await blocking(library.delete, doc_id)
+    await writing(library.delete, doc_id)
     return JSONResponse({"deleted": doc_id})
 
 

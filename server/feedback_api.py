@@ -25,7 +25,8 @@ from starlette.routing import BaseRoute, Route
 
 from run.context import Context
 from server.api_caller import Caller, Refused
-from server.documents_api import blocking, endpoint
+from server.blocking_pools import run_blocking
+from server.documents_api import endpoint
 from server.json_body import json_body
 from server.mcp_tools import caller_credentials, own_url
 from tools.feedback.langsmith_feedback import send_feedback, tracing_on
@@ -95,20 +96,20 @@ async def put_feedback(request: Request, who: Caller) -> Response:
     body = await json_body(request)
     item = parse_feedback(who.identity, body)
     await _check_readable(request, item)
-    saved: Feedback = await blocking(lambda: store().put(item))
+    saved: Feedback = await run_blocking("feedback", lambda: store().put(item))
     _to_langsmith(saved)
     return JSONResponse(saved.view())
 
 
 async def list_feedback(request: Request, who: Caller) -> Response:
     thread = request.query_params.get("thread_id") or None
-    items = await blocking(lambda: store().mine(who.identity, thread, MAX_LIST))
+    items = await run_blocking("feedback", lambda: store().mine(who.identity, thread, MAX_LIST))
     return JSONResponse({"feedback": [f.view() for f in items]})
 
 
 async def delete_feedback(request: Request, who: Caller) -> Response:
     key = request.path_params["answer_key"]
-    if not await blocking(lambda: store().remove(who.identity, key)):
+    if not await run_blocking("feedback", lambda: store().remove(who.identity, key)):
         raise Refused(404, "feedback not found")
     return JSONResponse({"deleted": key})
 

@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from server.api_caller import Caller, Refused
-from server.documents_api import blocking, endpoint, services
+from server.documents_api import blocking, endpoint, services, writing
 from server.json_body import json_body
 from tools.access.acl import parse_acl
 from tools.errors import HybridRagError, InputError
@@ -90,7 +90,7 @@ async def get_source(request: Request, who: Caller) -> Response:
 async def delete_source(request: Request, who: Caller) -> Response:
     _admin(who)
     library, store, source = await _source(request)
-    removed = await blocking(remove_documents, library, source)
+    removed = await writing(remove_documents, library, source)
     await blocking(store.remove, source.id)
     return JSONResponse({"deleted": source.id, "documents_removed": removed})
 

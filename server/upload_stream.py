@@ -18,7 +18,6 @@ A part file left by a killed process is removed when a server next opens the dat
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import hashlib
@@ -32,6 +31,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
 from server.api_caller import Refused
+from server.blocking_pools import run_blocking
 from tools.errors import InputError
 from tools.kb.documents.jobs import Upload
 from tools.kb.documents.originals import Originals
@@ -202,7 +202,7 @@ async def receive(request: Request, limits: LoadLimits, receiver: Receiver) -> N
             raise Refused(413, f"the request is more than {megabytes(bound)} MB, {over}")
         batch += chunk
         if len(batch) >= WRITE_BATCH:  # the disk writes run off the event loop
-            await asyncio.to_thread(parser.write, bytes(batch))
+            await run_blocking("uploads", parser.write, bytes(batch))
             batch.clear()
-    await asyncio.to_thread(parser.write, bytes(batch))
-    await asyncio.to_thread(parser.finalize)
+    await run_blocking("uploads", parser.write, bytes(batch))
+    await run_blocking("uploads", parser.finalize)

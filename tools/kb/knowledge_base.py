@@ -1,17 +1,9 @@
 """The knowledge base: one object that opens the store and ingests and searches it.
 
-``KnowledgeBase`` composes the parts of this package and owns their resources (the
-Chroma client, the embedding cache) and the lock that serialises writers and snapshot
-rebuilds within a process:
-
-* ``ingest.ingester.Ingester`` — load, chunk, embed, write, commit, prune;
-* ``store.chroma.ChunkStore`` / ``store.registry.Registry`` — the two Chroma collections
-  and the commit protocol that makes an ingest crash-safe (see ``tools.kb.store.registry``);
-* ``embed.embeddings`` — the embedding model and its cache;
-* ``index.snapshot.SnapshotCache`` — the active chunks and their lexical index per
-  generation;
-* ``search.retriever.Retriever`` — a query top to bottom: candidates, centring, fusion,
-  ranking, answerability (``tools.kb.search``).
+``KnowledgeBase`` composes the parts of this package (``ingest.ingester``, ``store``,
+``embed``, ``index.snapshot``, ``search.retriever``: ARCHITECTURE.md draws them) and owns
+their resources (the Chroma client, the embedding cache) and the lock that serialises
+writers and snapshot rebuilds within a process.
 """
 
 from __future__ import annotations
@@ -21,7 +13,7 @@ import heapq
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,6 +55,7 @@ from tools.kb.store.chroma import (
     reopen_client,
     require_collection,
 )
+from tools.kb.store.pending import PendingCleanup
 from tools.kb.store.registry import Registry
 from tools.kb.store.writer_lock import lock_path, writer_lock
 from tools.settings import (
@@ -157,6 +150,9 @@ class KnowledgeBase:
         self.tokenizer = make_tokenizer(self.config.chinese_tokenizer, stem=self.config.stem)
         self.chunks, self.registry = self._open_backend()
         self._cache = EmbeddingCache(embedding_cache_path(self.home))
+        self._lock_file = lock_path(
+            write_lock_dir(self.home), self.describe_store(), self.config.collection
+        )
         self.ingester = Ingester(
             registry=self.registry,
             chunks=self.chunks,
@@ -164,6 +160,7 @@ class KnowledgeBase:
             cache=self._cache,
             chunking=self.config.chunking,
             collection=self.config.collection,
+            pending=PendingCleanup(self._lock_file.with_suffix(".pending")),
         )
         self._snapshots = SnapshotCache(
             registry=self.registry,
@@ -248,7 +245,7 @@ class KnowledgeBase:
         """The one writer of this knowledge base: across processes (``writer_lock``),
         then across this instance's threads (taken second, so searches here go on while
         another process's ingest is awaited)."""
-        path = lock_path(write_lock_dir(self.home), self.describe_store(), self.config.collection)
+        path = self._lock_file
         waiting = (lambda note: progress(0, 1, note)) if progress else None
         what = f"knowledge base {self.config.collection!r} ({self.describe_store()})"
         with (
@@ -315,11 +312,9 @@ class KnowledgeBase:
         documents of other folders are never touched. ``limits`` bound what one file may
         cost (default ``LoadLimits.from_env()``); a file beyond them, or one that cannot
         be read, is skipped with the reason and the rest go on. Symbolic links out of a
-        named folder are followed only with ``follow_links``.
-
-        ``acl`` (``tools.access.acl.parse_acl``) says who may read the files; a folder's
-        ``.acl`` file overrides it for the files under that folder. A changed ACL rewrites
-        the document's chunks (no re-embedding).
+        named folder are followed only with ``follow_links``. ``acl``
+        (``tools.access.acl.parse_acl``) says who may read the files; a folder's ``.acl``
+        overrides it below that folder. A changed ACL rewrites the chunks (no re-embedding).
         """
         started = time.perf_counter()
         report = IngestReport()
@@ -335,24 +330,29 @@ class KnowledgeBase:
             files = [
                 FileRef(f.path, doc_id, limits, f.via, access[f.path]) for f, doc_id in assigned
             ]
-            present = self.ingester.ingest(files, report, progress)
+            present = self.ingester.ingest(files, report, progress, known=records)
             stale = aliases([a for a in assigned if a[1] in present], records)
             self.ingester.retire(stale, report)  # after the commit: see Ingester.retire
             if prune:
                 roots = [p.resolve() for p in path_list if p.is_dir()]
-                self.ingester.prune(roots, present, report)
+                self.ingester.prune(roots, present, report, records)
         report.seconds = time.perf_counter() - started
         return report
 
     def ingest_documents(
-        self, docs: Sequence[SourceDocument | FileBytes], *, progress: ProgressFn | None = None
+        self,
+        docs: Sequence[SourceDocument | FileBytes],
+        *,
+        progress: ProgressFn | None = None,
+        expected: Mapping[str, str] | None = None,
     ) -> IngestReport:
         """Ingest documents that do not come from the named files (evaluation corpora, the
-        document API's originals: a ``FileBytes`` is parsed only when its version changed)."""
+        document API's originals: a ``FileBytes`` is parsed only when its version changed).
+        ``expected``: the versions seen before they were embedded (``Ingester.ingest``)."""
         started = time.perf_counter()
         report = IngestReport()
         with self._writing(progress):
-            self.ingester.ingest(docs, report, progress)
+            self.ingester.ingest(docs, report, progress, expected)
         report.seconds = time.perf_counter() - started
         return report
 

@@ -19,11 +19,17 @@ from typing import Any
 from tools.access.acl import ACL, Reader
 from tools.errors import InputError
 from tools.kb.documents.catalog import Catalog, DocumentRow
-from tools.kb.documents.originals import Originals, suffix_of
+from tools.kb.documents.originals import Originals, read_no_links, suffix_of
 from tools.kb.ingest.formats import LoadLimits
 from tools.kb.ingest.ingester import version_of
-from tools.kb.ingest.loaders import FileBytes, SkippedFile, SourceDocument, read_file
-from tools.kb.knowledge_base import KnowledgeBase
+from tools.kb.ingest.loaders import (
+    FileBytes,
+    SkippedFile,
+    SourceDocument,
+    content_hash_of,
+    read_file,
+)
+from tools.kb.knowledge_base import IngestReport, KnowledgeBase
 from tools.kb.search.candidates import readable_of
 from tools.kb.store.registry import DocRecord
 
@@ -45,6 +51,17 @@ class Item:
     # An upload's compare-and-set: the owner its name had when it was checked ("" none);
     # another owner by the time it runs fails the file. None: no check.
     expected_owner: str | None = None
+
+
+@dataclass(frozen=True)
+class Original:
+    """A document's original as served: a stored file, or the checked bytes of the file a
+    CLI ingest read; ``problem`` says why there is none to serve."""
+
+    name: str = ""
+    path: Path | None = None
+    data: bytes | None = None
+    problem: str = ""
 
 
 @dataclass(frozen=True)
@@ -117,7 +134,7 @@ class Library:
                 with contextlib.suppress(ValueError):
                     status(doc_id, "embedding", int(n) / max(int(of), 1))
 
-        report = self.kb.ingest_documents(docs, progress=progress) if docs else None
+        report = self._embed_then_commit(docs, known, progress) if docs else None
         skipped = {s.source: s.reason for s in report.skipped} if report else {}
         records = self.kb.registry.records_of([item.doc_id for item in items]) if docs else {}
         for item in items:
@@ -132,6 +149,26 @@ class Library:
                 self._record(item, record)
                 outcomes[item.doc_id] = Outcome("done", chunks=int(record.get("chunks", 0)))
         return [outcomes[item.doc_id] for item in items]
+
+    def _embed_then_commit(
+        self,
+        docs: Sequence[SourceDocument | FileBytes],
+        known: dict[str, DocRecord],
+        progress: Callable[[int, int, str], None],
+    ) -> IngestReport:
+        """Embed the changed documents before taking the writer's lock, then commit them
+        under it from the embedding cache: one slow file no longer holds every other
+        writer for as long as it embeds (issue 53, item 10: a 4 KB upload failed after
+        600 s behind a 590 KB one). Committed only over the version seen here: a document
+        another writer changed meanwhile is skipped with the reason, not overwritten."""
+        changed = [
+            d
+            for d in docs
+            if isinstance(d, SourceDocument) and not _unchanged(d, known.get(d.doc_id))
+        ]
+        self.kb.ingester.warm(changed, lambda note: progress(0, 1, note))
+        seen = {d.doc_id: str(known.get(d.doc_id, {}).get("version") or "") for d in changed}
+        return self.kb.ingest_documents(docs, progress=progress, expected=seen)
 
     def _record(self, item: Item, record: DocRecord) -> None:
         before = self.catalog.get(item.doc_id)
@@ -221,21 +258,30 @@ class Library:
             for index, text, m in sorted(found, key=lambda c: c[0])
         ]
 
-    def original(self, doc_id: str, reader: Reader) -> tuple[Path, str] | None:
-        """The original file and its name; a document ingested from a server path by the
-        CLI is served from that path while it still holds the indexed bytes."""
-        doc = self.document(doc_id, reader)
-        if doc is None:
+    def original(self, doc_id: str, reader: Reader) -> Original | None:
+        """The original of a document ``reader`` may read (None: no such document). A
+        document a CLI ingest read from a server path is served from that file only when
+        its bytes, read without following any symbolic link, still hash to the indexed
+        content hash: never another file put in its place (issue 53, item 9)."""
+        if self.document(doc_id, reader) is None:
             return None
         row = self.catalog.get(doc_id)
         if row is not None:
             path = self.originals.path(row.blob)
-            return (path, PurePosixPath(row.path).name) if path.exists() else None
+            if path.is_symlink() or not path.is_file():
+                return Original(problem="the original file of this document is not kept")
+            return Original(PurePosixPath(row.path).name, path=path)
         record = self.kb.registry.record(doc_id) or {}
         source = Path(str(record.get("source", "")))
-        if source.is_absolute() and source.is_file():
-            return source, source.name
-        return None
+        if not source.is_absolute():
+            return Original(problem="the original file of this document is not kept")
+        data = read_no_links(source, LoadLimits.from_env().max_file_bytes)
+        if isinstance(data, str):
+            return Original(problem=f"the original file is not served: {data}")
+        if content_hash_of(data, source.suffix) != record.get("content_hash"):
+            return Original(problem="the original file is not served: the file on the "
+                            "server no longer holds the indexed version")  # fmt: skip
+        return Original(source.name, data=data)
 
     def stats(self, reader: Reader) -> dict[str, Any]:
         """``hybrid-rag kb stats``'s numbers over the documents ``reader`` may read."""
@@ -272,7 +318,7 @@ def _view(doc_id: str, record: DocRecord, row: DocumentRow | None) -> dict[str, 
     }
 
 
-def _unchanged(doc: FileBytes, record: DocRecord | None) -> bool:
+def _unchanged(doc: FileBytes | SourceDocument, record: DocRecord | None) -> bool:
     """Whether the knowledge base already holds this version of the file (the ingest
     then skips it without parsing)."""
     return (
@@ -285,7 +331,7 @@ def _unchanged(doc: FileBytes, record: DocRecord | None) -> bool:
 def _size(source: str) -> int | None:
     with contextlib.suppress(OSError):
         if Path(source).is_absolute():
-            return Path(source).stat().st_size
+            return Path(source).lstat().st_size  # a link's own: never the size it points at
     return None
 
 

@@ -14,6 +14,7 @@ import mimetypes
 import os
 import re
 import socket
+import stat
 import time
 import uuid
 from pathlib import Path
@@ -117,6 +118,24 @@ class Originals:
 
     def remove(self, name: str) -> None:
         self.path(name).unlink(missing_ok=True)
+
+
+def read_no_links(path: Path, limit: int) -> bytes | str:
+    """The bytes of the regular file at ``path``, or why they are not read: a path that
+    is not absolute, whose any part is a symbolic link (the final one refused by
+    ``O_NOFOLLOW`` at the open, so no swap between a check and the open), that is not a
+    regular file, or over ``limit`` bytes. Read through the one descriptor opened."""
+    if not path.is_absolute() or os.path.realpath(path) != str(path):
+        return "the file's path is not its real path (a symbolic link on the way)"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        return f"cannot open the file: {exc.strerror or exc}"
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            return "not a regular file"
+        data = file.read(limit + 1)  # bounded: a file grown past the limit is not held
+    return data if len(data) <= limit else f"the file is over {limit:,} bytes"
 
 
 def content_type(name: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import islice
@@ -25,10 +25,12 @@ from tools.kb.ingest.identity import under
 from tools.kb.ingest.loaders import FileBytes, FileRef, SkippedFile, SourceDocument, read_file
 from tools.kb.ingest.titles import document_title
 from tools.kb.store.chroma import ChunkStore
+from tools.kb.store.pending import PendingCleanup
 from tools.kb.store.registry import DocRecord, Registry
 from tools.text import detect_language
 
 ProgressFn = Callable[[int, int, str], None]
+CHANGED_MEANWHILE = "changed by another writer while this file was embedded: not overwritten"
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,9 @@ class Ingester:
         cache: EmbeddingCache,
         chunking: ChunkingOptions,
         collection: str,
+        pending: PendingCleanup | None = None,
     ) -> None:
+        self._pending = pending
         self._registry = registry
         self._chunks = chunks
         self._model = model
@@ -133,14 +137,23 @@ class Ingester:
         docs: Sequence[SourceDocument | FileBytes | FileRef],
         report: IngestReport,
         progress: ProgressFn | None,
+        expected: Mapping[str, str] | None = None,
+        known: Mapping[str, DocRecord] | None = None,
     ) -> set[str]:
         """Ingest documents, or files read one at a time (a document file is parsed only
         when its version changed). Returns the doc_ids present afterwards (indexed or
-        unchanged): a file that could not be read is skipped with its reason."""
+        unchanged): a file that could not be read is skipped with its reason. ``expected``
+        (doc_id -> the version seen before embedding outside the lock, "" none): a
+        document committed otherwise since then is skipped, not overwritten. ``known``:
+        the registry's records as the caller read them under the writer's lock."""
         # The records of these documents only: a one-file change costs one file, whatever
         # the registry's size (issue 44).
-        self._finish_deletions()
-        registry = self._registry.records_of([d.doc_id for d in docs])
+        self._finish_interrupted()
+        registry = (
+            dict(known)
+            if known is not None
+            else self._registry.records_of([d.doc_id for d in docs])
+        )
         pending: list[SourceDocument] = []
         present: set[str] = set()
         for n, item in enumerate(docs):
@@ -156,16 +169,7 @@ class Ingester:
                 continue
             if isinstance(item, FileRef) and item.acl:
                 doc = replace(doc, acl=item.acl)
-            current = registry.get(doc.doc_id)
-            if (
-                current
-                and current.get("version") == version_of(doc)
-                and current.get("source") == doc.source  # a moved file is rewritten
-            ):
-                self._reroute(doc.doc_id, current, doc.via, registry)
-                # A crash after a commit may have left the old version's chunks behind.
-                self._chunks.delete_other_versions(doc.doc_id, version_of(doc))
-                report.unchanged.append(doc.doc_id)
+            if self._unchanged(doc, registry, report, expected):
                 present.add(doc.doc_id)
                 continue
             loaded = doc.load() if isinstance(doc, FileBytes) else doc
@@ -186,13 +190,59 @@ class Ingester:
             progress(len(docs), len(docs), "")
         return present
 
-    def prune(self, roots: Sequence[Path], seen: set[str], report: IngestReport) -> None:
+    def _unchanged(
+        self,
+        doc: SourceDocument | FileBytes,
+        registry: dict[str, DocRecord],
+        report: IngestReport,
+        expected: Mapping[str, str] | None,
+    ) -> bool:
+        """Whether ``doc`` is not written: its version is the registry's (unchanged, its
+        chunks not read: a crash's leftovers are found by the pending records), or another
+        writer committed it after it was embedded (skipped)."""
+        current = registry.get(doc.doc_id) or {}
+        if current.get("version") == version_of(doc) and current.get("source") == doc.source:
+            self._reroute(doc.doc_id, current, doc.via, registry)
+            report.unchanged.append(doc.doc_id)
+            return True
+        seen = (expected or {}).get(doc.doc_id)
+        if seen is not None and str(current.get("version") or "") != seen:
+            report.skipped.append(SkippedFile(doc.source, CHANGED_MEANWHILE))
+            return True
+        return False
+
+    def warm(self, docs: Sequence[SourceDocument], progress: Callable[[str], None] | None) -> None:
+        """Embed the chunks of ``docs`` into the embedding cache, without the writer's
+        lock: the commit under the lock then finds every vector cached, so one slow file
+        holds no other writer behind it (issue 53, item 10). Writes nothing else."""
+        if getattr(self._cache, "broken", False):
+            return  # no cache to fill: the commit embeds under the lock, as before
+        records = self._records(docs, "", {}, IngestReport(), progress)
+        for part in iter(lambda: list(islice(records, self.slice_chunks)), []):
+            embed_with_cache(self._model, [r.index_text for r in part], self._cache)
+            if progress:
+                progress(part[-1].progress())
+
+    def prune(
+        self,
+        roots: Sequence[Path],
+        seen: set[str],
+        report: IngestReport,
+        known: Mapping[str, DocRecord] | None = None,
+    ) -> None:
         """Delete documents that came from under ``roots`` (resolved folders) and were not
-        seen; documents of other folders are never touched."""
+        seen; documents of other folders are never touched. ``known``: the records read
+        under the same writer's lock before this ingest (every document it committed was
+        seen), so the registry is not read again."""
+        listed = known.items() if known is not None else self._registry.pages()
+        done = set(report.deleted)
         gone = [
             doc_id
-            for doc_id, record in self._registry.pages()  # listed first: deleting moves pages
-            if record.get("version") and doc_id not in seen and under(record, roots)
+            for doc_id, record in listed  # listed first: deleting moves pages
+            if record.get("version")
+            and doc_id not in seen
+            and doc_id not in done
+            and under(record, roots)
         ]
         for doc_id in gone:
             self.delete(doc_id)
@@ -220,11 +270,25 @@ class Ingester:
         self._registry.forget(doc_id)
         return int(record.get("chunks", 0))
 
-    def _finish_deletions(self) -> None:
-        """Complete deletions a crash interrupted (tombstone written, chunks still there)."""
+    def _finish_interrupted(self) -> None:
+        """Complete what a crash interrupted: deletions (tombstone written, chunks still
+        there) and replacements (the documents the pending records name: chunks of a
+        version never committed, or of the old one never removed)."""
         for doc_id in self._registry.tombstones():
             self._chunks.delete_document(doc_id)
             self._registry.forget(doc_id)
+        named = self._pending.listed() if self._pending else []
+        if not named:
+            return
+        records = self._registry.records_of(named)
+        for doc_id in named:
+            version = str(records.get(doc_id, {}).get("version") or "")
+            if version:
+                self._chunks.delete_other_versions(doc_id, version)
+            elif doc_id not in records:  # never committed: its chunks are orphans
+                self._chunks.delete_document(doc_id)
+        if self._pending:
+            self._pending.clear(named)
 
     def _reroute(
         self, doc_id: str, current: DocRecord, via: str, registry: dict[str, DocRecord]
@@ -248,6 +312,8 @@ class Ingester:
     ) -> None:
         now = datetime.now(UTC).isoformat(timespec="seconds")
         commits: dict[str, DocRecord] = {}
+        if self._pending:  # named before their chunks are written: see _finish_interrupted
+            self._pending.mark(d.doc_id for d in docs)
         records = self._records(docs, now, commits, report, progress)
         # Embedded and written slice by slice, chunks made one document at a time: a
         # giant document never holds all its vectors, index texts and metadata at once,
@@ -261,8 +327,15 @@ class Ingester:
             )
             if progress:
                 progress(part[-1].progress())
-        if not commits:
-            return
+        if commits:
+            self._commit(commits, registry, report)
+        if self._pending:
+            self._pending.clear(d.doc_id for d in docs)
+
+    def _commit(
+        self, commits: dict[str, DocRecord], registry: dict[str, DocRecord], report: IngestReport
+    ) -> None:
+        """Make a batch active in one registry write, then remove its old versions."""
         self._registry.commit(commits)
         for doc_id, record in commits.items():
             previous = registry.get(doc_id)

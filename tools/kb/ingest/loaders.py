@@ -108,6 +108,19 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def content_hash_of(raw: bytes, suffix: str) -> str | None:
+    """The content hash ``read_file`` gives a file of these bytes and suffix (None: not
+    text it could decode), so a file can be checked against its indexed version."""
+    if suffix.lower() in DOCUMENT_SUFFIXES:
+        return hashlib.sha256(raw).hexdigest()
+    decoded = decode_bytes(raw)
+    return None if decoded is None else content_hash(_one_newline(decoded.text))
+
+
+def _one_newline(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def read_file(
     path: Path, doc_id: str, limits: LoadLimits | None = None, via: str = ""
 ) -> SourceDocument | FileBytes | SkippedFile:
@@ -155,7 +168,7 @@ def read_file(
     text = decoded.text
     plain = decoded.encoding == "utf-8" and decoded.how in ("BOM", "valid UTF-8")
     notes = () if plain else (f"decoded as {decoded.encoding} ({decoded.how})",)
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _one_newline(text)
     if not text.strip():
         return SkippedFile(source, "empty file")
     return SourceDocument(
