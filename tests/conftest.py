@@ -85,6 +85,19 @@ def sample_home(sample_kb: KnowledgeBase) -> Path:
 
 
 @pytest.fixture
+def local_operator() -> Iterator[None]:
+    """Nodes and tools called outside a graph run as the in-process graphs do: as the local
+    operator (run/reader.py fails closed without a caller in the run's config)."""
+    from langchain_core.runnables.config import var_child_runnable_config
+
+    from run.reader import local_operator_config
+
+    token = var_child_runnable_config.set(local_operator_config())  # type: ignore[arg-type]
+    yield
+    var_child_runnable_config.reset(token)
+
+
+@pytest.fixture
 def scripted() -> Iterator[ScriptedChatModel]:
     """A scripted chat model registered as ``custom:scripted``."""
     model = ScriptedChatModel()

@@ -565,14 +565,17 @@ def test_the_tools_read_their_run_from_the_tool_runtime(kb_home: Path) -> None:
     tool = AGENT_TOOLS["internal_search"]
     assert set(tool.tool_call_schema.model_json_schema()["properties"]) == {"query"}
     earlier = {"id": "x", "kind": "internal", "label": "[internal-1]", "number": 1, "text": "t"}
+    from run.reader import local_operator_config
     from run.run_settings import resolve_run_settings
 
     state = {"language": "en", "sources": [earlier],
              "run_settings": resolve_run_settings(ctx(kb_home))}  # as prepare  # fmt: skip
     runtime = ToolRuntime(state=state, context=ctx(kb_home),
                           config={}, stream_writer=lambda _: None, tool_call_id="1", store=None)  # fmt: skip
+    # Outside a graph the caller is named in the config, as the graphs bind it (else: nobody).
     msg = asyncio.run(tool.ainvoke({"name": "internal_search", "id": "1", "type": "tool_call",
-                                    "args": {"query": Q, "runtime": runtime}}))  # fmt: skip
+                                    "args": {"query": Q, "runtime": runtime}},
+                                   local_operator_config()))  # fmt: skip
     assert isinstance(msg, ToolMessage) and msg.artifact["ok"]
     assert msg.artifact["sources"][0]["label"] == "[internal-2]"  # after the state's [internal-1]
 

@@ -86,6 +86,7 @@ def _collisions(messages: list[ToolMessage]) -> int:
     return sum(1 for ids in named.values() if len(ids) > 1)
 
 
+@pytest.mark.usefixtures("local_operator")
 def test_toolnode_would_label_two_passages_alike_and_ignore_the_budget(kb_home: Path) -> None:
     context = Context(data_home=str(kb_home), search_provider="none", max_tool_calls=BUDGET)
     # LangGraph's ToolNode, as a graph node, with the agent's own tools.

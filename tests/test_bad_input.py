@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from cli.main import main
@@ -481,10 +482,18 @@ def lg_server(
 async def server_run(
     url: str, graph_id: str, input_: dict[str, Any], context: dict[str, Any] | None
 ) -> tuple[str, dict[str, Any]]:
-    """Run on a new thread; returns (run status, thread error or output values)."""
+    """Run on a new thread; returns (run status, thread error or output values), or
+    ("refused", {"message"}) for a run the server refused before it started (a context a
+    client may not send: server/request_guard.py, 422)."""
     client = sdk(url)
     thread = await client.threads.create()
-    run_ = await client.runs.create(thread["thread_id"], graph_id, input=input_, context=context)
+    try:
+        run_ = await client.runs.create(
+            thread["thread_id"], graph_id, input=input_, context=context
+        )
+    except httpx.HTTPStatusError as exc:
+        assert exc.response.status_code == 422, exc.response.text
+        return "refused", {"message": exc.response.json()["error"]}
     await client.runs.join(thread["thread_id"], run_["run_id"])
     got = await client.runs.get(thread["thread_id"], run_["run_id"])
     state = await client.threads.get(thread["thread_id"])
@@ -525,8 +534,9 @@ async def test_server_bad_runs_fail_with_the_message_then_a_good_run_works(
         SERVER_BAD, results, strict=True
     ):
         case = (graph_id, repr(inp)[:40], ctx)
-        assert status == "error", (case, status, detail)
-        assert detail.get("error") == kind, (case, detail)
+        # A bad context is refused before the run (422); a bad input fails the run.
+        assert status == ("refused" if kind == "ConfigError" else "error"), (case, status, detail)
+        assert kind == "ConfigError" or detail.get("error") == kind, (case, detail)
         assert fragment in str(detail.get("message")), (case, detail)
     assert paid.requests == [], [r.path for r in paid.requests]
     assert lg_server.process.poll() is None  # still up
@@ -539,44 +549,37 @@ async def test_server_bad_runs_fail_with_the_message_then_a_good_run_works(
     assert paid.requests == []
 
 
-async def test_server_assistant_with_bad_context_fails_its_runs(lg_server: LocalServer) -> None:
+async def test_server_assistant_with_bad_context_is_refused(lg_server: LocalServer) -> None:
     client = sdk(lg_server.url)
-    # Not validated when the assistant is saved (a server limitation) ...
-    bad = await client.assistants.create("hybrid_rag", context={"snippet_chars": 10})
-    status, detail = await server_run(
-        lg_server.url, bad["assistant_id"], {"question": GOOD_QUESTION}, None
-    )
-    # ... but every run with it fails with the message, before any node.
-    assert status == "error" and "snippet_chars must be between 50 and 4000" in str(
-        detail.get("message")
-    )
+    # Validated when the assistant is saved (server/request_guard.py), not at its runs.
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await client.assistants.create("hybrid_rag", context={"snippet_chars": 10})
+    assert refused.value.response.status_code == 422
+    assert "snippet_chars must be between 50 and 4000" in refused.value.response.text
 
 
 @pytest.mark.parametrize("graph_id", ["hybrid_rag", "tool_agent"])
-async def test_server_unknown_context_field_fails_the_run(
+async def test_server_unknown_context_field_is_refused(
     lg_server: LocalServer, graph_id: str
 ) -> None:
-    # The server drops keys its schema does not name; the graph factory sees them first.
+    # The server would drop keys its schema does not name: refused before the run instead.
     status, detail = await server_run(
         lg_server.url,
         graph_id,
         {"question": GOOD_QUESTION},
         {**OFFLINE, "confidence_treshold": 0.9},
     )
-    assert status == "error", (status, detail)
-    assert "unknown context field(s): confidence_treshold" in str(detail.get("message"))
+    assert status == "refused", (status, detail)
+    assert "confidence_treshold" in detail["message"]
+    assert "did you mean confidence_threshold" in detail["message"]
 
 
-async def test_server_assistant_with_a_misspelt_field_fails_its_runs(
-    lg_server: LocalServer,
-) -> None:
+async def test_server_assistant_with_a_misspelt_field_is_refused(lg_server: LocalServer) -> None:
     client = sdk(lg_server.url)
-    bad = await client.assistants.create("hybrid_rag", context={"confidnce_threshold": 0.5})
-    status, detail = await server_run(
-        lg_server.url, bad["assistant_id"], {"question": GOOD_QUESTION}, OFFLINE
-    )
-    assert status == "error", (status, detail)
-    assert "confidnce_threshold" in str(detail.get("message"))
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await client.assistants.create("hybrid_rag", context={"confidnce_threshold": 0.5})
+    assert refused.value.response.status_code == 422
+    assert "confidnce_threshold" in refused.value.response.text
 
 
 async def test_server_unknown_search_provider_fails_before_any_call(
@@ -587,4 +590,4 @@ async def test_server_unknown_search_provider_fails_before_any_call(
         lg_server.url, "hybrid_rag", {"question": GOOD_QUESTION}, {"search_provider": "nope"}
     )
     assert paid.requests == [], [r.path for r in paid.requests]
-    assert status == "error" and "search_provider" in str(detail.get("message"))
+    assert status in ("error", "refused") and "search_provider" in str(detail.get("message"))

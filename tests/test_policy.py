@@ -226,6 +226,7 @@ def _agent_turn(context: Context, calls: list[dict[str, Any]] | None) -> dict[st
 
 
 @pytest.mark.parametrize("case", ["both", "fallback"])
+@pytest.mark.usefixtures("local_operator")
 def test_one_set_of_searches_gives_both_graphs_the_same_evidence_and_decision(
     sample_home: Path, web_server: LocalLLMServer, case: str
 ) -> None:
