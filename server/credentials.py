@@ -131,6 +131,9 @@ def set_session(response: Response, session_id: str, secure: bool, max_age: floa
 def start_session(request: Request, user: User) -> Response:
     """The answer that signs ``user`` in: the session and CSRF cookies, and who they are."""
     store = sessions()
+    previous = cookie(request.headers, SESSION_COOKIE)
+    if previous:  # a sign-in always makes a new session id (no fixation), and ends the old
+        store.end(previous)
     session_id = store.create(user.identity, user.stamp)
     response = JSONResponse({"identity": user.identity, "admin": user.admin})
     secure = is_https(request.headers, request.url.scheme)

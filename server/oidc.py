@@ -178,8 +178,17 @@ def _client(request: Request, s: OidcSettings) -> AsyncOAuth2Client:
     )
 
 
+def _settings() -> OidcSettings:
+    if not oidc_configured():
+        raise Refused(404, f"single sign-on is not configured here ({ISSUER_ENV})")
+    try:
+        return settings()
+    except ConfigError as exc:  # half configured: say what is missing
+        raise Refused(503, str(exc)) from None
+
+
 async def login(request: Request) -> Response:
-    s = settings()
+    s = _settings()
     doc, _ = await provider(s.issuer)
     state, nonce, verifier = (secrets.token_urlsafe(32) for _ in range(3))
     await asyncio.to_thread(lambda: sessions().begin_pending(state, nonce, verifier))
@@ -233,9 +242,11 @@ def _user_of(claims: dict[str, Any], s: OidcSettings) -> User:
     if not isinstance(identity, str) or not identity:
         raise Refused(403, f"the ID token has no {s.identity_claim!r} claim to name the user "
                       f"({IDENTITY_CLAIM_ENV})")  # fmt: skip
-    raw = claims.get(s.groups_claim) or []
-    groups = valid_groups(g for g in raw if isinstance(g, str)) if isinstance(raw, list) else []
-    admin = bool(s.admin_group) and s.admin_group in groups
+    raw = claims.get(s.groups_claim)
+    groups: list[str] | None = None  # no such claim (Google sends none): the file's stand
+    if raw is not None:
+        groups = valid_groups(g for g in raw if isinstance(g, str)) if isinstance(raw, list) else []
+    admin = bool(s.admin_group) and s.admin_group in (groups or [])
     try:
         return sign_in_sso(Path(path).expanduser(), identity, groups, admin, s.create_users)
     except SsoRefused as exc:
@@ -243,7 +254,7 @@ def _user_of(claims: dict[str, Any], s: OidcSettings) -> User:
 
 
 async def callback(request: Request) -> Response:
-    s = settings()
+    s = _settings()
     if request.query_params.get("error"):
         described = request.query_params.get("error_description", "")
         raise Refused(

@@ -227,6 +227,8 @@ def test_sso_users_are_created_marked_and_never_take_a_name_over(tmp_path: Path)
     assert hana.sso and hana.groups == ("hr",)
     again = sign_in_sso(users, "hana", ["finance"], True, create=False)  # the IdP decides
     assert again.groups == ("finance",) and again.admin
+    kept = sign_in_sso(users, "hana", None, False, create=False)  # no groups claim at all
+    assert kept.groups == ("finance",) and kept.admin
 
 
 def test_the_settings_name_what_is_missing() -> None:

@@ -6,7 +6,9 @@ at once; passwords are rate-limited and answer alike for unknown users."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,7 @@ from tests.langgraph_server import serving
 from tests.ports import free_port
 from tests.production_server import Production, production_env
 from tests.servers import PostgresServer
+from tests.test_document_security import open_job
 from tools.access.passwords import set_password
 from tools.access.users import add_user
 from tools.access.users_file import set_disabled
@@ -37,7 +40,7 @@ class Served:
 def _team(base: Path) -> tuple[Path, Path, dict[str, str]]:
     users = base / "users.json"
     tokens = {"alice": add_user(users, "alice", ["hr"]), "bob": add_user(users, "bob"),
-              "root": add_user(users, "root", admin=True)}  # fmt: skip
+              "root": add_user(users, "root", admin=True), "erin": add_user(users, "erin")}  # fmt: skip
     set_password(users, "alice", "alice's long password")
     home = base / "home"
     home.mkdir()
@@ -209,3 +212,34 @@ def test_the_cookie_is_secure_behind_https_and_tokens_are_checked(dev: Served) -
     assert httpx.post(f"{dev.url}/auth/token", json={"token": "nope"}).status_code == 401
     methods = httpx.get(f"{dev.url}/auth/methods").json()
     assert methods == {"users_file": True, "password": True, "token": True, "oidc": False}
+    off = httpx.get(f"{dev.url}/auth/oidc/login")
+    assert off.status_code == 404 and "HYBRID_RAG_OIDC_ISSUER" in off.json()["error"]
+
+
+def test_disabling_a_user_ends_their_sessions_open_event_stream(dev: Served) -> None:
+    browser, _ = signed_in(dev.url, dev.tokens["erin"])
+    assert browser.client.get("/kb/documents").status_code == 200  # the catalog exists
+    job_id = open_job(dev.home, "erin")  # stays queued: its stream stays open
+    lines: list[str] = []
+    started = None
+    with browser.client.stream("GET", f"/kb/jobs/{job_id}/events",
+                               timeout=httpx.Timeout(30, connect=10)) as r:  # fmt: skip
+        assert r.status_code == 200, r.read()
+        for line in r.iter_lines():
+            lines.append(line)
+            if started is None and line.startswith("data:"):
+                set_disabled(dev.users, "erin", True)
+                started = time.monotonic()
+            assert started is None or time.monotonic() - started < 30, lines
+    assert "event: error" in lines, lines
+    error = json.loads(lines[lines.index("event: error") + 1].removeprefix("data: "))
+    assert error["status"] == 401, error
+
+
+def test_signing_in_again_replaces_the_session(dev: Served) -> None:
+    browser, _ = signed_in(dev.url, dev.tokens["alice"])
+    first = browser.cookie(SESSION_COOKIE)
+    again = browser.client.post("/auth/token", json={"token": dev.tokens["alice"]})
+    assert again.status_code == 200 and browser.cookie(SESSION_COOKIE) != first
+    assert httpx.get(f"{dev.url}/kb/me", cookies={SESSION_COOKIE: first}).status_code == 401
+    assert browser.client.get("/kb/me").status_code == 200

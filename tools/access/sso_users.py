@@ -35,9 +35,12 @@ def valid_groups(groups: Iterable[str]) -> list[str]:
     return sorted(kept)
 
 
-def sign_in_sso(path: Path, identity: str, groups: list[str], admin: bool, create: bool) -> User:
+def sign_in_sso(
+    path: Path, identity: str, groups: list[str] | None, admin: bool, create: bool
+) -> User:
     """The user ``identity`` as the provider describes them, written to the users file;
-    ``SsoRefused`` when the file does not allow it."""
+    ``SsoRefused`` when the file does not allow it. ``groups`` None: the provider sends
+    no groups (Google), so the file's groups and admin flag stay as an admin set them."""
     principal("user", identity)
     with editing(path, create=True) as entries:
         entry = next((e for e in entries if e.get("identity") == identity), None)
@@ -56,11 +59,12 @@ def sign_in_sso(path: Path, identity: str, groups: list[str], admin: bool, creat
             )
         if entry.get("disabled"):
             raise SsoRefused(f"user {identity!r} is disabled")
-        entry["groups"] = groups
-        if admin:
-            entry["admin"] = True
-        else:
-            entry.pop("admin", None)
+        if groups is not None:  # else the file's groups and admin flag stay
+            entry["groups"] = groups
+            if admin:
+                entry["admin"] = True
+            else:
+                entry.pop("admin", None)
     for user in read_users(path).values():
         if user.identity == identity:
             return user
