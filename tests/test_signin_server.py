@@ -119,6 +119,12 @@ def session_flow(srv: Served) -> None:
     thread = made.json()["thread_id"]
     assert made.json()["metadata"]["owner"] == "alice"
     assert c.get(f"/threads/{thread}").status_code == 200
+    # A vote checks the thread through the graphs' API as the caller: the cookie is
+    # forwarded, so her own thread is readable.
+    vote = {"thread_id": thread, "answer": "18 days", "vote": "up"}
+    assert browser.change("PUT", "/feedback", json=vote).status_code == 200
+    votes = c.get("/feedback", params={"thread_id": thread}).json()["feedback"]
+    assert [v["vote"] for v in votes] == ["up"]
     listed = browser.change("POST", "/threads/search", json={"limit": 10})
     assert [t["thread_id"] for t in listed.json()] == [thread]
     # Another user's session does not see it; a bearer token still works, without CSRF.
