@@ -43,6 +43,9 @@ def register(subparsers: Any) -> None:
     add = _action(sub, "add", "add a user (or replace one); prints the token once", cmd_add)
     add.add_argument("--groups", default="", help="comma-separated groups, e.g. hr,finance")
     add.add_argument("--admin", action="store_true", help="may administer the server")
+    add.add_argument(
+        "--sso", action="store_true", help="signs in with single sign-on (OpenID Connect)"
+    )
     _action(sub, "list", "list the users (never their tokens)", cmd_list)
     _action(sub, "remove", "remove a user (their token stops working)", cmd_remove)
     _action(sub, "disable", "refuse a user's token until enabled again", cmd_disable)
@@ -58,7 +61,7 @@ def _path(args: argparse.Namespace) -> Path:
 def cmd_add(args: argparse.Namespace) -> int:
     path = _path(args)
     groups = sorted({g.strip() for g in args.groups.split(",") if g.strip()})
-    token = add_user(path, args.identity, groups, admin=args.admin)
+    token = add_user(path, args.identity, groups, admin=args.admin, sso=args.sso)
     role = ", admin" if args.admin else ""
     print(f"user {args.identity} (groups: {', '.join(groups) or 'none'}{role}) in {path}")
     print(TOKEN_LINE.format(token))

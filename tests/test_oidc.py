@@ -20,6 +20,7 @@ from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet, RSAKey
 
+from cli.main import main
 from server.oidc import settings, verify_id_token
 from tests.browser import DESKTOP, chromium
 from tests.browser import unavailable as no_browser
@@ -223,6 +224,9 @@ def test_sso_users_are_created_marked_and_never_take_a_name_over(tmp_path: Path)
         sign_in_sso(users, "alice", ["admins"], True, create=True)
     with pytest.raises(SsoRefused, match="HYBRID_RAG_OIDC_CREATE_USERS=0"):
         sign_in_sso(users, "hana", ["hr"], False, create=False)
+    assert main(["users", "add", "omar", "--sso", "--file", str(users)]) == 0
+    omar = sign_in_sso(users, "omar", ["ops"], False, create=False)  # added by an admin first
+    assert omar.sso and omar.groups == ("ops",)
     hana = sign_in_sso(users, "hana", ["hr"], False, create=True)
     assert hana.sso and hana.groups == ("hr",)
     again = sign_in_sso(users, "hana", ["finance"], True, create=False)  # the IdP decides

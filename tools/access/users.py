@@ -296,6 +296,7 @@ def add_user(
     *,
     admin: bool = False,
     replace: bool = True,
+    sso: bool = False,
 ) -> str:
     """Add ``identity`` to the users file (``replace``: replacing a user of that name, else
     ``UserExists``); returns the new token, which is stored only as its hash. A broken
@@ -308,6 +309,8 @@ def add_user(
     entry: dict[str, Any] = {"identity": identity, "groups": groups}
     if admin:
         entry["admin"] = True
+    if sso:  # signs in through the identity provider (tools.access.sso_users)
+        entry["sso"] = True
     with editing(path, create=True) as entries:
         if not replace and any(e.get("identity") == identity for e in entries):
             raise UserExists(f"user {identity!r} exists: rotate their token or remove them first")
