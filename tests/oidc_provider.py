@@ -21,9 +21,9 @@ CLIENT_ID, CLIENT_SECRET = "hybrid-rag", "a test client secret"
 def unavailable() -> str | None:
     """Why the provider cannot run here, or None."""
     if shutil.which("node") is None:
-        return "node is not installed (apt-get install nodejs)"
+        return "node is not installed (apt-get install nodejs npm; .ci/run does)"
     if not (HERE / "node_modules" / "oidc-provider").is_dir():
-        return "oidc-provider is not installed: run 'npm ci' in tests/oidc"
+        return "oidc-provider is not installed: run 'npm ci' in tests/oidc (.ci/run does)"
     return None
 
 
