@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.browser import DESKTOP, chromium, unavailable
+from tests.browser import DESKTOP, chromium, sign_in_with_token, unavailable
 from tests.servers import postgres_bin_dir, running_postgres
 from tests.team_server import TeamServer, team_server
 
@@ -85,8 +85,7 @@ def measure(url: str, token: str, rounds: int) -> list[dict[str, float]]:
         page.set_default_timeout(WAIT_MS)
         page.goto(f"{url}/ui/")
         if token:
-            page.fill("#token", token)
-            page.press("#token", "Enter")
+            sign_in_with_token(page, token)
         page.wait_for_selector("#question", state="visible")
         page.evaluate(PROBE)
         for n in range(rounds + 1):  # the first round warms the server (models, KB)

@@ -1,16 +1,18 @@
-"""``users add|list|remove|disable|enable|rotate``: the server's users and their tokens
-(``tools.access.users``). Each change replaces the file atomically; a running server
+"""``users add|list|remove|disable|enable|rotate|passwd``: the server's users, their tokens
+and passwords (``tools.access.users``, ``tools.access.passwords``). Each change replaces the file atomically; a running server
 sees it on its next request, no restart."""
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tools.access.passwords import set_password
 from tools.access.users import USERS_FILE_ENV, add_user
 from tools.access.users_file import (
     list_users,
@@ -19,6 +21,7 @@ from tools.access.users_file import (
     rotate_token,
     set_disabled,
 )
+from tools.errors import InputError
 
 TOKEN_LINE = "token (shown once; send it as 'Authorization: Bearer <token>'): {}"
 
@@ -40,11 +43,15 @@ def register(subparsers: Any) -> None:
     add = _action(sub, "add", "add a user (or replace one); prints the token once", cmd_add)
     add.add_argument("--groups", default="", help="comma-separated groups, e.g. hr,finance")
     add.add_argument("--admin", action="store_true", help="may administer the server")
+    add.add_argument(
+        "--sso", action="store_true", help="signs in with single sign-on (OpenID Connect)"
+    )
     _action(sub, "list", "list the users (never their tokens)", cmd_list)
     _action(sub, "remove", "remove a user (their token stops working)", cmd_remove)
     _action(sub, "disable", "refuse a user's token until enabled again", cmd_disable)
     _action(sub, "enable", "accept a disabled user's token again", cmd_enable)
     _action(sub, "rotate", "give a user a new token (the old one stops working)", cmd_rotate)
+    _action(sub, "passwd", "set a user's password, read from standard input", cmd_passwd)
 
 
 def _path(args: argparse.Namespace) -> Path:
@@ -69,7 +76,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     path = _path(args)
     _warn_if_new(args, path)
     groups = sorted({g.strip() for g in args.groups.split(",") if g.strip()})
-    token = add_user(path, args.identity, groups, admin=args.admin)
+    token = add_user(path, args.identity, groups, admin=args.admin, sso=args.sso)
     role = ", admin" if args.admin else ""
     print(f"user {args.identity} (groups: {', '.join(groups) or 'none'}{role}) in {path}")
     print(TOKEN_LINE.format(token))
@@ -80,7 +87,12 @@ def cmd_list(args: argparse.Namespace) -> int:
     path = _path(args)
     users = list_users(path)
     for user in users:
-        flags = [f for f, on in (("admin", user.admin), ("disabled", user.disabled)) if on]
+        flags = [
+            f
+            for f, on in (("admin", user.admin), ("disabled", user.disabled),
+                          ("password", bool(user.password)), ("sso", user.sso))
+            if on
+        ]  # fmt: skip
         groups = ",".join(user.groups) or "-"
         print(f"{user.identity}\tgroups: {groups}" + (f"\t{' '.join(flags)}" if flags else ""))
     print(f"{len(users)} user(s) in {path}")
@@ -115,4 +127,21 @@ def cmd_rotate(args: argparse.Namespace) -> int:
         f"user {args.identity}: new token in {path}; the old one is refused from the next request"
     )
     print(TOKEN_LINE.format(token))
+    return 0
+
+
+def _read_password() -> str:
+    """A terminal is asked twice, without echo; a pipe gives its first line (a script's
+    ``printf '%s\\n' "$PW" | hybrid-rag users passwd NAME``), never an argument ps shows."""
+    if sys.stdin.isatty():
+        first = getpass.getpass("new password: ")
+        if getpass.getpass("again: ") != first:
+            raise InputError("the two passwords differ: nothing changed")
+        return first
+    return sys.stdin.readline().rstrip("\r\n")
+
+
+def cmd_passwd(args: argparse.Namespace) -> int:
+    set_password(_path(args), args.identity, _read_password())
+    print(f"user {args.identity}: password set; their browser sessions end at once")
     return 0

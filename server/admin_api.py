@@ -20,6 +20,7 @@ from server.api_caller import Caller, Refused
 from server.blocking_pools import run_blocking
 from server.documents_api import blocking, endpoint, services
 from server.json_body import json_body
+from tools.access.passwords import set_password
 from tools.access.users import USERS_FILE_ENV, UserExists, add_user
 from tools.access.users_file import list_users, remove_user, rotate_token, set_disabled
 from tools.errors import ConfigError, InputError
@@ -62,7 +63,8 @@ async def users(request: Request, who: Caller) -> Response:
     _admin(who)
     found = await run_blocking("admin", list_users, _users_file())
     return JSONResponse({"users": [
-        {"identity": u.identity, "groups": list(u.groups), "admin": u.admin, "disabled": u.disabled}
+        {"identity": u.identity, "groups": list(u.groups), "admin": u.admin, "disabled": u.disabled,
+         "password": bool(u.password), "sso": u.sso}
         for u in found
     ]})  # fmt: skip
 
@@ -108,6 +110,17 @@ async def change(request: Request, who: Caller) -> Response:
     return JSONResponse({"identity": identity, "disabled": verb == "disable"})
 
 
+async def password(request: Request, who: Caller) -> Response:
+    """Set or reset a user's password (their browser sessions end: their stamp changes)."""
+    _admin(who)
+    identity = request.path_params["identity"]
+    body = await json_body(request)
+    if not isinstance(body, dict) or not isinstance(body.get("password"), str):
+        raise InputError('send a JSON object: {"password"}')
+    await _edit(set_password, _users_file(), identity, body["password"])
+    return JSONResponse({"identity": identity, "password": True})
+
+
 async def remove(request: Request, who: Caller) -> Response:
     _admin(who)
     identity = _target(request, who, "remove")
@@ -130,6 +143,7 @@ def routes() -> list[BaseRoute]:
         Route("/admin/users", endpoint(users), methods=["GET"]),
         Route("/admin/users", endpoint(add), methods=["POST"]),
         Route("/admin/users/{identity}", endpoint(remove), methods=["DELETE"]),
+        Route("/admin/users/{identity}/password", endpoint(password), methods=["POST"]),
         Route("/admin/users/{identity}/{action}", endpoint(change), methods=["POST"]),
         Route("/admin/jobs", endpoint(jobs), methods=["GET"]),
     ]

@@ -22,6 +22,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from server import graphs
+from server.credentials import CsrfGuard
 from server.request_guard import RequestGuard
 from server.webapp import routes
 from tools.access.users import USERS_FILE_ENV, read_users
@@ -69,3 +70,4 @@ app = FastAPI(title="hybrid-rag", lifespan=lifespan)
 app.router.routes.extend(routes())
 # What a client may set, and (unchecked by Aegra 0.6) whose thread a run is on.
 app.add_middleware(RequestGuard, check_threads=True)
+app.add_middleware(CsrfGuard)  # added last, so it runs first (server/credentials.py)

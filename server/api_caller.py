@@ -3,7 +3,7 @@
 langgraph-api runs the ``auth`` handler (server/auth.py) for its own routes only; custom
 routes get it only with ``http.enable_custom_route_auth``, which would also put the token
 check in front of the page's static files at /ui. The document API therefore checks the
-same bearer tokens of the same users file itself (``caller``), and /ui stays loadable
+same credentials of the same users file itself (``caller``: ``server/credentials.py``), and /ui stays loadable
 without one. Without a users file every caller is the local admin, as on the graphs.
 """
 
@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 
 from starlette.requests import Request
 
-from server.auth import bearer_token
+from server.credentials import directory, resolve
 from tools.access.acl import ACL, Reader, may_change
-from tools.access.users import USERS_FILE_ENV, UserDirectory
+from tools.access.users import USERS_FILE_ENV
 from tools.errors import ConfigError
 
 LOCAL_USER = "local"
@@ -59,22 +57,21 @@ class Caller:
         return may_change(self.identity, self.admin, owner)
 
 
-@cache
-def _directory(path: str) -> UserDirectory:
-    return UserDirectory(Path(path).expanduser())
-
-
 def caller(request: Request) -> Caller:
     """The caller of ``request`` (raises ``Refused`` 401/503)."""
     path = os.environ.get(USERS_FILE_ENV, "").strip()
     if not path:
         return Caller(LOCAL_USER, Reader.everyone(), admin=True)
-    try:  # the graphs' rule: Authorization: Bearer <token>, else x-api-key: <token>
-        user = _directory(path).authenticate(bearer_token(request.headers))
+    try:  # the graphs' rule: a bearer token or x-api-key, else the session cookie
+        user = resolve(directory(path), request.headers)
     except ConfigError as exc:  # a broken users file refuses everyone, and says why
         raise Refused(503, str(exc)) from None
-    if user is None:
-        raise Refused(401, "missing or unknown bearer token (Authorization: Bearer <token>)")
+    if user is None or user.disabled:
+        raise Refused(
+            401,
+            "missing or unknown bearer token (Authorization: Bearer <token>), "
+            "or a session that ended: sign in again",
+        )
     # An admin manages every document, so reads every one through this API (the graphs
     # still answer them from their groups' documents only: server/auth.py).
     reader = Reader.everyone() if user.admin else user.reader()

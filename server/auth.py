@@ -2,7 +2,8 @@
 
 **Who.** With ``HYBRID_RAG_USERS_FILE`` set (``tools.access.users``), every request must
 carry a token of a user in that file: ``Authorization: Bearer <token>``, or ``x-api-key:
-<token>`` (what agent-chat-ui and clients configured with an API key send). A missing or
+<token>`` (what agent-chat-ui and clients configured with an API key send), or the
+browser's session cookie (``server/credentials.py``, which reads both). A missing or
 unknown token, or a disabled user's, is a 401 saying which; a broken users file (missing,
 empty, not JSON, too big, writable by others) is a 503 naming the problem, for every
 request until it is fixed. The user's groups decide which documents both retrievers may
@@ -23,17 +24,17 @@ header, which would bypass the checks above. Studio sends the bearer token inste
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from collections.abc import Mapping
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 from langgraph_sdk import Auth
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from tools.access.users import ALL_DOCUMENTS, USERS_FILE_ENV, UserDirectory
+from server.credentials import directory, resolve
+from tools.access.users import ALL_DOCUMENTS, USERS_FILE_ENV
 from tools.errors import ConfigError
 
 LOCAL_USER = "local"  # every caller of a server without a users file
@@ -51,29 +52,6 @@ class UsersFileUnavailable(StarletteHTTPException, Auth.exceptions.HTTPException
         StarletteHTTPException.__init__(self, status_code=503, detail=detail)
 
 
-@cache
-def _directory(path: str) -> UserDirectory:
-    return UserDirectory(Path(path).expanduser())
-
-
-def _header(headers: Mapping[Any, Any] | None, name: str) -> str:
-    # langgraph-api passes {bytes: bytes}; Aegra {str: str}.
-    for key, value in (headers or {}).items():
-        key = key.decode("latin-1") if isinstance(key, bytes) else str(key)
-        if key.lower() == name:
-            return value.decode("latin-1") if isinstance(value, bytes) else str(value)
-    return ""
-
-
-def bearer_token(headers: Mapping[Any, Any] | None) -> str:
-    """The caller's token: ``Authorization: Bearer <token>``, else ``x-api-key: <token>``
-    (what agent-chat-ui and LangGraph clients configured with an API key send)."""
-    scheme, _, token = _header(headers, "authorization").strip().partition(" ")
-    if scheme.lower() == "bearer" and token.strip():
-        return token.strip()
-    return _header(headers, "x-api-key").strip()
-
-
 def users_file() -> str:
     return os.environ.get(USERS_FILE_ENV, "").strip()
 
@@ -86,17 +64,21 @@ def _refuse(detail: str) -> Auth.exceptions.HTTPException:
 
 @auth.authenticate
 async def authenticate(headers: Mapping[Any, Any]) -> Auth.types.MinimalUserDict:
-    """The caller, from the bearer token (the file is re-read when it changes: adding,
-    disabling or rotating a user needs no restart)."""
+    """The caller, from the bearer token or the session cookie (the file is re-read when
+    it changes: adding, disabling or rotating a user needs no restart)."""
     path = users_file()
     if not path:
         return {"identity": LOCAL_USER, "kb_access": ALL_DOCUMENTS, "is_admin": True}  # type: ignore[typeddict-unknown-key]
     try:
-        user = _directory(path).lookup(bearer_token(headers))
+        # Off the event loop: it may re-read the users file and reads the sessions file.
+        user = await asyncio.to_thread(resolve, directory(path), headers)
     except ConfigError as exc:  # a broken users file refuses everyone, and says why
         raise UsersFileUnavailable(f"users file unavailable: {exc}") from None
     if user is None:
-        raise _refuse("missing or unknown bearer token (Authorization: Bearer <token>)")
+        raise _refuse(
+            "missing or unknown bearer token (Authorization: Bearer <token>), "
+            "or a session that ended: sign in again"
+        )
     if user.disabled:
         raise _refuse(f"user {user.identity!r} is disabled (hybrid-rag users enable)")
     return {  # type: ignore[typeddict-unknown-key]

@@ -48,7 +48,7 @@ from tools.errors import FieldError, InputError
 PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 MAX_ASSISTANTS = 100  # the most one search returns on Aegra (le=100)
 CALL_TIMEOUT_S = 600.0  # a run ends at its own deadline (run_timeout_s) well before this
-FORWARDED = ("authorization", "x-api-key")
+FORWARDED = ("authorization", "x-api-key", "cookie", "x-csrf-token")  # what credentials.py reads
 INVALID_PARAMS, METHOD_NOT_FOUND = -32602, -32601
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_\-.]")
 

@@ -12,8 +12,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from server import admin_api, collections_api, documents_api, feedback_api, mcp_tools, sources_api
+from server import (
+    admin_api,
+    collections_api,
+    documents_api,
+    feedback_api,
+    mcp_tools,
+    signin_api,
+    sources_api,
+)
 from server.api_errors import error_answer
+from server.credentials import CsrfGuard
 from server.request_guard import RequestGuard
 from server.ui import ui_routes
 
@@ -21,6 +30,7 @@ from server.ui import ui_routes
 def routes() -> list[BaseRoute]:
     """Every custom route of the server, in the order Starlette matches them."""
     return [
+        *signin_api.routes(),
         *mcp_tools.routes(),
         *documents_api.routes(),
         *sources_api.routes(),
@@ -38,9 +48,10 @@ async def failed(request: Request, exc: Exception) -> Response:
 
 
 # langgraph-api applies the custom app's middleware to every route, its own API included:
-# what a client may set in a run is checked there as on Aegra (server/request_guard.py).
+# what a client may set in a run is checked there as on Aegra (server/request_guard.py),
+# and a cookie-signed change needs its CSRF token (server/credentials.py), first.
 app = Starlette(
     routes=routes(),
-    middleware=[Middleware(RequestGuard)],
+    middleware=[Middleware(CsrfGuard), Middleware(RequestGuard)],
     exception_handlers={Exception: failed},
 )

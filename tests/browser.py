@@ -43,3 +43,13 @@ def chromium() -> Iterator[Any]:
             yield browser
         finally:
             browser.close()
+
+
+def sign_in_with_token(page: Any, token: str) -> None:
+    """The sign-in form's "Use a token instead", then the token (exchanged for a session
+    cookie by the page: web/app.js)."""
+    page.wait_for_selector("#token:visible, #use-token:visible")
+    if not page.locator("#token").is_visible():  # the form remembers the last choice
+        page.click("#use-token")
+    page.fill("#token", token)
+    page.press("#token", "Enter")

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from tests.agent_fakes import LocalLLMServer
-from tests.browser import DESKTOP, PHONE, chromium, unavailable
+from tests.browser import DESKTOP, PHONE, chromium, sign_in_with_token, unavailable
 from tests.fake_kb_api import FakeDocumentApi
 from tests.langgraph_server import REPO, SAMPLE_KB
 from tests.servers import PostgresServer
@@ -65,8 +65,7 @@ class Page:
         self.page.goto(f"{team.url}/ui")
 
     def sign_in(self, user: str) -> None:
-        self.page.fill("#token", self.team.tokens[user])
-        self.page.press("#token", "Enter")
+        sign_in_with_token(self.page, self.team.tokens[user])
         self.page.wait_for_selector("#question", state="visible")
 
     def ask(self, question: str) -> Any:
@@ -284,10 +283,14 @@ def test_upload_reaches_done_and_stays_with_its_owner(
     assert all(t["metadata"].get("owner") == "bob" for t in listed)
 
 
-def test_an_expired_token_asks_to_sign_in_again_and_keeps_the_question(alice: Page) -> None:
+def test_an_ended_session_asks_to_sign_in_again_and_keeps_the_question(alice: Page) -> None:
     page = alice.page
     page.fill("#question", "A question I typed before my session ended")
-    page.evaluate("sessionStorage.setItem('hybrid-rag-token', 'expired')")
+    # The session ends on the server (signed out elsewhere): this tab's cookie is refused.
+    cookies = {c["name"]: c["value"] for c in alice.context.cookies()}
+    out = httpx.post(f"{alice.team.url}/auth/logout", cookies=cookies,
+                     headers={"x-csrf-token": cookies["hybrid_rag_csrf"]})  # fmt: skip
+    assert out.status_code == 200
     page.press("#question", "Enter")
     page.wait_for_selector("#signin", state="visible")
     assert "sign in again" in page.locator("#signin-note").inner_text().lower()
@@ -317,7 +320,7 @@ def test_rename_and_delete_a_conversation(alice: Page) -> None:
     made = httpx.post(f"{alice.team.url}/threads", json={"metadata": {"title": "Rename me"}},
                       headers=token)  # fmt: skip
     assert made.status_code == 200, made.text
-    page.reload()  # the token is in sessionStorage: still signed in
+    page.reload()  # the session cookie outlives the page: still signed in
     page.wait_for_selector("#thread-list li .open:text-is('Rename me')")
     page.once("dialog", lambda d: d.accept("Leave questions"))
     page.get_by_role("button", name="Rename: Rename me").click()

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.browser import DESKTOP, chromium, unavailable
+from tests.browser import DESKTOP, chromium, sign_in_with_token, unavailable
 from tests.docgen import write_pdf
 from tests.langgraph_server import LocalServer, serving
 from tests.local_provider import LocalServer as Listener
@@ -90,8 +90,7 @@ class Tab:
         self.page.on("console", lambda m: self.console.append(f"{m.type}: {m.text}"))
         self.page.set_default_timeout(WAIT_MS)
         self.page.goto(f"{srv.url}/ui/")
-        self.page.fill("#token", token)
-        self.page.press("#token", "Enter")
+        sign_in_with_token(self.page, token)
         self.page.wait_for_selector("#question", state="visible")
 
     def documents(self) -> None:
@@ -189,17 +188,16 @@ def test_a_sign_in_the_server_cannot_check_says_the_servers_reason(
     reason = "users file unavailable: /srv/users.json does not exist"
     context = browser.new_context(viewport=DESKTOP, locale="en-US")
     try:
-        # No token: 401 (the sign-in shows); with one: the server cannot check it.
+        # No session: 401 (the sign-in shows); with one: the server cannot check it.
         def answer(route: Any) -> None:
-            signed = "authorization" in route.request.headers
+            signed = "hybrid_rag_session=" in route.request.headers.get("cookie", "")
             route.fulfill(status=503 if signed else 401, json={"detail": reason})
 
         context.route(re.compile(r".*/threads/search$"), answer)
         page = context.new_page()
         page.set_default_timeout(WAIT_MS)
         page.goto(f"{srv.url}/ui/")
-        page.fill("#token", tokens["carol"])
-        page.press("#token", "Enter")
+        sign_in_with_token(page, tokens["carol"])
         note = page.locator("#signin-note")
         note.filter(has_text=reason).wait_for()
         assert "not accepted" not in note.inner_text()

@@ -16,6 +16,7 @@ from langgraph_sdk import Auth
 
 from cli.main import main
 from server import auth as server_auth
+from server import credentials
 from tools.access.users import (
     CHECK_EVERY_S,
     MAX_USERS_FILE_BYTES,
@@ -152,7 +153,7 @@ async def test_the_auth_handler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     alice = add_user(path, "alice", ["hr"], admin=True)
     bob = add_user(path, "bob")
     monkeypatch.setenv("HYBRID_RAG_USERS_FILE", str(path))
-    server_auth._directory.cache_clear()
+    credentials.directory.cache_clear()  # one directory per path, shared with the routes
     # langgraph-api's bytes headers, Aegra's str headers, the x-api-key header
     user = await _auth({b"authorization": f"Bearer {alice}".encode()})
     assert user == {"identity": "alice", "groups": ["hr"], "kb_access": "acl", "is_admin": True}

@@ -3,7 +3,7 @@
 
 import {
   adminMe, createSource, createUser, deleteSource, deleteUser, listJobs, listSources, listUsers,
-  syncSource, userAction,
+  setPassword, syncSource, userAction,
 } from "./api.js";
 import { el } from "./answer.js";
 import { addStrings, lang, t, translatePage } from "./i18n.js";
@@ -18,6 +18,9 @@ addStrings({
     tokenTitle: "Token of {name}", tokenText: "Give this token to {name}. It is shown only now: it cannot be read again, only replaced.",
     copy: "Copy", copied: "Copied", done: "Done", confirmRemoveUser: "Remove user {name}? Their token stops working.",
     confirmRotate: "Give {name} a new token? The old one stops working.",
+    setPassword: "Set password", passwordTitle: "Password of {name}", newPassword: "New password (10 characters at least)",
+    passwordText: "{name} signs in with this password; their open sessions end now.", save: "Save", cancel: "Cancel",
+    passwordSet: "Password set for {name}.", sso: "single sign-on",
     sourcesAdmin: "Sources", sourceId: "Id", kind: "Kind", location: "Location", lastSyncCol: "Last sync",
     syncNow: "Sync now", addSource: "Add source", aclCol: "Access", noSources: "No sources yet.",
     syncErrors: "{n} error(s)", confirmRemoveSource: "Remove source {id} and its documents?",
@@ -32,6 +35,9 @@ addStrings({
     tokenTitle: "{name} 的令牌", tokenText: "请把此令牌交给 {name}。它只显示这一次：之后无法再查看，只能更换。",
     copy: "复制", copied: "已复制", done: "完成", confirmRemoveUser: "删除用户 {name}？其令牌将失效。",
     confirmRotate: "为 {name} 生成新令牌？旧令牌将失效。",
+    setPassword: "设置密码", passwordTitle: "{name} 的密码", newPassword: "新密码（至少 10 个字符）",
+    passwordText: "{name} 将用此密码登录；其现有会话立即失效。", save: "保存", cancel: "取消",
+    passwordSet: "已为 {name} 设置密码。", sso: "单点登录",
     sourcesAdmin: "来源", sourceId: "标识", kind: "类型", location: "位置", lastSyncCol: "上次同步",
     syncNow: "立即同步", addSource: "添加来源", aclCol: "访问权限", noSources: "还没有来源。",
     syncErrors: "{n} 个错误", confirmRemoveSource: "删除来源 {id} 及其文档？",
@@ -86,18 +92,42 @@ function showToken(name, token) {
   box.select();
 }
 
+/** Ask for a new password of ``name`` in a dialog; it leaves the DOM once sent or closed. */
+function askPassword(name) {
+  const dialog = $("token-dialog");
+  const box = el("input", { id: "new-password", type: "password", autocomplete: "new-password", minlength: "10", required: true, "aria-label": t("newPassword") });
+  const forget = () => { box.value = ""; dialog.replaceChildren(); };
+  const cancel = el("button", { type: "button", onclick: () => { forget(); dialog.close(); } }, t("cancel"));
+  const form = el("form", {},
+    el("h2", { id: "token-title" }, t("passwordTitle", { name })), el("p", {}, t("passwordText", { name })),
+    el("label", { for: "new-password" }, t("newPassword")), box,
+    el("div", { class: "buttons" }, cancel, el("button", { type: "submit", class: "primary" }, t("save"))));
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const value = box.value;
+    forget();
+    dialog.close();
+    act(async () => { await setPassword(name, value); $("admin-state").textContent = t("passwordSet", { name }); });
+  });
+  dialog.replaceChildren(form);
+  dialog.addEventListener("close", forget, { once: true });
+  dialog.showModal();
+  box.focus();
+}
+
 function userRow(u) {
   const name = u.identity;
   const post = (action) => userAction(name, action);
   return el("tr", { "data-user": name },
     el("td", {}, name), el("td", {}, u.groups.join(", ") || "—"),
-    el("td", {}, t(u.admin ? "roleAdmin" : "roleUser")), el("td", {}, t(u.disabled ? "disabled" : "enabled")),
+    el("td", {}, t(u.admin ? "roleAdmin" : "roleUser") + (u.sso ? ` (${t("sso")})` : "")), el("td", {}, t(u.disabled ? "disabled" : "enabled")),
     el("td", { class: "actions" },
       el("button", { type: "button", onclick: () => act(() => post(u.disabled ? "enable" : "disable")) }, t(u.disabled ? "enable" : "disable")),
       el("button", { type: "button", onclick: () => {
         if (!window.confirm(t("confirmRotate", { name }))) return;
         act(async () => showToken(name, (await post("rotate")).token));
       } }, t("rotate")),
+      el("button", { type: "button", class: "set-password", onclick: () => askPassword(name) }, t("setPassword")),
       el("button", { type: "button", class: "danger", onclick: () => {
         if (window.confirm(t("confirmRemoveUser", { name }))) act(() => deleteUser(name));
       } }, t("remove"))));

@@ -2,9 +2,12 @@
 // The other modules call the named functions below (threads, runs and their streams,
 // interrupts, documents, jobs, sources, feedback, collections, the admin's routes); none
 // builds a URL (tests/test_ui_protocol_js.py).
-// Requests carry the user's token (sessionStorage: this tab only).
+// Requests carry the browser's session cookie (HttpOnly: no script here reads it); one that
+// changes anything also sends the session's CSRF token, read from its own cookie
+// (server/credentials.py). The page keeps no credential: a token or password is sent once,
+// to sign in, and forgotten.
 
-const TOKEN_KEY = "hybrid-rag-token";
+const CSRF_COOKIE = "hybrid_rag_csrf";
 const REQUEST_TIMEOUT_MS = 30000; // a plain request; streams are bounded by the run's own deadline
 const STREAM_MODE = ["values", "updates", "custom", "messages-tuple"];
 const HISTORY_LIMIT = 100; // checkpoints read to find where the last question began
@@ -17,20 +20,21 @@ export class ApiError extends Error {
   }
 }
 
-export const token = {
-  get: () => sessionStorage.getItem(TOKEN_KEY) || "",
-  set: (value) => sessionStorage.setItem(TOKEN_KEY, value.trim()),
-  clear: () => sessionStorage.removeItem(TOKEN_KEY),
-};
+/** The session's CSRF token ("" when signed out, or on a server without users). */
+function csrfToken() {
+  const prefix = `${CSRF_COOKIE}=`;
+  const found = document.cookie.split(";").map((c) => c.trim()).find((c) => c.startsWith(prefix));
+  return found ? decodeURIComponent(found.slice(prefix.length)) : "";
+}
 
-function headers(extra = {}) {
+function headers(method, extra = {}) {
   const h = { ...extra };
-  const value = token.get();
-  if (value) h.Authorization = `Bearer ${value}`;
+  const value = csrfToken();
+  if (value && method !== "GET" && method !== "HEAD") h["X-CSRF-Token"] = value;
   return h;
 }
 
-async function errorOf(response) {
+async function errorOf(response, signingIn) {
   let message = response.statusText || "error";
   try {
     const body = await response.json();
@@ -39,12 +43,12 @@ async function errorOf(response) {
     /* not JSON: keep the status text */
   }
   const error = new ApiError(response.status, String(message));
-  if (response.status === 401) window.dispatchEvent(new CustomEvent("auth-required"));
+  if (response.status === 401 && !signingIn) window.dispatchEvent(new CustomEvent("auth-required"));
   return error;
 }
 
-async function send(path, { method = "GET", json, form, signal, accept } = {}) {
-  const init = { method, headers: headers(accept ? { Accept: accept } : {}), signal };
+async function send(path, { method = "GET", json, form, signal, accept, signingIn } = {}) {
+  const init = { method, headers: headers(method, accept ? { Accept: accept } : {}), signal };
   if (json !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(json);
@@ -58,7 +62,7 @@ async function send(path, { method = "GET", json, form, signal, accept } = {}) {
     if (err.name === "AbortError") throw err;
     throw new ApiError(0, String(err.message || err));
   }
-  if (!response.ok) throw await errorOf(response);
+  if (!response.ok) throw await errorOf(response, signingIn);
   return response;
 }
 
@@ -121,14 +125,26 @@ const enc = encodeURIComponent;
 
 // --- who ---------------------------------------------------------------------------------
 
-/** Whether the server accepts the token (a cheap call; 401 throws). */
+/** Whether the server accepts this browser (a cheap call; 401 throws). */
 export const checkSignIn = () => searchThreads({ limit: 1 });
 
-const known = { token: null, who: null }; // the last token's answer (a token's rights stay)
+/** Which sign-ins the server offers: ``{password, token, oidc}``. */
+export const signInMethods = () => api("/auth/methods");
+/** Sign in (each answers ``{identity, admin}`` and sets the session cookie; 401: refused). */
+export const signInWithPassword = (identity, password) => api("/auth/login", { method: "POST", json: { identity, password }, signingIn: true });
+export const signInWithToken = (value) => api("/auth/token", { method: "POST", json: { token: value.trim() }, signingIn: true });
+/** Where the browser goes to sign in with the identity provider (a page, not a request). */
+export const oidcSignInHref = "/auth/oidc/login";
+/** End the session on the server (the cookie alone would outlive a sign-out). */
+export const signOut = () => api("/auth/logout", { method: "POST", signingIn: true });
+/** Whether this browser holds a session (its CSRF cookie is readable; the session is not). */
+export const hasSession = () => Boolean(csrfToken());
 
-/** ``{identity, admin}`` of the token; a server without the document API: not an admin. */
+const known = { token: null, who: null }; // the last session's answer (a session's rights stay)
+
+/** ``{identity, admin}`` of the session; a server without the document API: not an admin. */
 export async function whoAmI() {
-  const current = token.get();
+  const current = csrfToken();
   if (known.token === current && known.who) return known.who;
   let who;
   try {
@@ -202,7 +218,7 @@ export function listDocuments({ limit, offset, q, prefix, format }) {
 
 export const deleteDocument = (docId) => api(`/kb/documents/${enc(docId)}`, { method: "DELETE" });
 
-/** The link of a document's original (the page opens it with the token: viewer.js). */
+/** The link of a document's original (the page opens it with the session: viewer.js). */
 export const originalHref = (docId, page) => `/kb/documents/${enc(docId)}/original${page ? `#page=${page}` : ""}`;
 
 /** Send files (a FormData of ``file`` parts, optional ``acl``): ``{job_id}``. */
@@ -213,7 +229,7 @@ export const jobEvents = (jobId) => stream(`/kb/jobs/${enc(jobId)}/events`);
 
 export const listSources = () => api("/kb/sources");
 
-/** A document's original (fetched with the token): a Response, shown by viewer.js. */
+/** A document's original (fetched with the session): a Response, shown by viewer.js. */
 export function fetchOriginal(docId) {
   return send(`/kb/documents/${enc(docId)}/original`);
 }
@@ -245,6 +261,8 @@ export const listUsers = () => api("/admin/users");
 export const createUser = (json) => api("/admin/users", { method: "POST", json });
 /** ``action``: "enable", "disable" or "rotate" (answers the new token). */
 export const userAction = (identity, action) => api(`/admin/users/${enc(identity)}/${enc(action)}`, { method: "POST" });
+/** Set or reset a user's password (their sessions end). */
+export const setPassword = (identity, password) => api(`/admin/users/${enc(identity)}/password`, { method: "POST", json: { password } });
 export const deleteUser = (identity) => api(`/admin/users/${enc(identity)}`, { method: "DELETE" });
 export const listJobs = () => api("/admin/jobs");
 export const createSource = (json) => api("/kb/sources", { method: "POST", json });

@@ -1,6 +1,8 @@
 // The page: sign-in, the two views, errors shown as messages that can be retried.
 
-import { ApiError, checkSignIn, token } from "./api.js";
+import {
+  ApiError, checkSignIn, hasSession, oidcSignInHref, signInMethods, signInWithPassword, signInWithToken, signOut,
+} from "./api.js";
 import { closeSource } from "./answer.js";
 import { initChat, loadThreads } from "./chat.js";
 import { initDocuments, showDocuments } from "./documents.js";
@@ -9,21 +11,72 @@ import { hideError, initNotify, showError } from "./notify.js";
 
 const $ = (id) => document.getElementById(id);
 
-function showSignIn(expired) {
+let mode = "password"; // or "token": which fields the sign-in form shows
+
+function setMode(next, offersPassword = true) {
+  mode = next;
+  const byToken = next === "token";
+  $("password-fields").hidden = byToken;
+  $("token-fields").hidden = !byToken;
+  $("use-token").hidden = byToken;
+  $("use-password").hidden = !byToken || !offersPassword;
+  $("identity").required = !byToken;
+  $("password").required = !byToken;
+  $("token").required = byToken;
+  $("signin-help").textContent = t(byToken ? "signInHelpToken" : "signInHelp");
+}
+
+async function showSignIn(expired) {
   $("signin").hidden = false;
   $("app").hidden = true;
   $("signin-note").textContent = expired ? t("signInAgain") : "";
-  $("token").focus();
+  let offered;
+  try {
+    offered = await signInMethods();
+  } catch {
+    offered = { password: false, token: true, oidc: false }; // a server without the routes
+  }
+  $("sso-signin").href = oidcSignInHref;
+  $("sso-signin").hidden = !offered.oidc;
+  setMode(offered.password ? mode : "token", offered.password);
+  (mode === "token" ? $("token") : $("identity")).focus();
 }
 
-/** Sign in with the stored token; returns the failure (null when signed in). */
+/** Sign in with the token or password in the form: the server sets a session cookie and
+ * the fields are emptied (the page keeps no credential). Returns the failure, or null. */
+async function signIn() {
+  try {
+    if (mode === "token") {
+      const value = $("token").value;
+      $("token").value = "";
+      await signInWithToken(value);
+    } else {
+      const password = $("password").value;
+      $("password").value = "";
+      await signInWithPassword($("identity").value.trim(), password);
+    }
+    return null;
+  } catch (err) {
+    return err;
+  }
+}
+
+function signInFailure(failure) {
+  // Only a 401 says the credential is wrong; anything else (a users file the server cannot
+  // read: 503; too many failures: 429) is said as the server says it.
+  if (failure.status === 401) return t(mode === "token" ? "badToken" : "badPassword");
+  if (failure.status === 429) return t("tooMany", { message: failure.message });
+  return t("signInFailed", { message: failure.message });
+}
+
+/** Whether this browser is signed in; returns the failure (null when signed in). */
 async function start() {
-  // One cheap call tells whether this server wants a token and whether ours is good.
+  // One cheap call tells whether this server wants a sign-in and whether ours is good.
   try {
     await checkSignIn();
   } catch (err) {
     if (err instanceof ApiError && err.status === 401) {
-      showSignIn(Boolean(token.get()));
+      await showSignIn(hasSession());
       return err;
     }
     showError(err, start);
@@ -31,7 +84,7 @@ async function start() {
   }
   $("signin").hidden = true;
   $("app").hidden = false;
-  $("signout").hidden = !token.get();
+  $("signout").hidden = !hasSession();
   hideError();
   await loadThreads().catch((err) => showError(err, loadThreads));
   $("question").focus();
@@ -52,18 +105,13 @@ function init() {
   translatePage();
   $("signin-form").addEventListener("submit", async (e) => {
     e.preventDefault();
-    token.set($("token").value);
-    $("token").value = "";
-    const failure = await start();
-    // Only a 401 says the token is wrong; anything else (a users file the server cannot
-    // read: 503) is said as the server says it.
-    if (failure && !$("signin").hidden) {
-      $("signin-note").textContent = failure.status === 401
-        ? t("badToken") : t("signInFailed", { message: failure.message });
-    }
+    const failure = (await signIn()) || (await start());
+    if (failure && !$("signin").hidden) $("signin-note").textContent = signInFailure(failure);
   });
-  $("signout").addEventListener("click", () => {
-    token.clear();
+  $("use-token").addEventListener("click", () => { setMode("token"); $("token").focus(); });
+  $("use-password").addEventListener("click", () => { setMode("password"); $("identity").focus(); });
+  $("signout").addEventListener("click", async () => {
+    await signOut().catch(() => {}); // the server ends the session; the cookie goes with it
     showSignIn(false);
   });
   initNotify();

@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,8 @@ ALL_DOCUMENTS = "all"
 USERS_FILE_ENV = "HYBRID_RAG_USERS_FILE"  # read by the server's auth handler (server/auth.py)
 MAX_USERS_FILE_BYTES = 8 * 1024 * 1024
 CHECK_EVERY_S = 2.0  # a content change the file's stat does not show is seen within this
-_FLAGS = ("admin", "disabled")
+_FLAGS = ("admin", "disabled", "sso")
+PASSWORD_PREFIX = "$argon2id$"  # the only password hashes the file holds (tools.access.passwords)
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,11 @@ class User:
     groups: tuple[str, ...] = ()
     admin: bool = False
     disabled: bool = False
+    # The Argon2id hash of the user's password ("" for none: token or SSO only).
+    password: str = field(default="", repr=False)
+    sso: bool = False  # created by a single sign-on (server/oidc.py)
+    # Changes when the token or password does: a browser session made before ends.
+    stamp: str = field(default="", repr=False)
 
     def reader(self) -> Reader:
         return Reader.of(self.identity, self.groups)
@@ -91,10 +97,19 @@ def _user(entry: Any, n: int, path: Path) -> tuple[str, User]:
             principal("group", g)
     except InputError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    admin, disabled = entry.get("admin", False), entry.get("disabled", False)
-    if not isinstance(admin, bool) or not isinstance(disabled, bool):
-        raise ConfigError(f"{where}: 'admin' and 'disabled' must be true or false")
-    user = User(identity, tuple(sorted(set(groups))), admin=admin, disabled=disabled)
+    password = entry.get("password_argon2", "")
+    if not isinstance(password, str) or (password and not password.startswith(PASSWORD_PREFIX)):
+        raise ConfigError(f"{where}: 'password_argon2' must be an Argon2id hash (users passwd)")
+    stamp = hashlib.sha256(f"{digest.lower()}\0{password}".encode()).hexdigest()[:32]
+    user = User(
+        identity,
+        tuple(sorted(set(groups))),
+        admin=entry.get("admin", False),
+        disabled=entry.get("disabled", False),
+        password=password,
+        sso=entry.get("sso", False),
+        stamp=stamp,
+    )
     return digest.lower(), user
 
 
@@ -182,6 +197,7 @@ class UserDirectory:
         self._checked = float("-inf")
         self._digest: str | None = None
         self._users: dict[str, User] = {}
+        self._named: dict[str, User] = {}
         self._error: str | None = None
 
     def lookup(self, token: str) -> User | None:
@@ -189,6 +205,11 @@ class UserDirectory:
         if not token:
             return None
         return self._current().get(hash_token(token))
+
+    def named(self, identity: str) -> User | None:
+        """The user of this identity (disabled or not), or None."""
+        self._current()
+        return self._named.get(identity)
 
     def authenticate(self, token: str) -> User | None:
         """The enabled user whose token this is, or None."""
@@ -224,6 +245,7 @@ class UserDirectory:
                 digest = hashlib.sha256(raw).hexdigest()
                 if digest != self._digest:  # None after a failure: parse again
                     self._users = parse_users(self.path, raw)
+                    self._named = {u.identity: u for u in self._users.values()}
                     self._digest = digest
             except ConfigError as exc:
                 self._fail(str(exc))
@@ -237,7 +259,7 @@ class UserDirectory:
         if message != self._error:  # once per distinct problem, not per request
             log.error("refusing every request: %s", message)
         self._error = message
-        self._users, self._digest = {}, None
+        self._users, self._named, self._digest = {}, {}, None
 
 
 def entries_of(path: Path) -> list[dict[str, Any]]:
@@ -274,6 +296,7 @@ def add_user(
     *,
     admin: bool = False,
     replace: bool = True,
+    sso: bool = False,
 ) -> str:
     """Add ``identity`` to the users file (``replace``: replacing a user of that name, else
     ``UserExists``); returns the new token, which is stored only as its hash. A broken
@@ -286,6 +309,8 @@ def add_user(
     entry: dict[str, Any] = {"identity": identity, "groups": groups}
     if admin:
         entry["admin"] = True
+    if sso:  # signs in through the identity provider (tools.access.sso_users)
+        entry["sso"] = True
     with editing(path, create=True) as entries:
         if not replace and any(e.get("identity") == identity for e in entries):
             raise UserExists(f"user {identity!r} exists: rotate their token or remove them first")
