@@ -218,8 +218,23 @@ export function fetchOriginal(docId) {
   return send(`/kb/documents/${enc(docId)}/original`);
 }
 
-/** A document's original as an absolute link (an exported conversation's sources). */
-export const originalUrl = (origin, docId, page) => `${origin}${originalHref(docId, page)}`;
+/** A Word or Excel original as the server's escaped HTML fragment (text and tables). */
+export async function fetchPreview(docId) {
+  return (await send(`/kb/documents/${enc(docId)}/preview`)).text();
+}
+
+/** A document's original as an absolute link (an exported conversation's sources): the
+ * page's own viewer (it signs in, then opens the original), never the document API's
+ * address (that answers 401 to a browser without the token). */
+export const originalUrl = (origin, docId, page) => `${origin}/ui/#original=${enc(docId)}${page ? `&page=${enc(page)}` : ""}`;
+
+/** The original a page address names (``#original=<doc_id>&page=N``: originalUrl's), as
+ * ``{docId, page}``, or null. */
+export function linkedOriginal(hash) {
+  const params = new URLSearchParams(String(hash || "").replace(/^#/, ""));
+  const docId = params.get("original");
+  return docId ? { docId, page: Number(params.get("page")) || undefined } : null;
+}
 
 // --- feedback ----------------------------------------------------------------------------
 
