@@ -25,6 +25,7 @@ from tests.test_ui_browser import EN_FOLLOW_UP, EN_QUESTION, Page, browser  # no
 
 pytestmark = pytest.mark.skipif(bool(unavailable()), reason=unavailable() or "")
 LONG_TITLE = "Annual-leave-carry-over-rules-for-staff-who-joined-mid-year-" * 3
+LONG_FOLDER = "annual-leave-carry-over-rules-for-staff-who-joined-mid-year/approved-by-the-head"
 HOSTILE = '<script>window.__ran=1</script><img src=x onerror="window.__ran=2">'
 
 
@@ -87,16 +88,26 @@ def test_no_view_scrolls_sideways_at_phone_width_with_a_long_title(
     shots: Path,
     locale: str,
 ) -> None:
+    # A folder with a long name: the collection picker lists it (a select is as wide as
+    # its widest option).
     with client(team, "root") as root:
-        made = root.post("/threads", json={"metadata": {"title": LONG_TITLE}})
-        assert made.status_code == 200, made.text
+        job = uploaded(root, [("carry-over.md", b"# Carry-over\n\nFive days carry over.\n")],
+                       folder=LONG_FOLDER)  # fmt: skip
+        assert job["state"] == "done", job
     tab = Tab(browser, team, "root", locale=locale, viewport=PHONE)
     page = tab.page
     lang = locale[:2]
     try:
-        page.wait_for_selector("#thread-list li .open")
+        page.wait_for_selector(f"#scope option[value='folder:{LONG_FOLDER}/']", state="attached")
+        # The thread is titled by its first question, a long one without a space.
+        tab.ask(LONG_TITLE)
+        page.wait_for_selector("#thread-list li.current .open")
         assert tab.width() <= PHONE["width"], f"chat: {tab.width()} px"
-        page.locator("#thread-list li .open", has_text=LONG_TITLE[:20]).first.click()
+        # Found by a search of the conversations, its title in the hits (no-wrap).
+        page.fill("#thread-q", "carry over joined")
+        page.press("#thread-q", "Enter")
+        page.wait_for_selector("#thread-hits li button strong")
+        assert tab.width() <= PHONE["width"], f"the conversations found: {tab.width()} px"
         turn = tab.ask(EN_QUESTION)
         assert tab.width() <= PHONE["width"], f"the chat with an answer: {tab.width()} px"
         turn.scroll_into_view_if_needed()
