@@ -118,6 +118,8 @@ def test_no_view_scrolls_sideways_at_phone_width_with_a_long_title(
         page.click("#tab-docs")
         page.wait_for_selector("#doc-rows tr a.doc-link")
         assert tab.width() <= PHONE["width"], f"documents: {tab.width()} px"
+        page.locator("#upload-form").scroll_into_view_if_needed()
+        tab.snap(f"trial-upload-phone-{lang}.png", shots)
         page.locator("#sets-section").scroll_into_view_if_needed()
         assert tab.width() <= PHONE["width"], f"collections: {tab.width()} px"
         page.locator("#doc-rows tr", has_text="Travel Policy").locator("a.doc-link").click()
@@ -128,6 +130,7 @@ def test_no_view_scrolls_sideways_at_phone_width_with_a_long_title(
         page.click("#tab-admin")
         page.wait_for_selector("#admin-users tr[data-user=alice]")
         assert tab.width() <= PHONE["width"], f"admin: {tab.width()} px"
+        assert "[object" not in page.locator("#admin-view").inner_text()
         tab.snap(f"trial-admin-phone-{lang}.png", shots)
         assert tab.console == [], tab.console
     finally:
@@ -155,6 +158,8 @@ def test_a_refused_upload_says_why_and_its_message_goes_with_the_next_action(
         assert "Upload" in said and "Refused (403)" in said and "public" in said, said
         assert "had a problem" not in said
         assert page.locator("#error-retry").is_hidden()  # asking again would be refused again
+        assert "[object" not in page.locator("#docs-view").inner_text()  # every string a string
+        banner.scroll_into_view_if_needed()
         tab.snap("trial-refused-desktop-en.png", shots)
         # Another action: the message goes, and the answer comes without it.
         page.click("#tab-chat")

@@ -9,12 +9,12 @@ addStrings({
   en: {
     refusedError: "Refused ({status}): {message}",
     failedAction: "{action} — {message}",
-    actions: { upload: "Upload", ask: "Question", deleteDoc: "Delete", original: "Original", admin: "Admin" },
+    failedActions: { upload: "Upload", ask: "Question", deleteDoc: "Delete", original: "Original", admin: "Admin" },
   },
   zh: {
     refusedError: "请求被拒绝（{status}）：{message}",
     failedAction: "{action}：{message}",
-    actions: { upload: "上传", ask: "提问", deleteDoc: "删除", original: "原文", admin: "管理" },
+    failedActions: { upload: "上传", ask: "提问", deleteDoc: "删除", original: "原文", admin: "管理" },
   },
 });
 
@@ -24,7 +24,7 @@ let retryLast = null;
 /** A refusal (4xx but a timeout or too many requests): asking again would not help. */
 const isRefusal = (err) => err instanceof ApiError && err.status >= 400 && err.status < 500 && ![408, 429].includes(err.status);
 
-/** Show a failure of ``action`` (a key of ``actions``, optional): 401 → the sign-in;
+/** Show a failure of ``action`` (a key of ``failedActions``, optional): 401 → the sign-in;
  * otherwise a message with the server's reason, and "Try again" unless it was refused. */
 export function showError(err, retry, action = "") {
   if (err instanceof ApiError && err.status === 401) return;
@@ -33,7 +33,7 @@ export function showError(err, retry, action = "") {
   if (err instanceof ApiError && err.status === 0) text = t("networkError");
   else if (isRefusal(err)) text = t("refusedError", { status: err.status, message });
   else text = t("serverError", { status: err.status ?? "?", message });
-  $("error-text").textContent = action ? t("failedAction", { action: t(`actions.${action}`), message: text }) : text;
+  $("error-text").textContent = action ? t("failedAction", { action: t(`failedActions.${action}`), message: text }) : text;
   $("error").dataset.action = action;
   retryLast = isRefusal(err) ? null : retry || null;
   $("error-retry").hidden = !retryLast;
