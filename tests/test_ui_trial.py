@@ -274,6 +274,8 @@ def test_edit_retitles_votes_name_their_run_and_exported_links_open_the_viewer(
             viewer = other.page.locator("#original-viewer")
             viewer.wait_for(state="visible")
             assert "procurement" in viewer.inner_text().lower()  # the cited original
+            heading = other.page.locator("#original-title").inner_text()
+            assert heading and not heading.endswith(".md"), heading  # under its title
         finally:
             other.close()
         assert tab.console == [], tab.console

@@ -7,7 +7,7 @@ import {
 } from "./api.js";
 import { el } from "./answer.js";
 import { addStrings, lang, t, translatePage } from "./i18n.js";
-import { showError } from "./notify.js";
+import { actionDone, showError } from "./notify.js";
 
 addStrings({
   en: {
@@ -53,6 +53,7 @@ function when(value) {
 async function act(fn) {
   try {
     await fn();
+    actionDone("admin");
   } catch (err) {
     showError(err, () => act(fn), "admin");
   }

@@ -226,14 +226,19 @@ export async function fetchPreview(docId) {
 /** A document's original as an absolute link (an exported conversation's sources): the
  * page's own viewer (it signs in, then opens the original), never the document API's
  * address (that answers 401 to a browser without the token). */
-export const originalUrl = (origin, docId, page) => `${origin}/ui/#original=${enc(docId)}${page ? `&page=${enc(page)}` : ""}`;
+export function originalUrl(origin, docId, page, title) {
+  const params = new URLSearchParams({ original: docId });
+  if (page) params.set("page", String(page));
+  if (title) params.set("title", title);
+  return `${origin}/ui/#${params}`;
+}
 
-/** The original a page address names (``#original=<doc_id>&page=N``: originalUrl's), as
- * ``{docId, page}``, or null. */
+/** The original a page address names (``#original=<doc_id>&page=N&title=T``:
+ * originalUrl's), as ``{docId, page, title}``, or null. */
 export function linkedOriginal(hash) {
   const params = new URLSearchParams(String(hash || "").replace(/^#/, ""));
   const docId = params.get("original");
-  return docId ? { docId, page: Number(params.get("page")) || undefined } : null;
+  return docId ? { docId, page: Number(params.get("page")) || undefined, title: params.get("title") || "" } : null;
 }
 
 // --- feedback ----------------------------------------------------------------------------

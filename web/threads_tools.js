@@ -49,7 +49,7 @@ export function turnsOf(values) {
 function sourceLine(c, origin) {
   const title = (c.title || c.path || c.url || "").replace(/[[\]]/g, "");
   if (c.doc_id) {
-    return `${title} — ${originalUrl(origin, c.doc_id, c.page)}`;
+    return `${title} — ${originalUrl(origin, c.doc_id, c.page, title)}`;
   }
   return c.url ? `${title} — ${c.url}` : title;
 }
@@ -146,7 +146,7 @@ function openLinked() {
   const linked = linkedOriginal(window.location.hash);
   if (!linked || $("app").hidden) return;
   window.history.replaceState(null, "", window.location.pathname + window.location.search);
-  openOriginal(linked.docId, { page: linked.page, title: linked.docId, here: true })
+  openOriginal(linked.docId, { page: linked.page, title: linked.title || linked.docId, here: true })
     .catch((err) => showError(err, null, "original"));
 }
 
