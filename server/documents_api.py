@@ -14,11 +14,18 @@ import json
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import BaseRoute, Route
 
 from run.context import Context
@@ -35,7 +42,8 @@ from tools.kb.documents.catalog import TERMINAL_JOB
 from tools.kb.documents.jobs import JobRunner, Upload, owned_by_others, plan, resume_unfinished
 from tools.kb.documents.library import Library
 from tools.kb.documents.originals import serving
-from tools.kb.ingest.formats import LoadLimits
+from tools.kb.documents.preview import PREVIEW_SUFFIXES, preview_html
+from tools.kb.ingest.formats import LoadError, LoadLimits
 
 MAX_PAGE = 500
 EVENTS_POLL_S = 0.3
@@ -260,6 +268,23 @@ async def document_original(request: Request, who: Caller) -> Response:
     )
 
 
+async def document_preview(request: Request, who: Caller) -> Response:
+    """A Word or Excel original as an escaped HTML fragment (text and tables only:
+    ``tools.kb.documents.preview``), under the /kb headers (``default-src 'none'; sandbox``)."""
+    library, doc_id, _ = await _readable(request, who)
+    found = await blocking(library.original, doc_id, who.reader)
+    if found is None:
+        return error(404, "the original file of this document is not kept")
+    path, name = found
+    if PurePosixPath(name).suffix.lower() not in PREVIEW_SUFFIXES:
+        return error(415, "a preview is made of Word (.docx) and Excel (.xlsx) files only")
+    try:
+        fragment = await blocking(preview_html, path, LoadLimits.from_env())
+    except LoadError as exc:
+        return error(422, f"no preview of this file: {exc}")
+    return HTMLResponse(fragment)
+
+
 async def replace_document(request: Request, who: Caller) -> Response:
     library, doc_id, doc = await _readable(request, who)
     if not who.may_change(doc["owner"]):
@@ -315,6 +340,7 @@ def routes() -> list[BaseRoute]:
         Route("/kb/documents", endpoint(list_documents), methods=["GET"]),
         Route("/kb/documents/{doc_id:path}/chunks", endpoint(document_chunks), methods=["GET"]),
         Route("/kb/documents/{doc_id:path}/original", endpoint(document_original), methods=["GET"]),
+        Route("/kb/documents/{doc_id:path}/preview", endpoint(document_preview), methods=["GET"]),
         Route("/kb/documents/{doc_id:path}", endpoint(get_document), methods=["GET"]),
         Route("/kb/documents/{doc_id:path}", endpoint(replace_document), methods=["PUT"]),
         Route("/kb/documents/{doc_id:path}", endpoint(delete_document), methods=["DELETE"]),

@@ -401,11 +401,15 @@ def asked_by_another_client(
     return thread_id
 
 
+RENAMED_QUESTION = "Who approves a purchase of CNY 90,000 asked from another client?"
+
+
 def test_a_thread_of_another_client_is_titled_by_its_first_question(alice: Page) -> None:
     asked_by_another_client(alice.team, "alice", OTHER_CLIENT_QUESTION)
     titled = asked_by_another_client(alice.team, "alice", ZH_TRAVEL, {"title": "Trips"})
     # A rename after a run (langgraph dev deep-copied the run's settings and failed: 500).
-    renamed = asked_by_another_client(alice.team, "alice", EN_FOLLOW_UP)
+    # (a question of its own: an edit on the page retitles a thread by EN_FOLLOW_UP)
+    renamed = asked_by_another_client(alice.team, "alice", RENAMED_QUESTION)
     token = {"Authorization": f"Bearer {alice.team.tokens['alice']}"}
     for thread_id, title in ((renamed, "Purchases"), (titled, "Travel")):
         patched = httpx.patch(f"{alice.team.url}/threads/{thread_id}", headers=token,
@@ -415,7 +419,7 @@ def test_a_thread_of_another_client_is_titled_by_its_first_question(alice: Page)
     alice.page.wait_for_selector(f"#thread-list li .open:text-is('{OTHER_CLIENT_QUESTION}')")
     titles = alice.page.locator("#thread-list li .open").all_text_contents()
     assert {"Purchases", "Travel"} <= set(titles), titles  # a title or rename wins
-    assert EN_FOLLOW_UP not in titles and ZH_TRAVEL not in titles
+    assert RENAMED_QUESTION not in titles and ZH_TRAVEL not in titles
     assert not any(re.fullmatch(r"[0-9a-f]{8}", title) for title in titles), titles
 
 

@@ -313,8 +313,8 @@ def regenerate_and_edit(tab: Page, team: TeamServer) -> None:
     page.wait_for_selector("article.turn.assistant .turn-actions button.regenerate")
     assert len(turns(tab)) == 2 and EN_FOLLOW_UP[:30] in turns(tab)[0], turns(tab)
     assert human_questions(team, "alice", thread) == [EN_FOLLOW_UP]
-    # Reopened: the thread as it now is.
-    reopen(tab, EN_QUESTION[:20])
+    # Reopened: the thread as it now is, titled by the question that replaced its first.
+    reopen(tab, EN_FOLLOW_UP[:20])
     assert len(turns(tab)) == 2 and EN_FOLLOW_UP[:30] in turns(tab)[0], turns(tab)
 
 

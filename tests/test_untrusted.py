@@ -201,7 +201,9 @@ def test_markup_in_a_kb_heading_cannot_close_the_block(tmp_path: Path) -> None:
     from tools.answer.sources import chunk_to_source
 
     sources = assign_labels([chunk_to_source(h) for h in hits], "en")
-    assert any(ESCAPE in str(s["title"]) for s in sources)  # the heading did carry it
+    assert any(ESCAPE in str(s["heading"]) for s in sources)  # the heading did carry it
+    # ... and so does the title the context shows (the document's own, its first heading)
+    assert any("</source>" in str(s["title"]) for s in sources)
     built = build_context(
         sources, snippet_chars=400, budget_tokens=6000, system_tokens=200, reserve_tokens=500
     )

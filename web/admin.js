@@ -7,7 +7,7 @@ import {
 } from "./api.js";
 import { el } from "./answer.js";
 import { addStrings, lang, t, translatePage } from "./i18n.js";
-import { showError } from "./notify.js";
+import { actionDone, showError } from "./notify.js";
 
 addStrings({
   en: {
@@ -25,6 +25,7 @@ addStrings({
     syncNow: "Sync now", addSource: "Add source", aclCol: "Access", noSources: "No sources yet.",
     syncErrors: "{n} error(s)", confirmRemoveSource: "Remove source {id} and its documents?",
     jobsTitle: "Jobs", jobKind: "Kind", owner: "Owner", created: "Started", progressCol: "Progress", files: "Files", noJobs: "No jobs yet.",
+    schedule: "Sync every", manual: "when asked",
     syncStarted: "Sync started (job {id}).", noUsersFile: "This server has no users file: every caller is an admin.",
   },
   zh: {
@@ -42,6 +43,7 @@ addStrings({
     syncNow: "立即同步", addSource: "添加来源", aclCol: "访问权限", noSources: "还没有来源。",
     syncErrors: "{n} 个错误", confirmRemoveSource: "删除来源 {id} 及其文档？",
     jobsTitle: "任务", jobKind: "类型", owner: "发起人", created: "开始时间", progressCol: "进度", files: "文件", noJobs: "还没有任务。",
+    schedule: "同步周期", manual: "手动",
     syncStarted: "已开始同步（任务 {id}）。", noUsersFile: "此服务器没有用户文件：每个调用者都是管理员。",
   },
 });
@@ -57,8 +59,9 @@ function when(value) {
 async function act(fn) {
   try {
     await fn();
+    actionDone("admin");
   } catch (err) {
-    showError(err, () => act(fn));
+    showError(err, () => act(fn), "admin");
   }
   await refresh();
 }
@@ -170,7 +173,7 @@ function syncCell(last) {
 function sourceRow(s) {
   return el("tr", { "data-source": s.id },
     el("td", {}, s.id), el("td", {}, s.kind), el("td", {}, el("code", {}, s.location)), el("td", {}, s.acl),
-    el("td", {}, syncCell(s.last_sync)),
+    el("td", {}, s.schedule || t("manual")), el("td", {}, syncCell(s.last_sync)),
     el("td", { class: "actions" },
       el("button", { type: "button", onclick: () => act(async () => {
         const job = await syncSource(s.id);
@@ -183,12 +186,12 @@ function sourceRow(s) {
 
 async function loadSources() {
   const body = await listSources();
-  $("admin-sources").replaceChildren(table(["sourceId", "kind", "location", "aclCol", "lastSyncCol", "actions"], body.sources.map(sourceRow), t("noSources")));
+  $("admin-sources").replaceChildren(table(["sourceId", "kind", "location", "aclCol", "schedule", "lastSyncCol", "actions"], body.sources.map(sourceRow), t("noSources")));
 }
 
 async function addSource(e) {
   e.preventDefault();
-  const json = { id: $("src-id").value.trim(), kind: $("src-kind").value, location: $("src-location").value.trim(), acl: $("src-acl").value.trim() || "public" };
+  const json = { id: $("src-id").value.trim(), kind: $("src-kind").value, location: $("src-location").value.trim(), acl: $("src-acl").value.trim() || "public", schedule: $("src-schedule").value.trim() };
   await act(async () => {
     await createSource(json);
     e.target.reset();

@@ -234,8 +234,28 @@ export function fetchOriginal(docId) {
   return send(`/kb/documents/${enc(docId)}/original`);
 }
 
-/** A document's original as an absolute link (an exported conversation's sources). */
-export const originalUrl = (origin, docId, page) => `${origin}${originalHref(docId, page)}`;
+/** A Word or Excel original as the server's escaped HTML fragment (text and tables). */
+export async function fetchPreview(docId) {
+  return (await send(`/kb/documents/${enc(docId)}/preview`)).text();
+}
+
+/** A document's original as an absolute link (an exported conversation's sources): the
+ * page's own viewer (it signs in, then opens the original), never the document API's
+ * address (that answers 401 to a browser without the token). */
+export function originalUrl(origin, docId, page, title) {
+  const params = new URLSearchParams({ original: docId });
+  if (page) params.set("page", String(page));
+  if (title) params.set("title", title);
+  return `${origin}/ui/#${params}`;
+}
+
+/** The original a page address names (``#original=<doc_id>&page=N&title=T``:
+ * originalUrl's), as ``{docId, page, title}``, or null. */
+export function linkedOriginal(hash) {
+  const params = new URLSearchParams(String(hash || "").replace(/^#/, ""));
+  const docId = params.get("original");
+  return docId ? { docId, page: Number(params.get("page")) || undefined, title: params.get("title") || "" } : null;
+}
 
 // --- feedback ----------------------------------------------------------------------------
 

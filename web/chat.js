@@ -7,7 +7,7 @@ import {
 } from "./api.js";
 import { contentText, el, renderAnswer, withoutSources } from "./answer.js";
 import { lang, t } from "./i18n.js";
-import { showError } from "./notify.js";
+import { actionDone, showError } from "./notify.js";
 
 const ANSWER_NODES = new Set(["generate", "call_model"]);
 const GRAPH_KEY = "hybrid-rag-graph";
@@ -128,17 +128,42 @@ export async function openThread(id) {
   endEdit();
   const state = await guarded(() => threadState(id));
   if (!state) return;
-  const metadata = (await guarded(() => getThread(id)))?.metadata || {};
+  const [thread, runs] = await Promise.all([guarded(() => getThread(id)), runsOfAnswers(id)]);
+  const metadata = thread?.metadata || {};
   if (metadata.graph_id) $("graph").value = metadata.graph_id;
   chat.markedStopped = Boolean(metadata.stopped);
-  renderThread(state, metadata.stopped || "");
+  renderThread(state, metadata.stopped || "", runs);
   await guarded(loadThreads);
   $("question").focus();
 }
 
-/** A thread's turns: each human message and the answer after it; a stopped last
- * question (``stopped``) marked so, and a pending approval asked again. */
-function renderThread(state, stopped) {
+const answerKey = (m) => m.id || contentText(m.content);
+
+/** The run that wrote each answer of thread ``id`` (answer's id or text -> run_id), read
+ * from its checkpoints: the run of the first checkpoint where the answer appears (one
+ * already in the oldest checkpoint read is left out: its run is older than the window). */
+async function runsOfAnswers(id) {
+  const found = new Map();
+  let history = [];
+  try {
+    history = await threadHistory(id);
+  } catch {
+    return found; // votes then go without a run id, as before
+  }
+  let before = null;
+  for (const h of [...history].reverse()) { // oldest first
+    const keys = (h.values?.messages || []).filter(isAnswer).map(answerKey);
+    const runId = String(h.metadata?.run_id || "");
+    if (before && runId) for (const k of keys) if (!before.has(k) && !found.has(k)) found.set(k, runId);
+    before = new Set(keys);
+  }
+  return found;
+}
+
+/** A thread's turns: each human message and the answer after it (``runs``: the run of
+ * each answer, runsOfAnswers'); a stopped last question (``stopped``) marked so, and a
+ * pending approval asked again. */
+function renderThread(state, stopped, runs = new Map()) {
   const values = state.values || {};
   const box = $("conversation");
   box.replaceChildren();
@@ -156,7 +181,7 @@ function renderThread(state, stopped) {
     renderAnswer(turn.body, withoutSources(text), cites);
     if (last) renderFacts(turn, values);
     box.append(turn.root);
-    answered(turn.root, { question: asked, answer: withoutSources(text), citations: cites });
+    answered(turn.root, { runId: runs.get(answerKey(m)) || "", question: asked, answer: withoutSources(text), citations: cites });
   });
   const interrupt = pendingInterrupt(state);
   if (stopped && !interrupt && !messages.slice(messages.findLastIndex(isHuman)).some(isAnswer)) {
@@ -334,9 +359,10 @@ async function run(request, question, retry, into = null) {
     if (into) turn.part.remove();
     else turn.root.remove();
     asked?.remove();
-    showError(failed, retry || (() => run(request, question, null, into)));
+    showError(failed, retry || (() => run(request, question, null, into)), "ask");
     return false;
   }
+  actionDone("ask");
   if (values.answer !== undefined && !interruptedValues(values)) {
     renderAnswer(turn.body, values.answer, values.citations || []);
     renderFacts(turn, values);
@@ -417,7 +443,21 @@ async function rerun(replacement) {
   const from = turns.findLastIndex((el) => el.classList.contains("user"));
   for (const old of turns.slice(from)) old.remove();
   const request = { input: { question }, ...(checkpoint ? { checkpoint } : {}) };
-  return run(request, question, () => rerun(replacement));
+  const ok = await run(request, question, () => rerun(replacement));
+  if (ok && question !== last) await retitle(last, question);
+  return ok;
+}
+
+/** The thread titled by a question that an edit replaced takes the new question's title
+ * (a title the user gave, or another question's, stays). */
+async function retitle(replaced, question) {
+  const thread = await guarded(() => getThread(chat.thread));
+  if (!thread) return;
+  firstQuestions.delete(chat.thread); // an untitled thread's first question is learnt again
+  if (thread.metadata?.title === replaced.slice(0, TITLE_CHARS)) {
+    await guarded(() => updateThread(chat.thread, { title: question.slice(0, TITLE_CHARS) }));
+  }
+  await guarded(loadThreads);
 }
 
 /** Regenerate on the last answer; Edit on the last question. */

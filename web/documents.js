@@ -6,9 +6,11 @@ import {
   originalHref, uploadFiles, whoAmI,
 } from "./api.js";
 import { el } from "./answer.js";
-import { lang, t } from "./i18n.js";
-import { showError } from "./notify.js";
+import { addStrings, lang, t } from "./i18n.js";
+import { actionDone, showError } from "./notify.js";
 import { openOriginal } from "./viewer.js";
+
+addStrings({ en: { uploadFolder: "Into folder" }, zh: { uploadFolder: "存入文件夹" } });
 
 const PAGE = 25;
 const MAX_JOB_EVENTS = 10000; // a job stream ends at a terminal state; this bounds a stuck one
@@ -76,10 +78,10 @@ async function deleteDocument(doc) {
     await removeDocument(doc.doc_id);
   } catch (err) {
     if (err instanceof ApiError && (err.status === 403 || err.status === 404)) {
-      showError(new ApiError(err.status, t("notAllowed")));
+      showError(new ApiError(err.status, t("notAllowed")), null, "deleteDoc");
       return;
     }
-    showError(err, () => deleteDocument(doc));
+    showError(err, () => deleteDocument(doc), "deleteDoc");
     return;
   }
   await loadDocuments();
@@ -130,6 +132,8 @@ async function upload(e) {
   const list = $("acl-list").value.trim();
   if ($("acl-public").checked) form.append("acl", "public");
   else if ($("acl-restricted").checked && list) form.append("acl", list);
+  const folder = $("upload-folder").value.trim();
+  if (folder) form.append("folder", folder); // stored as <folder>/<file name>
   const rows = files.map((f) => fileRow(f.name));
   $("upload-files").replaceChildren(...rows.map((r) => r.row));
   $("upload-state").textContent = t("uploading");
@@ -148,9 +152,10 @@ async function upload(e) {
   } catch (err) {
     $("upload-state").textContent = "";
     failRows(rows, err);
-    showError(err, job ? null : () => upload(e));
+    showError(err, job ? null : () => upload(e), "upload");
     return;
   }
+  actionDone("upload");
   $("upload-input").value = "";
   await loadDocuments();
   await loadSources();

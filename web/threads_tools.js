@@ -1,12 +1,13 @@
 // A conversation exported as Markdown with its numbered sources, and a search over the
 // user's conversations (words of their questions and answers, English or Chinese).
 
-import { getThread, originalUrl, searchThreads, threadState } from "./api.js";
+import { getThread, linkedOriginal, originalUrl, searchThreads, threadState } from "./api.js";
 import { contentText, el, withoutSources } from "./answer.js";
 import { currentThread, openThread } from "./chat.js";
 import { addStrings, t } from "./i18n.js";
 import { icon } from "./icons.js";
 import { showError } from "./notify.js";
+import { openOriginal } from "./viewer.js";
 
 addStrings({
   en: {
@@ -48,7 +49,7 @@ export function turnsOf(values) {
 function sourceLine(c, origin) {
   const title = (c.title || c.path || c.url || "").replace(/[[\]]/g, "");
   if (c.doc_id) {
-    return `${title} — ${originalUrl(origin, c.doc_id, c.page)}`;
+    return `${title} — ${originalUrl(origin, c.doc_id, c.page, title)}`;
   }
   return c.url ? `${title} — ${c.url}` : title;
 }
@@ -139,7 +140,19 @@ async function search(e) {
   }
 }
 
+/** A link of an exported conversation (``/ui/#original=<doc_id>``) opens its original
+ * once the page is signed in (with the user's token), then leaves the address. */
+function openLinked() {
+  const linked = linkedOriginal(window.location.hash);
+  if (!linked || $("app").hidden) return;
+  window.history.replaceState(null, "", window.location.pathname + window.location.search);
+  openOriginal(linked.docId, { page: linked.page, title: linked.title || linked.docId, here: true })
+    .catch((err) => showError(err, null, "original"));
+}
+
 export function initThreadTools() {
+  new MutationObserver(openLinked).observe($("app"), { attributes: true, attributeFilter: ["hidden"] });
+  window.addEventListener("hashchange", openLinked);
   const form = el("form", { id: "thread-search", class: "thread-tools", role: "search" },
     el("label", { for: "thread-q", class: "visually-hidden" }, t("searchThreads")),
     el("input", { id: "thread-q", type: "search", placeholder: t("searchThreadsHint") }),

@@ -5,6 +5,7 @@ Plain dicts (not objects) so checkpoints, the server and traces serialise them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
@@ -86,12 +87,26 @@ def display_path(source: str, doc_id: str) -> str:
     return source
 
 
+def chunk_title(hit: RetrievedChunk) -> str:
+    """The title a citation shows: the document's own (read at ingest, tools.kb.ingest.titles),
+    else the chunk's top heading, else the file's name (without ``upload:``/``src:<id>:``)."""
+    own = hit.metadata.get("doc_title")
+    if isinstance(own, str) and own:
+        return own
+    if hit.heading:
+        return hit.heading.split(" > ")[0]
+    key = re.sub(r"^(?:upload:|src:[^:]+:)", "", hit.doc_id)
+    if "://" in key:  # a URL source's page: its address says more than its last part
+        return key
+    return PurePosixPath(key).name or hit.doc_id
+
+
 def chunk_to_source(hit: RetrievedChunk, answerability: float = 0.0) -> Source:
     """``answerability``: the calibrated probability of the search that found the chunk."""
     source: Source = {
         "id": hit.chunk_id,
         "kind": "internal",
-        "title": hit.heading.split(" > ")[0] if hit.heading else hit.doc_id,
+        "title": chunk_title(hit),
         "heading": hit.heading,
         "text": hit.text,
         "doc_id": hit.doc_id,

@@ -23,7 +23,7 @@ from tools.kb.embed.embeddings import EmbeddingCache, EmbeddingModel, embed_with
 from tools.kb.ingest.chunking import ChunkingOptions, chunk_document
 from tools.kb.ingest.identity import under
 from tools.kb.ingest.loaders import FileBytes, FileRef, SkippedFile, SourceDocument, read_file
-from tools.kb.ingest.titles import document_title
+from tools.kb.ingest.titles import chosen_title
 from tools.kb.store.chroma import ChunkStore
 from tools.kb.store.pending import PendingCleanup
 from tools.kb.store.registry import DocRecord, Registry
@@ -365,6 +365,8 @@ class Ingester:
             if not chunks:
                 report.skipped.append(SkippedFile(doc.source, "no text after chunking"))
                 continue
+            fmt = doc.extraction.split(":", 1)[0]
+            title = chosen_title(doc.text, markdown=doc.is_markdown, fmt=fmt, metadata=doc.title)
             commits[doc.doc_id] = {
                 "version": version,
                 "content_hash": doc.content_hash,
@@ -373,7 +375,7 @@ class Ingester:
                 **({"acl": ",".join(doc.acl)} if doc.acl else {}),
                 "chunks": len(chunks),
                 "ingested_at": now,
-                "title": document_title(doc.text, markdown=doc.is_markdown),
+                "title": title,
             }
             for c in chunks:
                 yield _Record(
@@ -393,6 +395,7 @@ class Ingester:
                         "lang": detect_language(c.text),
                         **c.location(),  # page, page_end, sheet: only those known
                         **acl_metadata(doc.acl),  # who may read it: the searches filter
+                        **({"doc_title": title} if title else {}),  # shown, never indexed
                     },
                     doc_id=doc.doc_id,
                     number=c.chunk_index + 1,

@@ -49,6 +49,7 @@ class SourceDocument:
     extraction: str = ""  # loader revision and bounds (documents only; see formats)
     via: str = ""  # the symbolic link that reached the file, if any (see tools.kb.ingest.identity)
     acl: tuple[str, ...] = ()  # who may read it (tools.access.acl); () is every reader
+    title: str = ""  # the file's own metadata title (documents only; see formats)
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class FileBytes:
             extraction=self.extraction,
             via=self.via,
             acl=self.acl,
+            title=result.title,
         )
 
 

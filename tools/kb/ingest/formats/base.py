@@ -130,6 +130,7 @@ class Extraction:
 
     text: str
     notes: list[str] = field(default_factory=list)
+    title: str = ""  # the file's own metadata title (a PDF's /Title, a .docx's core title)
 
 
 # -- Markdown output ------------------------------------------------------------------------

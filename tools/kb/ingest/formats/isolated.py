@@ -38,7 +38,7 @@ _HEADER = struct.Struct("!Q")
 WORKER_GRACE_S = 30.0  # beyond the parse limit, for the worker's own start and answer
 READ_BYTES = 1 << 20
 _idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
-Answer = tuple[str, str, list[str]]  # ("ok", text, notes) or ("error", reason, [])
+Answer = tuple[str, str, list[str], str]  # ("ok", text, notes, title) or ("error", reason, [], "")
 
 
 def parse(fmt: str, data: bytes, limits: LoadLimits) -> Extraction:
@@ -49,14 +49,14 @@ def parse(fmt: str, data: bytes, limits: LoadLimits) -> Extraction:
     except queue.Empty:
         worker = _Worker()
     try:
-        kind, payload, notes = worker.ask((fmt, limits, data), limits.parse_seconds)
+        kind, payload, notes, title = worker.ask((fmt, limits, data), limits.parse_seconds)
     except BaseException:
         worker.stop()
         raise
     _idle.put(worker)
     if kind != "ok":
         raise LoadError(payload)
-    return Extraction(payload, list(notes))
+    return Extraction(payload, list(notes), title)
 
 
 class _Worker:
@@ -165,12 +165,12 @@ def _in_child(fmt: str, limits: LoadLimits, data: bytes) -> Answer:
     _, status = os.waitpid(pid, 0)
     if timed_out:
         return ("error", f"parsing took longer than {limits.parse_seconds:g} s and was "
-                "stopped (parse_seconds, $HYBRID_RAG_PARSE_SECONDS)", [])  # fmt: skip
+                "stopped (parse_seconds, $HYBRID_RAG_PARSE_SECONDS)", [], "")  # fmt: skip
     with contextlib.suppress(Exception):
         return pickle.loads(b"".join(chunks))
     return ("error", f"the parser stopped ({_how(status)}) before it finished: the file "
             f"probably needs more than the {limits.parse_memory_mb:g} MB parse memory "
-            "limit (parse_memory_mb, $HYBRID_RAG_PARSE_MEMORY_MB)", [])  # fmt: skip
+            "limit (parse_memory_mb, $HYBRID_RAG_PARSE_MEMORY_MB)", [], "")  # fmt: skip
 
 
 def _how(status: int) -> str:
@@ -192,8 +192,8 @@ def _answer(fmt: str, limits: LoadLimits, data: bytes) -> Answer:
                 f": over the {limits.parse_memory_mb:g} MB parse memory limit "
                 "(parse_memory_mb, $HYBRID_RAG_PARSE_MEMORY_MB)"
             )
-        return ("error", reason, [])
-    return ("ok", result.text, list(result.notes))
+        return ("error", reason, [], "")
+    return ("ok", result.text, list(result.notes), result.title)
 
 
 if __name__ == "__main__":

@@ -104,7 +104,16 @@ def load_pdf(data: bytes, limits: LoadLimits) -> Extraction:
         )
     if failed:
         notes.append(f"{len(failed)} pages could not be read: {_page_list(failed)}")
-    return Extraction("\n\n".join(out) + "\n", notes)
+    return Extraction("\n\n".join(out) + "\n", notes, _metadata_title(reader))
+
+
+def _metadata_title(reader: Any) -> str:
+    """The PDF's ``/Title`` (its document information), or "" (none, or unreadable)."""
+    try:
+        meta = reader.metadata
+        return str(meta.title or "") if meta is not None else ""
+    except Exception:  # a damaged info dictionary only loses the title
+        return ""
 
 
 def _page_list(pages: list[int], limit: int = 10) -> str:

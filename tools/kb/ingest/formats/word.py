@@ -77,7 +77,15 @@ def load_docx(data: bytes, limits: LoadLimits) -> Extraction:
             parts.append(escape_line(text))
     if not parts:
         raise LoadError("no text in the Word document")
-    return Extraction("\n\n".join(group_list_items(parts)) + "\n")
+    return Extraction("\n\n".join(group_list_items(parts)) + "\n", title=_core_title(document))
+
+
+def _core_title(document: Any) -> str:
+    """The document's core property title (File > Info > Title), or ""."""
+    try:
+        return str(document.core_properties.title or "")
+    except (KeyError, AttributeError, ValueError):
+        return ""
 
 
 def _style_name(paragraph: Any) -> str:
