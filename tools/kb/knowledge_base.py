@@ -32,7 +32,8 @@ from tools.kb.index.tokenizers import make_tokenizer
 from tools.kb.ingest.chunking import ChunkingOptions
 from tools.kb.ingest.formats import LoadLimits
 from tools.kb.ingest.identity import aliases, assign_doc_ids, find_files
-from tools.kb.ingest.ingester import Ingester, IngestReport, ProgressFn
+from tools.kb.ingest.ingest_report import IngestReport
+from tools.kb.ingest.ingester import Ingester, ProgressFn
 from tools.kb.ingest.loaders import FileBytes, FileRef, SourceDocument
 from tools.kb.search.candidates import (
     SEARCH_MODES,

@@ -11,7 +11,7 @@ import pytest
 
 from cli.main import main
 from tests.fakes import hash_kb_cli
-from tools.kb.ingest.ingester import IngestReport
+from tools.kb.ingest.ingest_report import IngestReport
 from tools.kb.ingest.loaders import FileRef
 from tools.kb.knowledge_base import KnowledgeBase
 

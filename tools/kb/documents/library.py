@@ -21,6 +21,7 @@ from tools.errors import InputError
 from tools.kb.documents.catalog import Catalog, DocumentRow
 from tools.kb.documents.originals import Originals, read_no_links, suffix_of
 from tools.kb.ingest.formats import LoadLimits
+from tools.kb.ingest.ingest_report import IngestReport
 from tools.kb.ingest.ingester import version_of
 from tools.kb.ingest.loaders import (
     FileBytes,
@@ -29,7 +30,7 @@ from tools.kb.ingest.loaders import (
     content_hash_of,
     read_file,
 )
-from tools.kb.knowledge_base import IngestReport, KnowledgeBase
+from tools.kb.knowledge_base import KnowledgeBase
 from tools.kb.search.candidates import readable_of
 from tools.kb.store.registry import DocRecord
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
@@ -22,6 +22,7 @@ from tools.errors import InputError
 from tools.kb.embed.embeddings import EmbeddingCache, EmbeddingModel, embed_with_cache
 from tools.kb.ingest.chunking import ChunkingOptions, chunk_document
 from tools.kb.ingest.identity import under
+from tools.kb.ingest.ingest_report import FileNote, IngestReport
 from tools.kb.ingest.loaders import FileBytes, FileRef, SkippedFile, SourceDocument, read_file
 from tools.kb.ingest.titles import chosen_title
 from tools.kb.store.chroma import ChunkStore
@@ -31,35 +32,6 @@ from tools.text import detect_language
 
 ProgressFn = Callable[[int, int, str], None]
 CHANGED_MEANWHILE = "changed by another writer while this file was embedded: not overwritten"
-
-
-@dataclass(frozen=True)
-class FileNote:
-    """Something a reader of the answers should know about an indexed file."""
-
-    source: str
-    note: str
-
-
-@dataclass
-class IngestReport:
-    added: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    skipped: list[SkippedFile] = field(default_factory=list)
-    notes: list[FileNote] = field(default_factory=list)  # indexed, but partly (rows cut...)
-    chunks_written: int = 0
-    seconds: float = 0.0
-
-    def summary(self) -> str:
-        notes = f", {len(self.notes)} notes" if self.notes else ""
-        return (
-            f"{len(self.added)} added, {len(self.updated)} updated, "
-            f"{len(self.unchanged)} unchanged, {len(self.deleted)} deleted, "
-            f"{len(self.skipped)} skipped{notes}; {self.chunks_written} chunks written "
-            f"in {self.seconds:.1f} s"
-        )
 
 
 class Versioned(Protocol):
