@@ -10,6 +10,7 @@ without one. Without a users file every caller is the local admin, as on the gra
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -17,7 +18,8 @@ from pathlib import Path
 from starlette.requests import Request
 
 from server.auth import bearer_token
-from tools.access.acl import ACL, Reader, may_change
+from tools.access.acl import ACL, Reader, grant_refusal, may_change
+from tools.access.api_keys import key_user
 from tools.access.users import USERS_FILE_ENV, UserDirectory
 from tools.errors import ConfigError
 
@@ -38,25 +40,22 @@ class Caller:
     identity: str
     reader: Reader
     admin: bool
+    # The user's own principals (user:, group:), an admin's too: what is shared by name
+    # (a conversation) goes to these, not to the admin's read-everything ``reader``.
+    principals: frozenset[str] = frozenset()
 
-    def may_grant(self, acl: ACL) -> str:
-        """Why this caller may not give ``acl`` to a document, or "" (an admin may give
-        any; a user only principals they are, and never 'public')."""
-        if self.admin:
-            return ""
-        if not acl:
-            return "only an admin may make a document public: name principals you belong to"
-        mine = self.reader.principals or frozenset()  # not None: not an admin
-        foreign = [p for p in acl if p not in mine]
-        if foreign:
-            return (
-                f"you may only grant access to principals you belong to; not {', '.join(foreign)}"
-            )
-        return ""
+    def may_grant(self, acl: ACL, users: Collection[str] | None = None) -> str:
+        """Why this caller may not give ``acl`` to a document, or "" (the rule of
+        ``tools.access.acl.grant_refusal``; ``users``: the known identities)."""
+        return grant_refusal(self.admin, self.reader.principals, acl, users)
 
     def may_change(self, owner: str) -> bool:
         """The document rule of ``tools.access.acl.may_change``, for this caller."""
         return may_change(self.identity, self.admin, owner)
+
+
+def _own(identity: str) -> frozenset[str]:
+    return Reader.of(identity).principals or frozenset()
 
 
 @cache
@@ -68,14 +67,17 @@ def caller(request: Request) -> Caller:
     """The caller of ``request`` (raises ``Refused`` 401/503)."""
     path = os.environ.get(USERS_FILE_ENV, "").strip()
     if not path:
-        return Caller(LOCAL_USER, Reader.everyone(), admin=True)
+        return Caller(LOCAL_USER, Reader.everyone(), admin=True, principals=_own(LOCAL_USER))
     try:  # the graphs' rule: Authorization: Bearer <token>, else x-api-key: <token>
-        user = _directory(path).authenticate(bearer_token(request.headers))
+        token = bearer_token(request.headers)
+        # A user's token, else one of the API keys they made (tools.access.api_keys).
+        user = _directory(path).authenticate(token) or key_user(_directory(path), token)
     except ConfigError as exc:  # a broken users file refuses everyone, and says why
         raise Refused(503, str(exc)) from None
-    if user is None:
+    if user is None or user.disabled:
         raise Refused(401, "missing or unknown bearer token (Authorization: Bearer <token>)")
     # An admin manages every document, so reads every one through this API (the graphs
     # still answer them from their groups' documents only: server/auth.py).
     reader = Reader.everyone() if user.admin else user.reader()
-    return Caller(user.identity, reader, admin=user.admin)
+    own = user.reader().principals or frozenset()
+    return Caller(user.identity, reader, admin=user.admin, principals=own)

@@ -33,6 +33,7 @@ from typing import Any
 from langgraph_sdk import Auth
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from tools.access.api_keys import key_user
 from tools.access.users import ALL_DOCUMENTS, USERS_FILE_ENV, UserDirectory
 from tools.errors import ConfigError
 
@@ -92,7 +93,9 @@ async def authenticate(headers: Mapping[Any, Any]) -> Auth.types.MinimalUserDict
     if not path:
         return {"identity": LOCAL_USER, "kb_access": ALL_DOCUMENTS, "is_admin": True}  # type: ignore[typeddict-unknown-key]
     try:
-        user = _directory(path).lookup(bearer_token(headers))
+        token = bearer_token(headers)
+        # A user's token, else one of the API keys they made (tools.access.api_keys).
+        user = _directory(path).lookup(token) or key_user(_directory(path), token)
     except ConfigError as exc:  # a broken users file refuses everyone, and says why
         raise UsersFileUnavailable(f"users file unavailable: {exc}") from None
     if user is None:

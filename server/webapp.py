@@ -12,7 +12,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from server import admin_api, collections_api, documents_api, feedback_api, mcp_tools, sources_api
+from server import (
+    admin_api,
+    collections_api,
+    document_access_api,
+    documents_api,
+    feedback_api,
+    groups_api,
+    keys_api,
+    mcp_tools,
+    sources_api,
+    thread_share_api,
+)
 from server.api_errors import error_answer
 from server.request_guard import RequestGuard
 from server.ui import ui_routes
@@ -22,11 +33,15 @@ def routes() -> list[BaseRoute]:
     """Every custom route of the server, in the order Starlette matches them."""
     return [
         *mcp_tools.routes(),
+        *document_access_api.routes(),
         *documents_api.routes(),
         *sources_api.routes(),
         *feedback_api.routes(),
         *admin_api.routes(),
+        *keys_api.routes(),
+        *groups_api.routes(),
         *collections_api.routes(),
+        *thread_share_api.routes(),
         *ui_routes(),
     ]
 
