@@ -55,6 +55,10 @@ def store() -> ThreadShares:
         return _stores[home]
 
 
+async def _store() -> ThreadShares:
+    return await blocking(store)  # its first use creates the file: off the event loop
+
+
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -123,30 +127,30 @@ async def share(request: Request, who: Caller) -> Response:
         raise Refused(403, problem)
     values = await _thread_values(request, thread_id)  # the owner's only
     if not acl:
-        await blocking(store().remove, thread_id)
+        await blocking((await _store()).remove, thread_id)
         return JSONResponse({"thread_id": thread_id, "with": []})
     turns = turns_of(values)
     title = next((t["question"] for t in turns if t["question"]), "")[:MAX_TITLE]
     shared = SharedThread(thread_id, who.identity, acl, title, turns, now())
-    await blocking(store().put, shared)
+    await blocking((await _store()).put, shared)
     return JSONResponse({"thread_id": thread_id, "with": list(acl), "turns": len(turns)})
 
 
 async def sharing(request: Request, who: Caller) -> Response:
     """The owner's list for a thread ([] when not shared)."""
     thread_id = request.path_params["thread_id"]
-    found = await blocking(store().get, thread_id)
+    found = await blocking((await _store()).get, thread_id)
     mine = found is not None and found.owner == who.identity
     return JSONResponse({"thread_id": thread_id, "with": list(found.principals) if mine else []})
 
 
 async def shared_list(request: Request, who: Caller) -> Response:
-    found = await blocking(store().shared_with, who.identity, who.principals)
+    found = await blocking((await _store()).shared_with, who.identity, who.principals)
     return JSONResponse({"threads": [s.summary() for s in found]})
 
 
 async def shared_thread(request: Request, who: Caller) -> Response:
-    found = await blocking(store().get, request.path_params["thread_id"])
+    found = await blocking((await _store()).get, request.path_params["thread_id"])
     if found is None or not may_read_thread(who.identity, who.principals, found):
         raise Refused(404, NOT_FOUND)
     library, _ = await blocking(services)
