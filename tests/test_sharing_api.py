@@ -20,7 +20,7 @@ from server.webapp import routes
 from tests.fakes import hash_model
 from tools.access.acl import Reader
 from tools.access.users import add_user
-from tools.kb.documents.jobs import JobRunner
+from tools.kb.documents.jobs import JobRunner, Upload, plan, run_job
 from tools.kb.documents.library import Library
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
@@ -170,3 +170,19 @@ def test_a_group_from_an_identity_provider_is_read_only(api: tuple, tmp_path: Pa
                   client.delete("/admin/groups/ops/members/carol", headers=h["root"]),
                   client.post("/admin/groups/hr/members", headers=h["root"], json={"identity": "carol"})):  # fmt: skip
         assert reply.status_code == 409 and "oidc" in reply.json()["error"]
+
+
+def test_a_replacement_waiting_in_the_queue_keeps_a_revocation(api: tuple) -> None:
+    client, library, h = api
+    upload(client, h["alice"])
+    client.post(access(DOC), headers=h["alice"], json={"principal": "user:bob"})
+    new = Upload("bonus.md", b"# Bonus\n\nThe quarterly bonus pool code is now HERON-43.\n")
+    files, items = plan(library, [new], owner="alice", acl=("user:alice", "user:bob"),
+                        folder="plans", doc_ids=[DOC])  # fmt: skip
+    job = library.catalog.new_job("replace", "alice", files)  # as PUT queues it
+    client.delete(access(DOC, "/user:bob"), headers=h["alice"])  # revoked while it waits
+    run_job(library, job, items)
+    assert library.catalog.job(job.job_id).state == "done"
+    assert library.document(DOC, Reader.of("alice")) is not None
+    assert library.document(DOC, Reader.of("bob")) is None
+    assert found(library, Reader.of("bob")) == {"bm25": False, "vector": False}

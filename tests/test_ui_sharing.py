@@ -134,3 +134,10 @@ def test_a_conversation_and_then_its_document_are_shared_with_bob(
     bob.click("#shared-list li[data-thread] button")
     bob.wait_for_selector("#shared-dialog[open] .question")
     assert bob.locator("#shared-dialog .pill.withheld").count() == 0
+    # deleting the conversation in the page stops sharing it
+    thread = bob.get_attribute("#shared-list li[data-thread]", "data-thread")
+    page.evaluate("async (id) => (await import('/ui/api.js')).deleteThread(id)", thread)
+    auth = {"Authorization": f"Bearer {team.tokens['bob']}"}
+    shared = httpx.get(f"{team.url}/kb/shared", headers=auth).json()["threads"]
+    assert thread not in [t["thread_id"] for t in shared]
+    assert httpx.get(f"{team.url}/kb/shared/{thread}", headers=auth).status_code == 404

@@ -148,7 +148,11 @@ export const createThread = (metadata) => api("/threads", { method: "POST", json
 export const getThread = (id) => api(`/threads/${enc(id)}`);
 export const threadState = (id) => api(`/threads/${enc(id)}/state`);
 export const updateThread = (id, metadata) => api(`/threads/${enc(id)}`, { method: "PATCH", json: { metadata } });
-export const deleteThread = (id) => api(`/threads/${enc(id)}`, { method: "DELETE" });
+/** A deleted conversation is no longer shared (the server keeps its copy otherwise). */
+export const deleteThread = async (id) => {
+  await shareThread(id, []).catch(() => {});
+  return api(`/threads/${enc(id)}`, { method: "DELETE" });
+};
 
 /** The thread's checkpoints, newest first (each ``{values, checkpoint, ...}``). */
 export const threadHistory = (id) => api(`/threads/${enc(id)}/history`, { method: "POST", json: { limit: HISTORY_LIMIT } });
