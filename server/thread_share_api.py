@@ -125,14 +125,18 @@ async def share(request: Request, who: Caller) -> Response:
     problem = who.may_grant(acl, await blocking(identities)) if acl else ""
     if problem:
         raise Refused(403, problem)
-    values = await _thread_values(request, thread_id)  # the owner's only
-    if not acl:
-        await blocking((await _store()).remove, thread_id)
+    shares = await _store()
+    if not acl:  # its owner stops sharing, even once the thread itself is gone
+        found = await blocking(shares.get, thread_id)
+        if found is None or found.owner != who.identity:
+            await _thread_values(request, thread_id)  # 404 unless the thread is theirs
+        await blocking(shares.remove, thread_id)
         return JSONResponse({"thread_id": thread_id, "with": []})
+    values = await _thread_values(request, thread_id)  # the owner's only
     turns = turns_of(values)
     title = next((t["question"] for t in turns if t["question"]), "")[:MAX_TITLE]
     shared = SharedThread(thread_id, who.identity, acl, title, turns, now())
-    await blocking((await _store()).put, shared)
+    await blocking(shares.put, shared)
     return JSONResponse({"thread_id": thread_id, "with": list(acl), "turns": len(turns)})
 
 

@@ -99,6 +99,9 @@ def check_shared_conversation(team: TeamServer) -> None:
     assert granted.status_code == 200, granted.text
     shown = bonus_citations(httpx.get(f"{url}/kb/shared/{thread}", headers=auth["bob"]))
     assert shown and all(c.get("doc_id") == DOC and c.get("title") for c in shown)
+    # The thread deleted through another client: its owner still stops sharing the copy.
+    assert httpx.delete(f"{url}/threads/{thread}", headers=auth["alice"]).status_code in (200, 204)
+    assert httpx.put(share, json={"with": []}, headers=auth["bob"], timeout=60).status_code == 404
     stopped = httpx.put(share, json={"with": []}, headers=auth["alice"], timeout=60)
     assert stopped.status_code == 200
     assert httpx.get(f"{url}/kb/shared/{thread}", headers=auth["bob"]).status_code == 404

@@ -27,6 +27,7 @@ from tools.access.acl import ACL
 
 FILE_NAME = "thread_shares.sqlite"
 MAX_LISTED = 500  # threads listed as shared with one reader
+MAX_SCANNED = 20000  # the newest shares looked through for them
 _SCHEMA = """CREATE TABLE IF NOT EXISTS shares (thread_id TEXT PRIMARY KEY, owner TEXT NOT NULL,
 principals TEXT NOT NULL, title TEXT NOT NULL, turns TEXT NOT NULL, updated REAL NOT NULL)"""
 Turn = dict[str, Any]  # {"question", "answer", "citations": [...]}
@@ -107,8 +108,8 @@ class ThreadShares:
     def shared_with(self, identity: str, principals: Collection[str]) -> list[SharedThread]:
         """The threads shared with the caller (not their own), newest first."""
         with self._lock, closing(self._db()) as db:
-            rows = db.execute("SELECT * FROM shares WHERE owner != ? ORDER BY updated DESC",
-                              (identity,)).fetchall()  # fmt: skip
+            rows = db.execute("SELECT * FROM shares WHERE owner != ? ORDER BY updated DESC LIMIT ?",
+                              (identity, MAX_SCANNED)).fetchall()  # fmt: skip
         found = [s for s in map(_share, rows) if may_read_thread(identity, principals, s)]
         return found[:MAX_LISTED]
 
