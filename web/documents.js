@@ -68,8 +68,9 @@ export async function loadDocuments() {
     cell("size", size(d.bytes)),
     cell("access", acl(d.acl)),
     // Only where the server would allow it: the document's owner or an admin.
+    // Share: an upload's access (a source's or a CLI ingest's comes from there).
     el("td", { class: "doc-actions" }, d.can_delete ? [
-      el("button", { type: "button", "aria-label": `${t("share")}: ${d.path}`, onclick: () => shareDocument(d) }, t("share")),
+      d.source === "upload" ? el("button", { type: "button", "aria-label": `${t("share")}: ${d.path}`, onclick: () => shareDocument(d) }, t("share")) : "",
       el("button", { type: "button", class: "danger", "aria-label": `${t("remove")}: ${d.path}`,
         onclick: () => deleteDocument(d) }, t("remove"))] : "")));
   $("doc-rows").replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: "6" }, t("noDocs")))]));
