@@ -16,7 +16,7 @@ import pytest
 
 from tests.browser import unavailable
 from tests.team_server import TeamServer
-from tests.test_ui_browser import Page, browser  # noqa: F401
+from tests.test_ui_browser import DOCS, Page, browser  # noqa: F401
 
 pytestmark = pytest.mark.skipif(bool(unavailable()), reason=unavailable() or "")
 FACT = "The winter retreat venue code is LARCH-7."
@@ -56,6 +56,9 @@ def test_a_user_makes_a_key_shown_once_and_revokes_it(tabs: Any, team: TeamServe
     page.click("#key-form button[type=submit]")
     page.wait_for_selector("#key-dialog[open] #new-key")
     key = page.input_value("#new-key")
+    page.screenshot(  # the key shown once (revoked below, so the picture holds no live key)
+        path=str(DOCS / "ui-keys-desktop-en.png")
+    )
     page.click("#key-dialog button.primary")
     page.wait_for_selector("#my-keys td:text-is('chat-client')")
     assert key not in page.content()
@@ -123,6 +126,7 @@ def test_a_conversation_and_then_its_document_are_shared_with_bob(
     withheld = bob.locator("#shared-dialog .pill.withheld")
     assert withheld.count() > 0 and "cannot open" in (withheld.first.get_attribute("title") or "")
     assert "venue.md" not in bob.inner_html("#shared-dialog")
+    bob.screenshot(path=str(DOCS / "ui-shared-desktop-en.png"))
     bob.click("#shared-dialog button.primary")
     # alice shares the document itself: never offered "Everyone"
     page.click("#tab-docs")

@@ -100,12 +100,15 @@ function showKeys(on) {
 function view() {
   const expiry = el("select", { id: "key-days", "aria-label": t("keyExpiry") },
     el("option", { value: "" }, t("never")), ...[30, 90, 365].map((n) => el("option", { value: String(n) }, t("days", { n }))));
-  const form = el("form", { id: "key-form", class: "inline-form" },
-    el("label", { for: "key-name" }, t("keyName")), el("input", { id: "key-name", required: true, maxlength: "60", placeholder: t("keyNameHint") }),
-    el("label", { for: "key-days" }, t("keyExpiry")), expiry, el("button", { type: "submit", class: "primary" }, t("makeKey")));
+  const form = el("form", { id: "key-form", class: "admin-form" },
+    el("span", { class: "field" }, el("label", { for: "key-name" }, t("keyName")), " ",
+      el("input", { id: "key-name", required: true, maxlength: "60", placeholder: t("keyNameHint"), autocomplete: "off" })),
+    el("span", { class: "field" }, el("label", { for: "key-days" }, t("keyExpiry")), " ", expiry),
+    el("button", { type: "submit", class: "primary" }, t("makeKey")));
   form.addEventListener("submit", makeKey);
   return el("main", { id: "keys-view", class: "docs", hidden: true },
-    el("h1", {}, t("keysTitle")), el("p", { class: "hint-inline" }, t("keysHelp")), form, el("div", { id: "my-keys" }));
+    el("h1", {}, t("keysTitle")), el("p", { class: "hint-inline" }, t("keysHelp")),
+    el("section", { class: "upload" }, form), el("div", { id: "my-keys" })); // the upload form's panel look
 }
 
 async function offerKeys() {
