@@ -29,12 +29,12 @@ MAX_JOBS = 100
 T = TypeVar("T")
 
 
-def _admin(who: Caller) -> None:
+def require_admin(who: Caller) -> None:
     if not who.admin:
         raise Refused(403, "only an admin may do this")
 
 
-def _users_file() -> Path:
+def users_file_path() -> Path:
     path = os.environ.get(USERS_FILE_ENV, "").strip()
     if not path:
         raise Refused(
@@ -43,7 +43,7 @@ def _users_file() -> Path:
     return Path(path).expanduser()
 
 
-async def _edit(change: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+async def edit_users(change: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run an edit of the users file off the event loop; a broken file or a lock held
     too long is a 503 naming it (not "knowledge base unavailable")."""
     try:
@@ -60,8 +60,8 @@ async def me(request: Request, who: Caller) -> Response:
 
 
 async def users(request: Request, who: Caller) -> Response:
-    _admin(who)
-    found = await run_blocking("admin", list_users, _users_file())
+    require_admin(who)
+    found = await run_blocking("admin", list_users, users_file_path())
     return JSONResponse({"users": [
         {"identity": u.identity, "groups": list(u.groups), "admin": u.admin, "disabled": u.disabled,
          "password": bool(u.password), "sso": u.sso}
@@ -78,14 +78,16 @@ def _groups(value: Any) -> list[str]:
 
 
 async def add(request: Request, who: Caller) -> Response:
-    _admin(who)
+    require_admin(who)
     body = await json_body(request)
     if not isinstance(body, dict) or not isinstance(body.get("identity"), str):
         raise InputError('send a JSON object: {"identity", "groups", "admin"}')
     identity = body["identity"].strip()
     groups = _groups(body.get("groups") or [])
     admin = body.get("admin") is True  # the check that it is new is made under the lock
-    token = await _edit(add_user, _users_file(), identity, groups, admin=admin, replace=False)
+    token = await edit_users(
+        add_user, users_file_path(), identity, groups, admin=admin, replace=False
+    )
     return JSONResponse({"identity": identity, "groups": groups, "token": token}, status_code=201)
 
 
@@ -97,39 +99,39 @@ def _target(request: Request, who: Caller, verb: str) -> str:
 
 
 async def change(request: Request, who: Caller) -> Response:
-    _admin(who)
+    require_admin(who)
     verb = request.path_params["action"]
     identity = _target(request, who, verb)
-    path = _users_file()
+    path = users_file_path()
     if verb == "rotate":
-        token = await _edit(rotate_token, path, identity)
+        token = await edit_users(rotate_token, path, identity)
         return JSONResponse({"identity": identity, "token": token})
     if verb not in ("disable", "enable"):
         raise Refused(404, f"no action {verb!r}: disable, enable or rotate")
-    await _edit(set_disabled, path, identity, verb == "disable")
+    await edit_users(set_disabled, path, identity, verb == "disable")
     return JSONResponse({"identity": identity, "disabled": verb == "disable"})
 
 
 async def password(request: Request, who: Caller) -> Response:
     """Set or reset a user's password (their browser sessions end: their stamp changes)."""
-    _admin(who)
+    require_admin(who)
     identity = request.path_params["identity"]
     body = await json_body(request)
     if not isinstance(body, dict) or not isinstance(body.get("password"), str):
         raise InputError('send a JSON object: {"password"}')
-    await _edit(set_password, _users_file(), identity, body["password"])
+    await edit_users(set_password, users_file_path(), identity, body["password"])
     return JSONResponse({"identity": identity, "password": True})
 
 
 async def remove(request: Request, who: Caller) -> Response:
-    _admin(who)
+    require_admin(who)
     identity = _target(request, who, "remove")
-    await _edit(remove_user, _users_file(), identity)
+    await edit_users(remove_user, users_file_path(), identity)
     return JSONResponse({"deleted": identity})
 
 
 async def jobs(request: Request, who: Caller) -> Response:
-    _admin(who)
+    require_admin(who)
     library, _ = await blocking(services)
     found = await blocking(library.catalog.recent_jobs, MAX_JOBS)
     return JSONResponse({"jobs": [

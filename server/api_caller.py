@@ -10,12 +10,13 @@ without one. Without a users file every caller is the local admin, as on the gra
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from starlette.requests import Request
 
 from server.credentials import directory, resolve
-from tools.access.acl import ACL, Reader, may_change
+from tools.access.acl import ACL, Reader, grant_refusal, may_change
 from tools.access.users import USERS_FILE_ENV
 from tools.errors import ConfigError
 
@@ -36,33 +37,30 @@ class Caller:
     identity: str
     reader: Reader
     admin: bool
+    # The user's own principals (user:, group:), an admin's too: what is shared by name
+    # (a conversation) goes to these, not to the admin's read-everything ``reader``.
+    principals: frozenset[str] = frozenset()
 
-    def may_grant(self, acl: ACL) -> str:
-        """Why this caller may not give ``acl`` to a document, or "" (an admin may give
-        any; a user only principals they are, and never 'public')."""
-        if self.admin:
-            return ""
-        if not acl:
-            return "only an admin may make a document public: name principals you belong to"
-        mine = self.reader.principals or frozenset()  # not None: not an admin
-        foreign = [p for p in acl if p not in mine]
-        if foreign:
-            return (
-                f"you may only grant access to principals you belong to; not {', '.join(foreign)}"
-            )
-        return ""
+    def may_grant(self, acl: ACL, users: Collection[str] | None = None) -> str:
+        """Why this caller may not give ``acl`` to a document, or "" (the rule of
+        ``tools.access.acl.grant_refusal``; ``users``: the known identities)."""
+        return grant_refusal(self.admin, self.reader.principals, acl, users)
 
     def may_change(self, owner: str) -> bool:
         """The document rule of ``tools.access.acl.may_change``, for this caller."""
         return may_change(self.identity, self.admin, owner)
 
 
+def _own(identity: str) -> frozenset[str]:
+    return Reader.of(identity).principals or frozenset()
+
+
 def caller(request: Request) -> Caller:
     """The caller of ``request`` (raises ``Refused`` 401/503)."""
     path = os.environ.get(USERS_FILE_ENV, "").strip()
     if not path:
-        return Caller(LOCAL_USER, Reader.everyone(), admin=True)
-    try:  # the graphs' rule: a bearer token or x-api-key, else the session cookie
+        return Caller(LOCAL_USER, Reader.everyone(), admin=True, principals=_own(LOCAL_USER))
+    try:  # the graphs' rule (server.credentials): a token or API key, else the session
         user = resolve(directory(path), request.headers)
     except ConfigError as exc:  # a broken users file refuses everyone, and says why
         raise Refused(503, str(exc)) from None
@@ -75,4 +73,5 @@ def caller(request: Request) -> Caller:
     # An admin manages every document, so reads every one through this API (the graphs
     # still answer them from their groups' documents only: server/auth.py).
     reader = Reader.everyone() if user.admin else user.reader()
-    return Caller(user.identity, reader, admin=user.admin)
+    own = user.reader().principals or frozenset()
+    return Caller(user.identity, reader, admin=user.admin, principals=own)

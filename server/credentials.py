@@ -1,8 +1,9 @@
 """The caller's credential, read the same way by the graphs' auth handler
 (``server/auth.py``) and the custom routes (``server/api_caller.py``), on both servers.
 
-* ``Authorization: Bearer <token>`` or ``x-api-key: <token>``: a token of the users file
-  (the SDK, MCP clients, agent-chat-ui). When one is sent, it alone decides.
+* ``Authorization: Bearer <token>`` or ``x-api-key: <token>``: a token of the users file,
+  or an API key a user made (``tools.access.api_keys``; the SDK, MCP clients,
+  agent-chat-ui). When one is sent, it alone decides.
 * Otherwise the browser's session cookie (``SESSION_COOKIE``, HttpOnly, made by the
   sign-in routes of ``server/signin_api.py``), looked up in the sessions file of the data
   home (``tools.access.sessions``). A session whose user was disabled, removed, or given a
@@ -29,6 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from tools.access.api_keys import key_user
 from tools.access.sessions import SessionStore, limits_from_env
 from tools.access.users import User, UserDirectory
 from tools.settings import data_home
@@ -98,8 +100,8 @@ def resolve(users: UserDirectory, headers: Headers | None) -> User | None:
     """The user the request's credential names (a disabled one too, for the caller to
     refuse saying so), or None: a token when one is sent, else the session cookie."""
     token = bearer_token(headers)
-    if token:
-        return users.lookup(token)
+    if token:  # a user's token, else one of the API keys they made
+        return users.lookup(token) or key_user(users, token)
     session_id = cookie(headers, SESSION_COOKIE)
     if not session_id:
         return None

@@ -206,7 +206,9 @@ def _client(request: Request) -> Any:
     """An SDK client of this server, as the caller."""
     scope = request.scope
     headers = caller_credentials(scope)
-    return get_client(url=own_url(scope), api_key=None, headers=headers, timeout=CALL_TIMEOUT_S)
+    # The SDK refuses x-api-key among headers ("reserved"): it sends it from api_key.
+    key = headers.pop("x-api-key", None)
+    return get_client(url=own_url(scope), api_key=key, headers=headers, timeout=CALL_TIMEOUT_S)
 
 
 async def _tools(request: Request) -> dict[str, Mapping[str, Any]]:

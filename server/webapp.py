@@ -15,11 +15,15 @@ from starlette.routing import BaseRoute
 from server import (
     admin_api,
     collections_api,
+    document_access_api,
     documents_api,
     feedback_api,
+    groups_api,
+    keys_api,
     mcp_tools,
     signin_api,
     sources_api,
+    thread_share_api,
 )
 from server.api_errors import error_answer
 from server.credentials import CsrfGuard
@@ -32,11 +36,15 @@ def routes() -> list[BaseRoute]:
     return [
         *signin_api.routes(),
         *mcp_tools.routes(),
+        *document_access_api.routes(),
         *documents_api.routes(),
         *sources_api.routes(),
         *feedback_api.routes(),
         *admin_api.routes(),
+        *keys_api.routes(),
+        *groups_api.routes(),
         *collections_api.routes(),
+        *thread_share_api.routes(),
         *ui_routes(),
     ]
 

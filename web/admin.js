@@ -2,11 +2,12 @@
 // tokens, synced sources, and the knowledge base's jobs.
 
 import {
-  adminMe, createSource, createUser, deleteSource, deleteUser, listJobs, listSources, listUsers,
-  setPassword, syncSource, userAction,
+  addMember, adminMe, createSource, createUser, deleteSource, deleteUser, listAllKeys, listGroups, listJobs,
+  listSources, listUsers, removeMember, revokeKey, setPassword, syncSource, userAction,
 } from "./api.js";
 import { el } from "./answer.js";
 import { addStrings, lang, t, translatePage } from "./i18n.js";
+import { keysTable } from "./keys.js";
 import { actionDone, showError } from "./notify.js";
 
 addStrings({
@@ -27,6 +28,9 @@ addStrings({
     jobsTitle: "Jobs", jobKind: "Kind", owner: "Owner", created: "Started", progressCol: "Progress", files: "Files", noJobs: "No jobs yet.",
     schedule: "Sync every", manual: "when asked",
     syncStarted: "Sync started (job {id}).", noUsersFile: "This server has no users file: every caller is an admin.",
+    groupsTitle: "Groups", groupName: "Group", members: "Members", groupSource: "Managed by", fromProvider: "{source} (read-only)",
+    localGroup: "this server", addMember: "Add member", memberHint: "user name", noGroups: "No groups yet.",
+    allKeysTitle: "API keys of every user",
   },
   zh: {
     admin: "管理", adminTitle: "管理", usersTitle: "用户", refresh: "刷新",
@@ -45,6 +49,9 @@ addStrings({
     jobsTitle: "任务", jobKind: "类型", owner: "发起人", created: "开始时间", progressCol: "进度", files: "文件", noJobs: "还没有任务。",
     schedule: "同步周期", manual: "手动",
     syncStarted: "已开始同步（任务 {id}）。", noUsersFile: "此服务器没有用户文件：每个调用者都是管理员。",
+    groupsTitle: "组", groupName: "组", members: "成员", groupSource: "管理方", fromProvider: "{source}（只读）",
+    localGroup: "本服务器", addMember: "添加成员", memberHint: "用户名", noGroups: "还没有组。",
+    allKeysTitle: "所有用户的 API 密钥",
   },
 });
 
@@ -160,6 +167,62 @@ async function addUser(e) {
   });
 }
 
+// --- groups and everyone's keys --------------------------------------------------------
+
+function groupRow(g) {
+  const member = (name) => el("li", { "data-member": name }, name, g.read_only ? "" : el("button", { type: "button", class: "quiet",
+    "aria-label": `${t("remove")}: ${name} (${g.name})`, onclick: () => act(() => removeMember(g.name, name)) }, "×"));
+  const input = el("input", { type: "text", placeholder: t("memberHint"), "aria-label": `${t("addMember")}: ${g.name}` });
+  const add = g.read_only ? "" : el("form", { class: "inline-form", onsubmit: (e) => {
+    e.preventDefault();
+    if (input.value.trim()) act(() => addMember(g.name, input.value.trim()));
+  } }, input, el("button", { type: "submit" }, t("addMember")));
+  return el("tr", { "data-group": g.name }, el("td", {}, g.name), el("td", {}, el("ul", { class: "members" }, g.members.map(member))),
+    el("td", {}, g.read_only ? t("fromProvider", { source: g.source }) : t("localGroup")), el("td", { class: "actions" }, add));
+}
+
+async function loadGroups() {
+  let body;
+  try {
+    body = await listGroups();
+  } catch (err) {
+    if (err.status === 409) return $("admin-groups").replaceChildren(el("p", {}, t("noUsersFile")));
+    throw err;
+  }
+  $("admin-groups").replaceChildren(table(["groupName", "members", "groupSource", "actions"], body.groups.map(groupRow), t("noGroups")));
+}
+
+async function addGroupMember(e) {
+  e.preventDefault();
+  const group = $("new-group").value.trim();
+  const name = $("new-group-member").value.trim();
+  await act(async () => {
+    await addMember(group, name);
+    e.target.reset();
+  });
+}
+
+async function loadAllKeys() {
+  let body;
+  try {
+    body = await listAllKeys();
+  } catch (err) {
+    if (err.status === 409) return $("admin-keys").replaceChildren();
+    throw err;
+  }
+  $("admin-keys").replaceChildren(keysTable(body.keys, (k) => act(() => revokeKey(k.id)), true));
+}
+
+function groupSections() {
+  const form = el("form", { id: "group-form", class: "admin-form" },
+    el("input", { id: "new-group", required: true, placeholder: t("groupName"), "aria-label": t("groupName") }),
+    el("input", { id: "new-group-member", required: true, placeholder: t("memberHint"), "aria-label": t("memberHint") }),
+    el("button", { type: "submit" }, t("addMember")));
+  form.addEventListener("submit", addGroupMember);
+  return [el("section", { "aria-labelledby": "admin-groups-title" }, el("h3", { id: "admin-groups-title" }, t("groupsTitle")), el("div", { id: "admin-groups" }), form),
+    el("section", { "aria-labelledby": "admin-keys-title" }, el("h3", { id: "admin-keys-title" }, t("allKeysTitle")), el("div", { id: "admin-keys" }))];
+}
+
 // --- sources and jobs ------------------------------------------------------------------
 
 function syncCell(last) {
@@ -208,7 +271,7 @@ async function loadJobs() {
 }
 
 async function refresh() {
-  await Promise.all([loadUsers(), loadSources(), loadJobs()].map((p) => p.catch((err) => showError(err, refresh))));
+  await Promise.all([loadUsers(), loadGroups(), loadAllKeys(), loadSources(), loadJobs()].map((p) => p.catch((err) => showError(err, refresh))));
 }
 
 // --- the view --------------------------------------------------------------------------
@@ -240,6 +303,7 @@ export function initAdmin() {
   $("app").append(el("dialog", { id: "token-dialog", class: "token-dialog", "aria-labelledby": "token-title" }));
   const view = $("admin-template").content.cloneNode(true);
   $("app").append(view);
+  $("admin-users").closest("section").after(...groupSections());
   translatePage($("admin-view"));
   tab.addEventListener("click", () => showAdmin(true));
   for (const id of ["tab-chat", "tab-docs"]) $(id).addEventListener("click", () => showAdmin(false));

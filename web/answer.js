@@ -84,6 +84,8 @@ function pill(found, byLabel) {
   const kind = key.split("-")[0];
   const text = found.label.replace(/^\[|\]$/g, "");
   if (!cite) return el("span", { class: `pill ${kind} unresolved` }, text);
+  // A shared conversation's source its reader may not open: the label, nothing of it.
+  if (cite.withheld) return el("span", { class: `pill ${kind} unresolved withheld`, title: t("withheldSource"), "aria-label": `${text}: ${t("withheldSource")}` }, text);
   return el("button", {
     type: "button", class: `pill ${kind}`, "data-label": found.label,
     "aria-label": `${t(kind)} ${found.n}: ${cite.title || ""}`,

@@ -164,7 +164,11 @@ export const createThread = (metadata) => api("/threads", { method: "POST", json
 export const getThread = (id) => api(`/threads/${enc(id)}`);
 export const threadState = (id) => api(`/threads/${enc(id)}/state`);
 export const updateThread = (id, metadata) => api(`/threads/${enc(id)}`, { method: "PATCH", json: { metadata } });
-export const deleteThread = (id) => api(`/threads/${enc(id)}`, { method: "DELETE" });
+/** A deleted conversation is no longer shared (the server keeps its copy otherwise). */
+export const deleteThread = async (id) => {
+  await shareThread(id, []).catch(() => {});
+  return api(`/threads/${enc(id)}`, { method: "DELETE" });
+};
 
 /** The thread's checkpoints, newest first (each ``{values, checkpoint, ...}``). */
 export const threadHistory = (id) => api(`/threads/${enc(id)}/history`, { method: "POST", json: { limit: HISTORY_LIMIT } });
@@ -288,3 +292,26 @@ export const listJobs = () => api("/admin/jobs");
 export const createSource = (json) => api("/kb/sources", { method: "POST", json });
 export const syncSource = (id) => api(`/kb/sources/${enc(id)}/sync`, { method: "POST" });
 export const deleteSource = (id) => api(`/kb/sources/${enc(id)}`, { method: "DELETE" });
+
+// --- sharing: API keys, groups, a document's access, shared conversations ---------------
+
+/** The caller's own API keys: ``{keys: [{id, name, prefix, created, expires, expired}]}``. */
+export const listKeys = () => api("/auth/keys");
+/** A new key ``{name, expires_days}``: the record and ``key``, answered this once. */
+export const createKey = (json) => api("/auth/keys", { method: "POST", json });
+export const revokeKey = (id) => api(`/auth/keys/${enc(id)}`, { method: "DELETE" });
+export const listAllKeys = () => api("/admin/keys");
+export const listGroups = () => api("/admin/groups");
+export const addMember = (group, identity) => api(`/admin/groups/${enc(group)}/members`, { method: "POST", json: { identity } });
+export const removeMember = (group, identity) => api(`/admin/groups/${enc(group)}/members/${enc(identity)}`, { method: "DELETE" });
+/** Who may read a document: ``{acl: [principals], public, owner, can_change}``. */
+export const documentAccess = (docId) => api(`/kb/documents/${enc(docId)}/access`);
+export const grantAccess = (docId, principal) => api(`/kb/documents/${enc(docId)}/access`, { method: "POST", json: { principal } });
+export const revokeAccess = (docId, principal) => api(`/kb/documents/${enc(docId)}/access/${enc(principal)}`, { method: "DELETE" });
+/** Whom the caller's thread is shared with: ``{with: [principals]}``. */
+export const threadSharing = (threadId) => api(`/kb/threads/${enc(threadId)}/share`);
+/** Share the caller's thread (``[]``: stop); the server keeps a copy of it as it is now. */
+export const shareThread = (threadId, principals) => api(`/kb/threads/${enc(threadId)}/share`, { method: "PUT", json: { with: principals } });
+export const sharedThreads = () => api("/kb/shared");
+/** A conversation shared with the caller: ``{owner, title, turns: [{question, answer, citations}]}``. */
+export const sharedThread = (threadId) => api(`/kb/shared/${enc(threadId)}`);

@@ -2,15 +2,20 @@
 // and the synced sources.
 
 import {
-  ApiError, deleteDocument as removeDocument, jobEvents, listDocuments, listSources,
-  originalHref, uploadFiles, whoAmI,
+  ApiError, deleteDocument as removeDocument, documentAccess, grantAccess, jobEvents, listDocuments, listSources,
+  originalHref, revokeAccess, uploadFiles, whoAmI,
 } from "./api.js";
 import { el } from "./answer.js";
 import { addStrings, lang, t } from "./i18n.js";
 import { actionDone, showError } from "./notify.js";
 import { openOriginal } from "./viewer.js";
 
-addStrings({ en: { uploadFolder: "Into folder" }, zh: { uploadFolder: "存入文件夹" } });
+addStrings({
+  en: { uploadFolder: "Into folder", share: "Share", shareDocTitle: "Who may read {path}", shareDocHelp: "Add a colleague (user:bob) or a group you are in (group:hr).",
+    addPrincipal: "Add", removeAccess: "Remove", principalHint: "user:bob" },
+  zh: { uploadFolder: "存入文件夹", share: "分享", shareDocTitle: "谁可以阅读 {path}", shareDocHelp: "添加同事（user:bob）或你所在的组（group:hr）。",
+    addPrincipal: "添加", removeAccess: "移除", principalHint: "user:bob" },
+});
 
 const PAGE = 25;
 const MAX_JOB_EVENTS = 10000; // a job stream ends at a terminal state; this bounds a stuck one
@@ -63,8 +68,11 @@ export async function loadDocuments() {
     cell("size", size(d.bytes)),
     cell("access", acl(d.acl)),
     // Only where the server would allow it: the document's owner or an admin.
-    el("td", { class: "doc-actions" }, d.can_delete ? el("button", { type: "button", class: "danger", "aria-label": `${t("remove")}: ${d.path}`,
-      onclick: () => deleteDocument(d) }, t("remove")) : "")));
+    // Share: an upload's access (a source's or a CLI ingest's comes from there).
+    el("td", { class: "doc-actions" }, d.can_delete ? [
+      d.source === "upload" ? el("button", { type: "button", "aria-label": `${t("share")}: ${d.path}`, onclick: () => shareDocument(d) }, t("share")) : "",
+      el("button", { type: "button", class: "danger", "aria-label": `${t("remove")}: ${d.path}`,
+        onclick: () => deleteDocument(d) }, t("remove"))] : "")));
   $("doc-rows").replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: "6" }, t("noDocs")))]));
   const from = docs.total ? docs.offset + 1 : 0;
   $("doc-count").textContent = t("showing", { from, to: docs.offset + rows.length, total: docs.total });
@@ -85,6 +93,39 @@ async function deleteDocument(doc) {
     return;
   }
   await loadDocuments();
+}
+
+// --- sharing: who may read a document (its owner or an admin changes it) ---------------
+
+async function shareDocument(doc) {
+  const dialog = $("doc-share-dialog");
+  const change = async (fn) => {
+    try {
+      await fn();
+    } catch (err) {
+      showError(err);
+    }
+    await shareDocument(doc);
+    loadDocuments();
+  };
+  let access;
+  try {
+    access = await documentAccess(doc.doc_id);
+  } catch (err) {
+    dialog.close();
+    return showError(err);
+  }
+  const input = el("input", { id: "share-principal", type: "text", placeholder: t("principalHint"), "aria-label": t("principalHint") });
+  const list = access.public ? [el("li", {}, t("everyone"))] : access.acl.map((p) => el("li", { "data-principal": p }, el("code", {}, p), " ",
+    access.acl.length > 1 ? el("button", { type: "button", class: "danger", "aria-label": `${t("removeAccess")}: ${p}`,
+      onclick: () => change(() => revokeAccess(doc.doc_id, p)) }, t("removeAccess")) : ""));
+  dialog.replaceChildren(el("form", { method: "dialog", onsubmit: (e) => { e.preventDefault(); if (input.value.trim()) change(() => grantAccess(doc.doc_id, input.value.trim())); } },
+    el("h2", {}, t("shareDocTitle", { path: doc.path })), el("p", {}, t("shareDocHelp")), el("ul", { class: "access-list" }, list),
+    input, el("div", { class: "buttons" },
+      el("button", { type: "button", onclick: () => dialog.close() }, t("close")),
+      el("button", { type: "submit", class: "primary" }, t("addPrincipal")))));
+  if (!dialog.open) dialog.showModal();
+  input.focus();
 }
 
 // --- upload ----------------------------------------------------------------------------
@@ -186,11 +227,24 @@ async function loadSources() {
   }));
 }
 
+/** "Everyone" only for an admin: the server refuses it to anyone else. */
+async function offerPublic() {
+  let admin = false;
+  try {
+    admin = (await whoAmI()).admin === true;
+  } catch {
+    admin = false;
+  }
+  $("acl-public").closest("label").hidden = !admin;
+  if (!admin && $("acl-public").checked) $("acl-private").checked = true;
+}
+
 export function showDocuments() {
   if (!docs.loaded) {
     docs.loaded = true;
     loadSources();
   }
+  offerPublic();
   loadDocuments();
   $("doc-q").focus();
 }
@@ -204,6 +258,8 @@ export function initDocuments() {
   $("doc-prev").addEventListener("click", () => { docs.offset = Math.max(0, docs.offset - PAGE); loadDocuments(); });
   $("doc-next").addEventListener("click", () => { docs.offset += PAGE; loadDocuments(); });
   $("upload-form").addEventListener("submit", upload);
+  $("app").append(el("dialog", { id: "doc-share-dialog", class: "token-dialog" }));
+  $("acl-public").closest("label").hidden = true; // until the server says the user is an admin
   const sync = () => { $("acl-list").disabled = !$("acl-restricted").checked; };
   for (const id of ["acl-private", "acl-public", "acl-restricted"]) $(id).addEventListener("change", sync);
   sync();

@@ -16,7 +16,7 @@ may read from its in-memory snapshot and restricts Chroma's query to those ids.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -181,3 +181,28 @@ def may_change(identity: str, admin: bool, owner: str) -> bool:
     command line) is an admin's only. The document API's routes and the ``can_delete``
     field of its listings both ask this."""
     return admin or (bool(owner) and owner == identity)
+
+
+def grant_refusal(
+    admin: bool,
+    principals: frozenset[str] | None,
+    acl: ACL,
+    users: Collection[str] | None = None,
+) -> str:
+    """Why a caller (``admin``, their ``principals``) may not give ``acl`` to a document,
+    or "". An admin may give any access list. A user may name themselves, the groups they
+    are in and any other user (sharing with a named colleague); never a group they are not
+    in (that would reach people they cannot name), and never ``public``. ``users``: the
+    server's identities, so a mistyped colleague is named instead of silently granted."""
+    if admin:
+        return ""
+    if not acl:
+        return "only an admin may make a document public: name users, or groups you belong to"
+    mine = principals or frozenset()
+    foreign = [p for p in acl if p not in mine and not p.startswith("user:")]
+    if foreign:
+        return f"you may share with users and with groups you belong to; not {', '.join(foreign)}"
+    unknown = [p for p in acl if users is not None and p.startswith("user:") and p[5:] not in users]
+    if unknown:
+        return f"no such user: {', '.join(unknown)}"
+    return ""

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.access.acl import Reader, principal
+from tools.access.key_records import KEY_PREFIX, ApiKey, parse_keys
 from tools.access.users_lock import edit_count, locked, write_entries
 from tools.errors import ConfigError, InputError
 
@@ -198,6 +199,7 @@ class UserDirectory:
         self._digest: str | None = None
         self._users: dict[str, User] = {}
         self._named: dict[str, User] = {}
+        self._keys: dict[str, ApiKey] = {}  # API keys by hash (tools.access.api_keys)
         self._error: str | None = None
 
     def lookup(self, token: str) -> User | None:
@@ -215,6 +217,13 @@ class UserDirectory:
         """The enabled user whose token this is, or None."""
         user = self.lookup(token)
         return None if user is None or user.disabled else user
+
+    def key(self, token: str) -> ApiKey | None:
+        """The stored API key this token is (expired or not), or None."""
+        if not token.startswith(KEY_PREFIX):
+            return None
+        self._current()
+        return self._keys.get(hash_token(token))
 
     def problem(self) -> str | None:
         """What is wrong with the file now (None when it serves), for health output."""
@@ -246,6 +255,7 @@ class UserDirectory:
                 if digest != self._digest:  # None after a failure: parse again
                     self._users = parse_users(self.path, raw)
                     self._named = {u.identity: u for u in self._users.values()}
+                    self._keys = parse_keys(self.path, raw)
                     self._digest = digest
             except ConfigError as exc:
                 self._fail(str(exc))
@@ -259,13 +269,14 @@ class UserDirectory:
         if message != self._error:  # once per distinct problem, not per request
             log.error("refusing every request: %s", message)
         self._error = message
-        self._users, self._named, self._digest = {}, {}, None
+        self._users, self._named, self._keys, self._digest = {}, {}, {}, None
 
 
 def entries_of(path: Path) -> list[dict[str, Any]]:
     """The file's entries as stored (validated first: a broken file is not edited)."""
     raw = read_bytes(path)
     parse_users(path, raw)
+    parse_keys(path, raw)
     entries: list[dict[str, Any]] = json.loads(raw.decode("utf-8"))["users"]
     return entries
 

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tools.access.acl import ACL
@@ -282,6 +282,16 @@ def _still_expected(catalog: Catalog, item: Item) -> None:
                          "meanwhile; only its owner or an admin may replace it")  # fmt: skip
 
 
+def _current_access(catalog: Catalog, job: Job, item: Item) -> Item:
+    """A replacement keeps the access list the document has when it is ingested, not the
+    one it had when the request came: a share or a revocation made while it waited in the
+    queue is kept (it was undone, a revoked reader reading the new version)."""
+    row = catalog.get(item.doc_id) if job.kind == "replace" else None
+    if row is None:
+        return item
+    return replace(item, acl=tuple(p for p in row.acl.split(",") if p))
+
+
 def run_job(
     library: Library, job: Job, items: Sequence[Item | None], limits: LoadLimits | None = None
 ) -> None:
@@ -294,6 +304,7 @@ def run_job(
             continue
         try:
             _still_expected(catalog, item)
+            item = _current_access(catalog, job, item)
             outcome = library.ingest(item, limits, _saver(catalog, job, file))
         except HybridRagError as exc:
             file.status, file.reason = "failed", str(exc)

@@ -190,6 +190,21 @@ class Library:
         if before is not None and before.blob != item.blob:
             self._drop_blob(before.blob)
 
+    def set_acl(self, doc_id: str, acl: ACL) -> Outcome:
+        """Give a stored document a new access list: ingested again from its stored
+        original with it, in one commit (its chunks rewritten, not embedded again), so
+        both retrievers apply it from the next search. A source's documents take their
+        source's list and a CLI ingest its ``--acl``: ``InputError`` saying so."""
+        row = self.catalog.get(doc_id)
+        if row is None:
+            raise InputError("a document ingested by the command line takes its access "
+                             "from there: hybrid-rag ingest PATH --acl ...")  # fmt: skip
+        if row.origin != "upload":
+            raise InputError(f"this document's access comes from its source ({row.origin}): "
+                             "change the source's acl")  # fmt: skip
+        item = Item(doc_id, row.path, row.blob, row.sha256, row.bytes, acl, row.origin, row.owner)
+        return self.ingest(item)
+
     def delete(self, doc_id: str) -> int:
         """Remove a document from both retrievers, then its catalog row and original."""
         row = self.catalog.get(doc_id)
