@@ -9,17 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from langgraph.runtime import Runtime
-
 from run.crosslingual import other_languages, planned_translations, translated_queries
 from run.models import OFFLINE
-from run.node_helpers import emit, timed
-from run.run_view import run_of
+from run.run_view import RunView, node
 from tools.kb.index.tokenizers import keywords
 from tools.policy.offline import offline_rewrites
 
-if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from run.context import Context
+if TYPE_CHECKING:
     from run.state import State
 
 
@@ -36,16 +32,14 @@ def _follow_up_query(question: str, history: list[dict[str, str]]) -> str | None
     return " ".join(dict.fromkeys([*keywords(previous[-1]), *keywords(question)]))
 
 
-async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    run = run_of(state, runtime)
-    ctx = run.ctx
+@node
+async def rewrite(state: State, run: RunView) -> dict[str, Any]:
     question: str = state["question"]
     history = state.get("history") or []
-    timings: dict[str, float] = {}
-    warnings: list[str] = []
-    emit(runtime, "rewriting")
-    with timed("rewrite", timings):
-        kb, web = offline_rewrites(question, ctx.num_rewrites)
+    limit = run.context.num_rewrites + 1  # the question and its rewrites
+    run.emit("rewriting")
+    with run.timed("rewrite"):
+        kb, web = offline_rewrites(question, run.context.num_rewrites)
         follow_up = _follow_up_query(question, history)
         if follow_up:
             kb.insert(1, follow_up)
@@ -54,32 +48,24 @@ async def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         planned = state.get("planned") or {}
         if spec != OFFLINE and planned:
             kb, web = list(planned.get("kb") or []), list(planned.get("web") or [])
-        kb_queries = _clean(kb, question, ctx.num_rewrites + 1)
+        kb_queries = _clean(kb, question, limit)
         web_queries = _clean(web, question, 3)
         report: dict[str, Any] = {}
-        if ctx.crosslingual and spec != OFFLINE and planned:
+        if run.context.crosslingual and spec != OFFLINE and planned:
             _, base = await other_languages(run, question)
             extra, report = planned_translations(
                 question, list(planned.get("languages") or []),
                 list(planned.get("translations") or []), base,
             )  # fmt: skip
-        elif ctx.crosslingual:
+        elif run.context.crosslingual:
             extra, report = await translated_queries(run, question, spec)
         else:
             extra = []
-        if ctx.crosslingual:
+        if run.context.crosslingual:
             # Translations come right after the original, so the query limit never drops them.
-            kb_queries = _clean(
-                [*extra, *kb_queries[1:]], question, ctx.num_rewrites + 1 + len(extra)
-            )
-    emit(runtime, "rewritten", kb_queries=kb_queries, web_queries=web_queries)
-    return {
-        "kb_queries": kb_queries,
-        "web_queries": web_queries,
-        "crosslingual": report,
-        "warnings": warnings,
-        "timings": timings,
-    }
+            kb_queries = _clean([*extra, *kb_queries[1:]], question, limit + len(extra))
+    run.emit("rewritten", kb_queries=kb_queries, web_queries=web_queries)
+    return {"kb_queries": kb_queries, "web_queries": web_queries, "crosslingual": report}
 
 
 def after_rewrite(state: Mapping[str, Any]) -> list[Literal["retrieve_internal", "search_web"]]:

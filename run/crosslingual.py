@@ -33,7 +33,7 @@ LANGUAGE_NAMES = {"zh": "Simplified Chinese", "en": "English"}
 
 async def other_languages(run: RunView, question: str) -> tuple[list[str], dict[str, Any]]:
     """The KB's languages other than the question's (``zh``/``en``), and the report."""
-    ctx, settings = run.ctx, run.settings
+    ctx, settings = run.context, run.settings
     try:
         mix = await asyncio.to_thread(lambda: get_kb(ctx, settings).languages())
     except HybridRagError:
@@ -118,7 +118,7 @@ def source_similarity(run: RunView) -> Similarity:
     """Cosine of the question to each text with the KB's embedding model, for the offline
     answer's sources in another language (blocking: call it off the event loop). A KB
     that cannot be opened gives no similarity (zeros), never an error."""
-    ctx, settings = run.ctx, run.settings
+    ctx, settings = run.context, run.settings
 
     def similarity(question: str, texts: list[str]) -> list[float]:
         try:
