@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from prompts.internal import RERANK_SYSTEM
-from run.models import OFFLINE
+from run.models import OFFLINE, effective_reranker
 from run.node_helpers import structured_call
 from run.run_settings import ModelEnv
 from run.run_view import RunView, node
@@ -25,17 +25,7 @@ from tools.kb.search.rerankers import Candidate, make_reranker, reorder
 from tools.policy.offline import text_overlap
 
 if TYPE_CHECKING:
-    from run.context import Context
     from run.state import State
-
-
-def effective_reranker(ctx: Context, mode: str | None) -> str:
-    """``auto`` is ``lexical`` offline (it raised nDCG@10 on every dev set, bench/README.md) and
-    ``none`` with a model, whose own grading and answer already read the passages.
-    ``mode`` is the run's resolved answering model (``State.mode``; None: offline)."""
-    if ctx.reranker != "auto":
-        return str(ctx.reranker)
-    return "lexical" if (mode or OFFLINE) == OFFLINE else "none"
 
 
 class Ordering(BaseModel):

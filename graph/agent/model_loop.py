@@ -7,7 +7,7 @@
   and stops at ``max_model_calls``; once ``max_tool_calls`` is used up the system
   prompt tells it to answer now; a model that still wants tools, errors, or hits the
   model bound gets a graceful extractive answer from the sources gathered so far.
-* ``run_tools`` runs the requested calls in order (``graph.agent.tool_node.run_calls``:
+* ``run_tools`` runs the requested calls in order (``graph.agent.tool_calls.run_calls``:
   sequentially, so labels are numbered deterministically), refuses calls beyond
   ``max_tool_calls`` with a tool message, and accumulates sources, costs, warnings and
   ``tool_calls`` records.
@@ -37,14 +37,9 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from graph.agent.tool_node import (
-    AGENT_TOOLS,
-    apply_outcomes,
-    repeats_ignored,
-    route_of,
-    run_calls,
-    this_turn,
-)
+from graph.agent.tool_calls import run_calls
+from graph.agent.tool_outcomes import apply_outcomes, repeats_ignored, route_of, this_turn
+from graph.agent.tools import AGENT_TOOLS
 from nodes.generate import quoted_answer, web_note
 from nodes.prepare import prepare
 from prompts.agent import (
@@ -71,7 +66,7 @@ log = logging.getLogger("hybrid_rag.nodes")
 # Why the offline rules took over a model's run (``degraded``; the answer's note says it).
 MODEL_FAILED = "the model call failed"
 # Why the agent stopped when the model, told once that a repeated call is not run, asks
-# for it again (graph.agent.tool_node.repeats_ignored).
+# for it again (graph.agent.tool_outcomes.repeats_ignored).
 REPEATED = "the model asked again for a search it had already made"
 
 # --- helpers ---------------------------------------------------------------------------

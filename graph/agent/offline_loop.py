@@ -17,13 +17,9 @@ from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.messages.tool import ToolCall, tool_call
 
 from graph.agent.model_loop import answer_sources, decision_of, evidence_of
-from graph.agent.tool_node import (
-    GOOGLE_SEARCH,
-    INTERNAL_SEARCH,
-    SourceRegistry,
-    apply_outcomes,
-    run_calls,
-)
+from graph.agent.tool_calls import run_calls
+from graph.agent.tool_outcomes import apply_outcomes
+from graph.agent.tool_work import GOOGLE_SEARCH, INTERNAL_SEARCH, SourceRegistry
 from nodes.generate import build_prompt, quoted_answer, web_note
 from prompts.agent import (
     AGENT_OFFLINE_NOTE_EN,

@@ -1,7 +1,7 @@
 """The agent's two tools' work, ``internal_search`` and ``google_search``, as plain
 async functions over a :class:`~tools.answer.search_service.SearchService`.
 
-No LangGraph here: ``graph.agent.tool_node`` wraps them as LangChain tools that read their run
+No LangGraph here: ``graph.agent.tools`` wraps them as LangChain tools that read their run
 (context, state) from LangGraph's ``ToolRuntime``. The calls of one step share one
 :class:`SourceRegistry`, which numbers sources stably across calls — the same chunk or URL
 always gets the same label, internal and web are numbered separately — so the labels the
@@ -85,6 +85,11 @@ class SourceRegistry:
 
     def of_kind(self, kind: SourceKind) -> list[dict[str, Any]]:
         return [s for s in self.sources if self._kind(s) == kind]
+
+
+def registry_of(state: Mapping[str, Any]) -> SourceRegistry:
+    """The run's source registry, continued from the sources already labelled."""
+    return SourceRegistry(state.get("language", "en"), state.get("sources") or [])
 
 
 @dataclass
