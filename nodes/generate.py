@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from prompts import answer as P
-from run.crosslingual import source_similarity
 from run.localize import localize
 from run.models import OFFLINE, load_chat_model
 from run.reader import run_operator
 from run.run_view import RunView, node
 from tools.answer.citations import assign_labels, validate_citations
 from tools.answer.context_builder import BuiltContext, build_context
+from tools.answer.crosslingual import source_similarity
 from tools.answer.sources_block import with_sources
 from tools.policy.decisions import web_unavailable
 from tools.policy.disclosure import WEB_NOT_AVAILABLE, web_reason_for
@@ -160,7 +160,7 @@ async def generate(state: State, run: RunView) -> dict[str, Any]:
                     state["question"],
                     built.included,
                     language,
-                    similarity=source_similarity(run),
+                    similarity=source_similarity(run.kb),
                 )
                 for warning in unmentioned:
                     run.warn(warning)

@@ -6,12 +6,20 @@ or when the plan was unusable, from the offline keyword rules.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from run.crosslingual import other_languages, planned_translations, translated_queries
-from run.models import OFFLINE
+from langchain_core.messages import HumanMessage, SystemMessage
+
+from prompts.internal import TRANSLATE_SYSTEM
+from run.models import NOSTREAM, OFFLINE, load_chat_model
 from run.run_view import RunView, node
+from tools.answer.crosslingual import (
+    Translate,
+    other_languages,
+    planned_translations,
+    translated_queries,
+)
 from tools.kb.index.tokenizers import keywords
 from tools.policy.offline import offline_rewrites
 
@@ -30,6 +38,25 @@ def _follow_up_query(question: str, history: list[dict[str, str]]) -> str | None
     if not previous:
         return None
     return " ".join(dict.fromkeys([*keywords(previous[-1]), *keywords(question)]))
+
+
+def model_translator(run: RunView, spec: str, question: str) -> Callable[[], Translate] | None:
+    """The question's translation by ``spec`` (one call per target language; None
+    offline): the model is loaded once, when a translation is first needed."""
+    if spec == OFFLINE:
+        return None
+
+    def translator() -> Translate:
+        model = load_chat_model(spec, run.model_env)
+
+        async def translate(target: str) -> str:
+            system = SystemMessage(TRANSLATE_SYSTEM.format(target=target))
+            reply = await model.ainvoke([system, HumanMessage(question)], config=NOSTREAM)
+            return str(reply.content)
+
+        return translate
+
+    return translator
 
 
 @node
@@ -52,13 +79,14 @@ async def rewrite(state: State, run: RunView) -> dict[str, Any]:
         web_queries = _clean(web, question, 3)
         report: dict[str, Any] = {}
         if run.context.crosslingual and spec != OFFLINE and planned:
-            _, base = await other_languages(run, question)
+            _, base = await other_languages(run.kb, question)
             extra, report = planned_translations(
                 question, list(planned.get("languages") or []),
                 list(planned.get("translations") or []), base,
             )  # fmt: skip
         elif run.context.crosslingual:
-            extra, report = await translated_queries(run, question, spec)
+            translator = model_translator(run, spec, question)
+            extra, report = await translated_queries(run.kb, question, translator)
         else:
             extra = []
         if run.context.crosslingual:

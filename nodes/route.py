@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from prompts.internal import PLAN_SYSTEM, PLAN_TRANSLATE
-from run.crosslingual import language_names, other_languages
 from run.models import OFFLINE
 from run.node_helpers import render_history, structured_call
 from run.run_view import RunView, node
 from run.search_setup import kb_probe
+from tools.answer.crosslingual import language_names, other_languages
 from tools.policy.decisions import Route, route_without_plan
 from tools.policy.offline import offline_route
 
@@ -60,7 +60,7 @@ async def route(state: State, run: RunView) -> dict[str, Any]:
             )
             # The KB's other languages: the plan translates too, so no extra call is spent.
             languages, _ = (
-                await other_languages(run, question) if run.context.crosslingual else ([], {})
+                await other_languages(run.kb, question) if run.context.crosslingual else ([], {})
             )
             translate = (
                 PLAN_TRANSLATE.format(languages=language_names(languages)) if languages else ""

@@ -27,11 +27,11 @@ from prompts.agent import (
     BOUND_NOTE_EN,
     BOUND_NOTE_ZH,
 )
-from run.crosslingual import translated_queries
 from run.localize import localize
 from run.models import OFFLINE
 from run.run_view import RunView, node
 from run.search_setup import kb_probe, locale_setting
+from tools.answer.crosslingual import translated_queries
 from tools.policy.decisions import (
     decide,
     kept_internal,
@@ -76,7 +76,7 @@ async def crosslingual_report(run: RunView, question: str) -> dict[str, Any]:
     """The state graph's rewrite-step report (offline, nothing is translated)."""
     if not run.context.crosslingual:
         return {}
-    _, report = await translated_queries(run, question, OFFLINE)
+    _, report = await translated_queries(run.kb, question, None)
     return report
 
 
