@@ -86,6 +86,26 @@ def test_no_package_loads_lazily() -> None:
     assert not lazy, lazy
 
 
+def test_no_project_module_is_imported_by_name() -> None:
+    """``importlib.import_module`` hides an import from the contracts: none loads a module
+    of the project (issue 54 item 5: the CLI's commands were a list of names)."""
+    hidden = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in _modules(*PACKAGES)
+        for node in ast.walk(_tree(path))
+        if isinstance(node, ast.Call)
+        and ast.unparse(node.func).endswith("import_module")
+        and (
+            path.parts[len(ROOT.parts)] == "cli"
+            or any(
+                isinstance(a, ast.Constant) and str(a.value).split(".")[0] in PACKAGES
+                for a in node.args
+            )
+        )
+    ]
+    assert not hidden, hidden
+
+
 def test_no_two_modules_share_a_file_name() -> None:
     """One name, one module: ``settings.py`` or ``common.py`` in two packages would be
     mistaken for each other (``__init__.py`` aside)."""
