@@ -39,7 +39,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 
 from bench.harness import SAMPLE_KB, SAMPLE_QUESTIONS, parser, write_json
 from graph import Context, build_agent_graph, build_graph
-from graph.agent.tool_node import call_key
+from graph.agent.tool_outcomes import call_key
 from run import resources
 from tests.agent_fakes import LocalLLMServer
 from tests.fakes import hash_model

@@ -9,24 +9,34 @@ line on stderr with exit code 2; nothing else is swallowed.
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any, TextIO
 
+from cli import (
+    ask_commands,
+    eval_commands,
+    kb_commands,
+    serve_command,
+    sources_command,
+    users_command,
+    websearch_command,
+)
 from tools.errors import HybridRagError, InputError, redact_credentials
 from tools.text import terminal_safe, undecodable_bytes
 
-# Modules that contribute sub-commands, in help order.
-COMMAND_MODULES: tuple[str, ...] = (
-    "cli.kb_commands",
-    "cli.websearch_command",
-    "cli.ask_commands",
-    "cli.eval_commands",
-    "cli.users_command",
-    "cli.sources_command",
-    "cli.serve_command",
+# Modules that contribute sub-commands, in help order (imported as any module is: the
+# import contracts see them).
+COMMAND_MODULES: tuple[ModuleType, ...] = (
+    kb_commands,
+    websearch_command,
+    ask_commands,
+    eval_commands,
+    users_command,
+    sources_command,
+    serve_command,
 )
 
 
@@ -61,8 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
         "-v", "--verbose", action="store_true", help="log details: tracebacks, info lines"
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
+    for module in COMMAND_MODULES:
+        module.register(subparsers)
     return parser
 
 

@@ -7,27 +7,24 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
 from run.deadline import stated_once
 from run.localize import localize_all
-from run.run_view import run_of
+from run.run_view import RunView, node
 from tools.evaluation.run_stats import record_run
 from tools.policy.decisions import web_unavailable
 from tools.policy.disclosure import shown_warnings
 from tools.settings import data_home, run_stats_path
 
-if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from run.context import Context
+if TYPE_CHECKING:
     from run.state import State
 
 log = logging.getLogger("hybrid_rag.nodes")
 
 
-async def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    run = run_of(state, runtime)
-    ctx = run.ctx
+@node
+async def finalize(state: State, run: RunView) -> dict[str, Any]:
     decision = state.get("decision")
     record = {
         "graph": "agent" if state.get("tool_calls") else "state",
@@ -60,7 +57,7 @@ async def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     # Not the web failure the answer's note states, nor the server's configuration to
     # anyone but its operator.
     shown = shown_warnings(warnings, web_unavailable(state), operator=run.operator)
-    once = stated_once(shown, str(state.get("answer") or ""), ctx, language)
+    once = stated_once(shown, str(state.get("answer") or ""), run.context, language)
     localized = localize_all(once, language)
     # The warnings in the answer's language (Overwrite: the reducer would append them).
     return {"warnings": Overwrite(localized)} if localized != warnings else {}

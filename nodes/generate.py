@@ -9,17 +9,15 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-from langgraph.runtime import Runtime
 
 from prompts import answer as P
-from run.crosslingual import source_similarity
 from run.localize import localize
 from run.models import OFFLINE, load_chat_model
-from run.node_helpers import emit, timed
 from run.reader import run_operator
-from run.run_view import RunView, run_of
+from run.run_view import RunView, node
 from tools.answer.citations import assign_labels, validate_citations
 from tools.answer.context_builder import BuiltContext, build_context
+from tools.answer.crosslingual import source_similarity
 from tools.answer.sources_block import with_sources
 from tools.policy.decisions import web_unavailable
 from tools.policy.disclosure import WEB_NOT_AVAILABLE, web_reason_for
@@ -28,8 +26,7 @@ from tools.policy.refusal import check_answer
 from tools.policy.relevance import quotable_sources
 from tools.text import estimate_tokens
 
-if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from run.context import Context
+if TYPE_CHECKING:
     from run.state import State
 
 log = logging.getLogger("hybrid_rag.nodes")
@@ -42,7 +39,7 @@ def refuses(state: Mapping[str, Any]) -> bool:
 
 
 def select_sources(run: RunView) -> list[dict[str, Any]]:
-    state, ctx = run.state, run.ctx
+    state, ctx = run.state, run.context
     internal = list(state.get("internal_docs") or [])[: ctx.top_k_internal]
     web = list(state.get("web_docs") or [])[: ctx.top_k_web]
     return assign_labels([*internal, *web], state.get("language", "en"))
@@ -58,7 +55,7 @@ def system_prompt(language: str, web_failure: str | None) -> str:
 
 
 def build_prompt(run: RunView, sources: list[dict[str, Any]]) -> tuple[list[Any], BuiltContext]:
-    state, ctx = run.state, run.ctx
+    state, ctx = run.state, run.context
     language = state.get("language", "en")
     system = system_prompt(language, web_reason(state))
     built = build_context(
@@ -132,20 +129,18 @@ def extractive_note(run: RunView, language: str) -> str:
     return P.MODEL_FAILED_NOTE_ZH if zh else P.MODEL_FAILED_NOTE_EN
 
 
-async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    run = run_of(state, runtime)
+@node
+async def generate(state: State, run: RunView) -> dict[str, Any]:
     language = state.get("language", "en")
     mode = state.get("mode", OFFLINE)
     message_id: str | None = None
     draft = ""
-    timings: dict[str, float] = {}
-    warnings: list[str] = []
-    emit(runtime, "answering", mode=mode)
-    with timed("generate", timings):
+    run.emit("answering", mode=mode)
+    with run.timed("generate"):
         sources = select_sources(run)
         messages, built = build_prompt(run, sources)
         if built.omitted:
-            warnings.append(f"{built.omitted} sources left out to fit context_token_budget")
+            run.warn(f"{built.omitted} sources left out to fit context_token_budget")
         answer = ""
         if mode != OFFLINE:
             env = run.model_env  # outside the try: missing settings are no model failure
@@ -155,9 +150,7 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 draft = str(reply.content)
             except Exception as exc:  # provider down: answer from the sources, say why
                 log.warning("answer model call failed", exc_info=True)
-                warnings.append(
-                    f"answer model call failed ({type(exc).__name__}); used extractive answer"
-                )
+                run.warn(f"answer model call failed ({type(exc).__name__}); used extractive answer")
         if not answer:
             if refuses(state):
                 answer = no_information(language)
@@ -167,9 +160,10 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                     state["question"],
                     built.included,
                     language,
-                    similarity=source_similarity(run),
+                    similarity=source_similarity(run.kb),
                 )
-                warnings.extend(unmentioned)
+                for warning in unmentioned:
+                    run.warn(warning)
             answer = f"{answer} {extractive_note(run, language)}".rstrip()
         answer += web_note(state, language)
     return {
@@ -177,8 +171,6 @@ async def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "answer_message_id": message_id,
         "answer_draft": draft,
         "sources": built.included,
-        "warnings": warnings,
-        "timings": timings,
     }
 
 
@@ -209,7 +201,8 @@ def checked_refusal(state: Mapping[str, Any]) -> tuple[str, str]:
     return f"{verdict.answer}{answer[len(draft) :]}", verdict.reason
 
 
-async def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+@node
+async def cite(state: State, run: RunView) -> dict[str, Any]:
     """Apply the refusal rule, keep only labels that name a source in the context, list
     the cited sources."""
     answer, refusal_reason = checked_refusal(state)
@@ -221,7 +214,7 @@ async def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         warnings.append(
             f"dropped citation labels that match no source: {', '.join(check.unknown_labels)}"
         )
-    emit(runtime, "done", citations=len(check.cited))
+    run.emit("done", citations=len(check.cited))
     message = with_sources(check.answer, check.cited, str(state.get("language") or "en"))
     return {
         "answer": check.answer,

@@ -14,14 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from prompts.internal import GRADE_SYSTEM
 from run.models import OFFLINE
-from run.node_helpers import emit, structured_call, timed
+from run.node_helpers import structured_call
 from run.run_settings import ModelEnv
-from run.run_view import run_of
+from run.run_view import RunView, node
 from tools.answer.context_builder import fence
 from tools.answer.sources import Source
 from tools.policy.decisions import (
@@ -36,8 +35,7 @@ from tools.policy.decisions import (
     turn_evidence,
 )
 
-if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from run.context import Context
+if TYPE_CHECKING:
     from run.state import State
 
 
@@ -76,40 +74,35 @@ async def _model_grades(
     return [*graded(with_grades), *docs[TOP_N:]], grades
 
 
-async def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    run = run_of(state, runtime)
-    ctx = run.ctx
+@node
+async def grade(state: State, run: RunView) -> dict[str, Any]:
     question: str = state["question"]
     internal = list(state.get("internal_docs") or [])
-    timings: dict[str, float] = {}
-    warnings: list[str] = []
     grades: list[Grade] = []
-    emit(runtime, "grading")
-    with timed("grade", timings):
+    run.emit("grading")
+    with run.timed("grade"):
         spec = run.fast_model
         if spec != OFFLINE and internal and state.get("iteration", 0) == 0:
             result = await _model_grades(run.model_env, spec, question, internal)
             if result is None:
-                warnings.append("document grading output unusable; used relevance scores")
+                run.warn("document grading output unusable; used relevance scores")
             else:
                 internal, grades = result
         evidence = turn_evidence({**state, "internal_docs": internal}, grades=grades)
         decision: Decision = decide(
-            evidence, ctx.confidence_threshold, refusal=ctx.refusal_threshold
+            evidence, run.context.confidence_threshold, refusal=run.context.refusal_threshold
         )
         update: dict[str, Any] = {"internal_docs": kept_internal(internal, decision)}
         if decision["search_web_now"]:
             update["next_source"] = ""
     strategy = strategy_label(state.get("route"), decision["web_fallback"])
-    emit(runtime, "graded", confidence=decision["confidence"], strategy=strategy)
+    run.emit("graded", confidence=decision["confidence"], strategy=strategy)
     return {
         **update,
         "evidence": record(evidence),
         "decision": decision,
         "confidence": decision["confidence"],
         "strategy": strategy,
-        "warnings": warnings,
-        "timings": timings,
     }
 
 

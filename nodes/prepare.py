@@ -9,21 +9,20 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import HumanMessage
-from langgraph.runtime import Runtime
 
 from run.approval_interrupt import require_checkpointer
 from run.models import resolve_model_spec
-from run.node_helpers import emit, history_of
+from run.node_helpers import history_of
 from run.reducers import fresh_turn
 from run.run_settings import resolve_run_settings
+from run.run_view import RunView, node
 from tools.errors import InputError
 from tools.kb.index.tokenizers import warm_up, warmed_up
 from tools.kb.search.rerankers import make_reranker
 from tools.policy.offline import answer_language
 from tools.text import content_text, undecodable_bytes
 
-if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from run.context import Context
+if TYPE_CHECKING:
     from run.state import State
 
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -87,32 +86,34 @@ def _text(message: Any) -> str:
     return content_text(message.content, strict=False).strip()
 
 
-async def prepare(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    ctx = runtime.context
+@node
+async def prepare(state: State, run: RunView) -> dict[str, Any]:
     if not warmed_up():  # the rules' tokenizer loads its dictionary once, never on the loop
         await asyncio.to_thread(warm_up)
     raw, add_message = current_question(state)
-    question = validate_question(raw, ctx.max_question_chars)
-    settings = resolve_run_settings(ctx)  # the environment, read once for the whole run
+    question = validate_question(raw, run.context.max_question_chars)
+    # The environment, read once for the whole run; the run's view from here on holds it.
+    run = run.starting(resolve_run_settings(run.context))
     # A run that may pause for approval must be resumable.
-    require_checkpointer(ctx, settings, runtime.execution_info)
-    if ctx.reranker.startswith("cross-encoder"):  # a missing local model fails now, not mid-run
-        await asyncio.to_thread(make_reranker, ctx.reranker)
+    require_checkpointer(run)
+    reranker = run.context.reranker
+    if reranker.startswith("cross-encoder"):  # a missing local model fails now, not mid-run
+        await asyncio.to_thread(make_reranker, reranker)
     messages = state.get("messages") or []
     history = history_of(messages if add_message else messages[:-1])
     # "auto" models are resolved once here (the environment is read once per run).
-    mode = resolve_model_spec(ctx.model, env=settings.model)
-    language = answer_language(question, ctx.answer_language)
-    emit(runtime, "preparing", mode=mode, language=language)
+    mode = resolve_model_spec(run.context.model, env=run.model_env)
+    language = answer_language(question, run.context.answer_language)
+    run.emit("preparing", mode=mode, language=language)
     update: dict[str, Any] = {
         **fresh_turn(),
         "question": question,
         "history": history,
         "mode": mode,
-        "fast_mode": resolve_model_spec(ctx.fast_model, fallback=mode, env=settings.model),
+        "fast_mode": resolve_model_spec(run.context.fast_model, fallback=mode, env=run.model_env),
         "language": language,
         # with the run's deadline (run_timeout_s); never checkpointed nor shown (run.state)
-        "run_settings": settings,
+        "run_settings": run.settings,
     }
     if add_message:
         asked = HumanMessage(question, id=str(uuid.uuid4()))

@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from prompts.internal import REFLECT_SYSTEM
 from run.models import OFFLINE
-from run.node_helpers import emit, structured_call, timed
-from run.run_view import RunView, run_of
+from run.node_helpers import structured_call
+from run.run_view import RunView, node
 from tools.answer.context_builder import fence
 from tools.policy.decisions import (
     REFLECT_BELOW,
@@ -29,8 +28,7 @@ from tools.policy.decisions import (
     worth_asking,
 )
 
-if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from run.context import Context
+if TYPE_CHECKING:
     from run.state import State
 
 
@@ -67,20 +65,18 @@ async def _model_reflection(run: RunView, spec: str) -> tuple[Reflection | None,
     return await structured_call(spec, Reflection, REFLECT_SYSTEM, question, run.model_env)
 
 
-async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    run = run_of(state, runtime)
-    ctx = run.ctx
+@node
+async def reflect(state: State, run: RunView) -> dict[str, Any]:
     iteration = int(state.get("iteration") or 0)
     reasoning = list(state.get("reasoning") or [])
-    timings: dict[str, float] = {}
-    warnings: list[str] = []
-    emit(runtime, "reflecting", iteration=iteration)
-    with timed("reflect", timings):
+    bound = run.context.max_iterations
+    run.emit("reflecting", iteration=iteration)
+    with run.timed("reflect"):
         spec = run.fast_model
         confidence = float(state.get("confidence") or 0.0)
-        if iteration >= ctx.max_iterations:
+        if iteration >= bound:
             decision = Reflection(sufficient=True)
-            note = f"iteration bound reached ({ctx.max_iterations})"
+            note = f"iteration bound reached ({bound})"
         elif spec != OFFLINE and not reflection_call_needed(confidence):
             decision = Reflection(sufficient=True)
             note = f"strong evidence (confidence {confidence:.2f} >= {REFLECT_BELOW}): no call"
@@ -89,7 +85,7 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             if spec != OFFLINE:
                 out, error = await _model_reflection(run, spec)
                 if out is None:
-                    warnings.append(f"reflection output unusable ({error}); used coverage rule")
+                    run.warn(f"reflection output unusable ({error}); used coverage rule")
                 else:
                     decision, note = out, "model"
             tried = {str(step.get("query")) for step in reasoning}
@@ -98,14 +94,8 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 decision, note = Reflection(sufficient=True), f"{note}; no new query to try"
     if decision.sufficient:
         reasoning.append({"step": iteration, "action": "sufficient", "query": "", "note": note})
-        emit(runtime, "reflected", sufficient=True)
-        return {
-            "reasoning": reasoning,
-            "next_query": "",
-            "next_source": "",
-            "warnings": warnings,
-            "timings": timings,
-        }
+        run.emit("reflected", sufficient=True)
+        return {"reasoning": reasoning, "next_query": "", "next_source": ""}
     reasoning.append(
         {
             "step": iteration + 1,
@@ -114,15 +104,13 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "note": note,
         }
     )
-    emit(runtime, "reflected", sufficient=False, next_query=decision.next_query,
-         source=decision.source)  # fmt: skip
+    run.emit("reflected", sufficient=False, next_query=decision.next_query,
+             source=decision.source)  # fmt: skip
     return {
         "iteration": iteration + 1,
         "reasoning": reasoning,
         "next_query": decision.next_query,
         "next_source": decision.source,
-        "warnings": warnings,
-        "timings": timings,
     }
 
 

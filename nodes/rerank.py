@@ -13,30 +13,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from prompts.internal import RERANK_SYSTEM
-from run.models import OFFLINE
-from run.node_helpers import emit, structured_call, timed
+from run.models import OFFLINE, effective_reranker
+from run.node_helpers import structured_call
 from run.run_settings import ModelEnv
-from run.run_view import run_of
+from run.run_view import RunView, node
 from tools.answer.context_builder import fence
 from tools.kb.search.rerankers import Candidate, make_reranker, reorder
 from tools.policy.offline import text_overlap
 
-if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from run.context import Context
+if TYPE_CHECKING:
     from run.state import State
-
-
-def effective_reranker(ctx: Context, mode: str | None) -> str:
-    """``auto`` is ``lexical`` offline (it raised nDCG@10 on every dev set, bench/README.md) and
-    ``none`` with a model, whose own grading and answer already read the passages.
-    ``mode`` is the run's resolved answering model (``State.mode``; None: offline)."""
-    if ctx.reranker != "auto":
-        return str(ctx.reranker)
-    return "lexical" if (mode or OFFLINE) == OFFLINE else "none"
 
 
 class Ordering(BaseModel):
@@ -66,22 +55,20 @@ async def _llm_order(
     return reorder(cands, out.ids, top_n), None
 
 
-async def rerank(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    run = run_of(state, runtime)
-    ctx = run.ctx
+@node
+async def rerank(state: State, run: RunView) -> dict[str, Any]:
     question: str = state["question"]
     internal = list(state.get("internal_docs") or [])
     web = list(state.get("web_docs") or [])
-    joint = bool(ctx.joint_ranking and internal and web)
-    name = effective_reranker(ctx, state.get("mode"))
+    joint = bool(run.context.joint_ranking and internal and web)
+    name = effective_reranker(run.context, state.get("mode"))
     if name == "none" and not joint:
         return {}
-    timings: dict[str, float] = {}
-    warnings: list[str] = []
-    emit(runtime, "reranking", reranker=name, joint=joint)
-    with timed("rerank", timings):
+    run.emit("reranking", reranker=name, joint=joint)
+    with run.timed("rerank"):
         pool = to_candidates(question, internal + web if joint else internal)
-        top_n = ctx.rerank_top_n if joint else max(ctx.rerank_top_n, len(pool))
+        top_n = run.context.rerank_top_n
+        top_n = top_n if joint else max(top_n, len(pool))
         error: str | None = None
         if name == "llm":
             spec = run.fast_model
@@ -90,11 +77,11 @@ async def rerank(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             else:
                 ranked, error = await _llm_order(spec, question, pool, top_n, run.model_env)
             if error:
-                warnings.append(f"llm reranking unusable ({error}); kept first-stage order")
+                run.warn(f"llm reranking unusable ({error}); kept first-stage order")
         else:
             ranked = make_reranker(name).rerank(question, pool, top_n)
     docs = [{**c.payload, "relevance": round(c.relevance, 4)} for c in ranked]
     update: dict[str, Any] = {"internal_docs": [d for d in docs if d.get("kind") != "web"]}
     if joint:
         update["web_docs"] = [d for d in docs if d.get("kind") == "web"]
-    return {**update, "warnings": warnings, "timings": timings}
+    return update

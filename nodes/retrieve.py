@@ -10,18 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from langgraph.runtime import Runtime
-
 from run.deadline import deadline_reason
-from run.node_helpers import emit, timed
-from run.run_view import run_of
-from run.search_setup import locale_setting
+from run.run_view import RunView, node
+from run.search_setup import locale_setting, search_service
 from tools.answer.sources import Source
 from tools.answer.turn import fold_web
 from tools.policy.disclosure import web_reason_for
 
-if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from run.context import Context
+if TYPE_CHECKING:
     from run.state import State
 
 RESULTS_PER_QUERY = 10  # results asked of the provider per query, before top_k_web
@@ -49,44 +45,35 @@ def _queries(state: Mapping[str, Any], source: str, planned: str) -> list[str]:
     return list(state.get(planned) or [state["question"]])
 
 
-async def retrieve_internal(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    run = run_of(state, runtime)
-    ctx = run.ctx
+@node
+async def retrieve_internal(state: State, run: RunView) -> dict[str, Any]:
     queries = _queries(state, "internal", "kb_queries")
-    timings: dict[str, float] = {}
-    warnings: list[str] = []
-    emit(runtime, "retrieving", queries=queries)
+    run.emit("retrieving", queries=queries)
     question = state["question"]
-    with timed("retrieve_internal", timings):
-        anchor = None if ctx.embed_every_query else question
-        found = await run.search().search_kb(
-            queries, ctx.top_k_internal * 2, question=question, anchor=anchor
+    with run.timed("retrieve_internal"):
+        anchor = None if run.context.embed_every_query else question
+        found = await search_service(run).search_kb(
+            queries, run.context.top_k_internal * 2, question=question, anchor=anchor
         )
         if found.error:
-            warnings.append(found.error)
+            run.warn(found.error)
     merged = merge_sources(state.get("internal_docs") or [], found.sources)
-    emit(runtime, "retrieved", count=len(found.sources))
-    return {
-        "internal_docs": merged[: ctx.top_k_internal * 3],
-        "warnings": warnings,
-        "timings": timings,
-    }
+    run.emit("retrieved", count=len(found.sources))
+    return {"internal_docs": merged[: run.context.top_k_internal * 3]}
 
 
-async def search_web(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+@node
+async def search_web(state: State, run: RunView) -> dict[str, Any]:
     """Search the web; with ``approve_web_search`` a person approves, edits or skips it first."""
-    run = run_of(state, runtime)
-    ctx = run.ctx
-    timings: dict[str, float] = {}
-    hl, gl = locale_setting(ctx)  # 'auto': each query's own language
-    with timed("search_web", timings):
-        found = await run.search().search_web(
+    hl, gl = locale_setting(run.context)  # 'auto': each query's own language
+    with run.timed("search_web"):
+        found = await search_service(run).search_web(
             _queries(state, "web", "web_queries"),
             hl=hl,
             gl=gl,
             num=RESULTS_PER_QUERY,
-            top_k=ctx.top_k_web,
-            announce=lambda queries: emit(runtime, "searching", queries=queries),
+            top_k=run.context.top_k_web,
+            announce=lambda queries: run.emit("searching", queries=queries),
         )
     update = fold_web(state, found)
     if found.status == "ok":
@@ -103,14 +90,15 @@ async def search_web(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     else:
         warnings = [f"web search failed: {found.error}"]
     error = web_reason_for(found.error, operator=run.operator) if found.error else found.error
-    emit(runtime, "searched", count=len(update.get("web_docs") or []), error=error)
-    return {**update, "warnings": warnings, "timings": timings}
+    run.emit("searched", count=len(update.get("web_docs") or []), error=error)
+    return {**update, "warnings": warnings}
 
 
-async def late_search_web(state: Mapping[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+@node
+async def late_search_web(state: Mapping[str, Any], run: RunView) -> dict[str, Any]:
     """``search_web`` past the deadline (``run.deadline``): no search, the reason recorded
     as the web's."""
-    return {"web_searched": True, "web_error": deadline_reason(runtime.context)}
+    return {"web_searched": True, "web_error": deadline_reason(run.context)}
 
 
 def _merge_web(old: Sequence[Source], new: Sequence[Source]) -> list[Source]:

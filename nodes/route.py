@@ -10,19 +10,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from prompts.internal import PLAN_SYSTEM, PLAN_TRANSLATE
-from run.crosslingual import language_names, other_languages
 from run.models import OFFLINE
-from run.node_helpers import emit, render_history, structured_call, timed
-from run.run_view import run_of
+from run.node_helpers import render_history, structured_call
+from run.run_view import RunView, node
+from run.search_setup import kb_probe
+from tools.answer.crosslingual import language_names, other_languages
 from tools.policy.decisions import Route, route_without_plan
 from tools.policy.offline import offline_route
 
-if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from run.context import Context
+if TYPE_CHECKING:
     from run.state import State
 
 
@@ -38,16 +37,14 @@ class Plan(BaseModel):
     )
 
 
-async def route(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    run = run_of(state, runtime)
-    ctx = run.ctx
+@node
+async def route(state: State, run: RunView) -> dict[str, Any]:
     question: str = state["question"]
-    timings: dict[str, float] = {}
-    warnings: list[str] = []
-    emit(runtime, "routing")
-    with timed("route", timings):
-        probe, unavailable = await run.kb_probe(question)
-        warnings.extend(unavailable)
+    run.emit("routing")
+    with run.timed("route"):
+        probe, unavailable = await kb_probe(run, question)
+        for warning in unavailable:
+            run.warn(warning)
         spec = run.fast_model
         result: dict[str, Any]
         if spec == OFFLINE:
@@ -62,20 +59,22 @@ async def route(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 )
             )
             # The KB's other languages: the plan translates too, so no extra call is spent.
-            languages, _ = await other_languages(run, question) if ctx.crosslingual else ([], {})
+            languages, _ = (
+                await other_languages(run.kb, question) if run.context.crosslingual else ([], {})
+            )
             translate = (
                 PLAN_TRANSLATE.format(languages=language_names(languages)) if languages else ""
             )
             system = PLAN_SYSTEM.format(
                 today=datetime.now(UTC).date(),
                 kb_probe=probe,
-                num_rewrites=ctx.num_rewrites,
+                num_rewrites=run.context.num_rewrites,
                 translate=translate,
             )
             out, error = await structured_call(spec, Plan, system, user, run.model_env)
             if out is None:  # a failed planner: the shared rule (the agent's too)
                 fallback = route_without_plan(offline_route(question, probe).route, True)
-                warnings.append(f"planner output unusable ({error}); routed to {fallback}")
+                run.warn(f"planner output unusable ({error}); routed to {fallback}")
                 reason = f"planner failure ({error}) → {fallback}"
                 result = {"route": fallback, "route_reason": reason}
             else:
@@ -89,5 +88,5 @@ async def route(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                         "translations": out.translations,
                     },
                 }
-    emit(runtime, "routed", route=result["route"], reason=result["route_reason"])
-    return {**result, "warnings": warnings, "timings": timings}
+    run.emit("routed", route=result["route"], reason=result["route_reason"])
+    return result

@@ -31,7 +31,6 @@ from langgraph.types import interrupt
 from pydantic import ValidationError
 
 from run.resources import web_settings
-from run.run_settings import RunSettings
 from tools.answer.search_service import WebApproval
 from tools.errors import ConfigError
 from tools.websearch import (
@@ -43,8 +42,9 @@ from tools.websearch import (
 )
 from tools.websearch.approval import InvalidDecisionError, invalid_decision
 
-if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+if TYPE_CHECKING:
     from run.context import Context
+    from run.run_view import RunView
 
 SKIP = WebSearchDecision(action="skip")
 # Errors that end the run instead of becoming a warning or a tool message.
@@ -56,25 +56,24 @@ class CheckpointerRequiredError(ConfigError):
     checkpointer to keep the paused run in."""
 
 
-def approval_needed(ctx: Context, settings: WebSearchSettings | None) -> bool:
-    """Whether a web search under ``settings`` waits for a person: the switch is on and a
+def approval_needed(ctx: Context, web: WebSearchSettings | None) -> bool:
+    """Whether a web search under ``web`` waits for a person: the switch is on and a
     provider is configured (a disabled or unconfigured search costs nothing)."""
-    return ctx.approve_web_search and settings is not None and settings.is_configured
+    return ctx.approve_web_search and web is not None and web.is_configured
 
 
-def require_checkpointer(
-    ctx: Context, settings: RunSettings, execution: ExecutionInfo | None
-) -> None:
+def require_checkpointer(run: RunView) -> None:
     """Fail upfront, naming the problem, when this run could pause but not be resumed.
 
     Told by LangGraph's public ``Runtime.execution_info``: a run has a ``thread_id`` when
     its graph keeps threads (a checkpointer needs one; None without persistence). Not
     caught: a caller naming a thread to a graph compiled without a checkpointer."""
-    if not ctx.approve_web_search:
+    if not run.context.approve_web_search:
         return
+    execution: ExecutionInfo | None = run.execution_info
     if execution is not None and execution.thread_id is not None:
         return
-    if not approval_needed(ctx, web_settings(settings)):
+    if not approval_needed(run.context, web_settings(run.settings)):
         return
     raise CheckpointerRequiredError(
         "approve_web_search needs a checkpointer to pause the run before a web search and "
@@ -86,7 +85,7 @@ def require_checkpointer(
 
 def web_search_decision(
     ctx: Context,
-    settings: WebSearchSettings | None,
+    web: WebSearchSettings | None,
     queries: Sequence[str],
     *,
     hl: str | None,
@@ -101,13 +100,13 @@ def web_search_decision(
     ``num`` are those of the coming search (the estimate skips queries already cached);
     ``web_skipped``: the person skipped a web search earlier in this turn.
     """
-    if not approval_needed(ctx, settings):
+    if not approval_needed(ctx, web):
         return None
-    assert settings is not None  # approval_needed checked it
+    assert web is not None  # approval_needed checked it
     if web_skipped:
         return SKIP  # skipped once this turn: do not ask again
     cache = cache or default_cache()
-    request = approval_request(settings, queries, hl=hl, gl=gl, num=num, cache=cache)
+    request = approval_request(web, queries, hl=hl, gl=gl, num=num, cache=cache)
     if request["queries"] and len(request["cached_queries"]) == len(request["queries"]):
         return None  # every query is answered from the cache: nothing to pay, nothing to ask
     try:
@@ -116,16 +115,18 @@ def web_search_decision(
         raise invalid_decision(exc) from None
 
 
-def tool_approval(ctx: Context, run: RunSettings, *, web_skipped: bool) -> WebApproval:
+def tool_approval(run: RunView) -> WebApproval:
     """:func:`web_search_decision` as the search service's hook for one step (both graphs):
-    once the user skips, later searches in the step are skipped too without asking again."""
-    turn = {"web_skipped": web_skipped}  # this step's, once the person skips
+    once the user skips (in this turn: ``web_skipped``), later searches in the step are
+    skipped too without asking again."""
+    ctx, cache = run.context, run.settings.cache
+    turn = {"web_skipped": bool(run.state.get("web_skipped"))}  # this step's, once skipped
 
     def approve(
-        settings: WebSearchSettings, queries: list[str], *, hl: str | None, gl: str | None, num: int
+        web: WebSearchSettings, queries: list[str], *, hl: str | None, gl: str | None, num: int
     ) -> WebSearchDecision | None:
         decision = web_search_decision(
-            ctx, settings, queries, hl=hl, gl=gl, num=num, cache=run.cache,
+            ctx, web, queries, hl=hl, gl=gl, num=num, cache=cache,
             web_skipped=turn["web_skipped"],
         )  # fmt: skip
         if decision is not None and decision.action == "skip":

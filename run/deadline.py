@@ -151,7 +151,7 @@ def with_default_context(
     name = getattr(node, "__name__", type(node).__name__)
 
     @functools.wraps(node)
-    async def run(state: S, runtime: Runtime[Context]) -> dict[str, Any]:
+    async def wrapped(state: S, runtime: Runtime[Context]) -> dict[str, Any]:
         if runtime.context is None:
             runtime = dataclasses.replace(runtime, context=Context())
         if starts_run:
@@ -163,4 +163,4 @@ def with_default_context(
         annotate_run(**run_summary(update, name))
         return update
 
-    return run
+    return wrapped

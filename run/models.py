@@ -15,7 +15,7 @@ import asyncio
 import hashlib
 import threading
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
@@ -31,6 +31,9 @@ from tools.chat_models import (  # noqa: F401  (register_* re-exported for calle
     validate_model_spec,
 )
 from tools.errors import ConfigError
+
+if TYPE_CHECKING:
+    from run.context import Context
 
 # A hung endpoint costs at most (1 + MAX_RETRIES) x HYBRID_RAG_MODEL_TIMEOUT per call; every
 # model step falls back to its offline rule, so a run still answers (with a warning).
@@ -134,3 +137,14 @@ def load_chat_model(spec: str, env: ModelEnv | None = None) -> BaseChatModel:
 def _fingerprint(value: str) -> str:
     """A short hash of a secret: tells keys apart without keeping one in a dict key."""
     return hashlib.sha256(value.encode()).hexdigest()[:12] if value else ""
+
+
+def effective_reranker(ctx: Context, mode: str | None) -> str:
+    """The reranker of the run, both graphs (the state graph's ``rerank``, the agent's
+    ``internal_search``): ``auto`` is ``lexical`` offline (it raised nDCG@10 on every dev
+    set, bench/README.md) and ``none`` with a model, whose own grading and answer already
+    read the passages. ``mode`` is the run's resolved answering model (``State.mode``;
+    None: offline)."""
+    if ctx.reranker != "auto":
+        return str(ctx.reranker)
+    return "lexical" if (mode or OFFLINE) == OFFLINE else "none"

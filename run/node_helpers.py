@@ -1,15 +1,13 @@
-"""Small helpers every node uses: progress events, timings, structured model calls."""
+"""Small helpers the nodes share: structured model calls and the conversation's history
+(progress events, timings and warnings are the run view's: ``run.run_view.RunView``)."""
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Sequence
+from typing import TypeVar
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
-from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
 from run.models import NOSTREAM, load_chat_model
@@ -17,25 +15,8 @@ from run.run_settings import ModelEnv
 from tools.answer.sources_block import without_sources
 from tools.text import content_text
 
-if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from run.context import Context
-
 log = logging.getLogger("hybrid_rag.nodes")
 T = TypeVar("T", bound=BaseModel)
-
-
-def emit(runtime: Runtime[Context], step: str, **data: Any) -> None:
-    """A progress event on LangGraph's custom stream ("routing…", "searching…")."""
-    runtime.stream_writer({"step": step, **data})
-
-
-@contextmanager
-def timed(name: str, sink: dict[str, float]) -> Iterator[None]:
-    started = time.perf_counter()
-    try:
-        yield
-    finally:
-        sink[name] = round((time.perf_counter() - started) * 1000, 2)
 
 
 async def structured_call(

@@ -17,7 +17,7 @@ from tools.errors import HybridRagError
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.websearch import WebSearchSettings
 
-if TYPE_CHECKING:  # types only: at run time nodes never import graph/
+if TYPE_CHECKING:
     from run.context import Context
 
 _lock = threading.Lock()

@@ -116,11 +116,11 @@ def annotate_run(**metadata: Any) -> None:
     """Add metadata to the current run (a node's run while the node executes)."""
     if not metadata:
         return
-    run = current_run()
-    if run is None:
+    trace = current_run()  # LangSmith's run tree (not a node's ``run``, run.run_view)
+    if trace is None:
         return
     try:
-        run.metadata.update({f"hybrid_rag.{k}": v for k, v in metadata.items()})
+        trace.metadata.update({f"hybrid_rag.{k}": v for k, v in metadata.items()})
     except Exception as exc:  # never fail the node for a trace annotation
         log.debug("could not annotate the run: %s", type(exc).__name__)
 

@@ -18,8 +18,8 @@ from cli.main import main
 from graph import Context, build_agent_graph, build_graph
 from graph.agent import tool_work as agent_tools
 from graph.agent.model_loop import after_model, after_prepare
-from graph.agent.tool_node import AGENT_TOOLS
 from graph.agent.tool_work import SourceRegistry
+from graph.agent.tools import AGENT_TOOLS
 from run import resources
 from run.models import register_chat_model, unregister_chat_model
 from tests.agent_fakes import LocalLLMServer, ToolScriptedChatModel, ask, call, serper_rows

@@ -7,7 +7,7 @@ concurrently (``asyncio.gather``), each with the state the step started from, an
 per-run budget: both searches number their passages from ``[internal-1]``, so one label
 names two passages in what the model reads, and the third call runs past the bound. The
 agent's ``run_calls`` numbers in call order and refuses the call over the bound. The
-figures are those written in ``graph/agent/tool_node.py``'s docstring; should a later
+figures are those written in ``graph/agent/tool_calls.py``'s docstring; should a later
 ``ToolNode`` stop giving them, this test fails and says the migration is due.
 """
 
@@ -26,7 +26,8 @@ from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 
 from graph import Context
-from graph.agent.tool_node import AGENT_TOOLS, run_calls
+from graph.agent.tool_calls import run_calls
+from graph.agent.tools import AGENT_TOOLS
 from run import resources
 from run.run_settings import resolve_run_settings
 from run.state import AgentState
@@ -105,7 +106,7 @@ def test_toolnode_would_label_two_passages_alike_and_ignore_the_budget(kb_home: 
 
     assert all(prebuilt_labels) and all(own_labels)
     assert prebuilt_labels[0][0] == prebuilt_labels[1][0] == "[internal-1]"  # both restart
-    assert _collisions(prebuilt[:2]) == 5  # of 10 passages: the figure in tool_node.py's doc
+    assert _collisions(prebuilt[:2]) == 5  # of 10 passages: the figure in tool_calls.py's doc
     assert len(prebuilt) == 3  # every call ran: no max_tool_calls
     assert _collisions(replies[:2]) == 0
     assert own_labels[1][0] == f"[internal-{len(own_labels[0]) + 1}]"  # numbered in order

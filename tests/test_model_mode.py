@@ -14,13 +14,13 @@ import pytest
 from langchain_core.messages import ToolMessage
 
 from graph import Context, build_agent_graph, build_graph
-from run.crosslingual import planned_translations
 from run.localize import localize
 from run.models import load_chat_model, register_chat_model, unregister_chat_model
 from run.run_settings import ModelEnv
 from tests.agent_fakes import LocalLLMServer, ToolScriptedChatModel, ask, call
 from tests.local_provider import BlackHole
 from tests.test_agent import SEARCH_ENV
+from tools.answer.crosslingual import planned_translations
 from tools.policy.refusal import check_answer
 from tools.policy.relevance import missing_terms, quotable_sources
 from tools.policy.translation import translation_problem

@@ -516,7 +516,7 @@ def test_one_locale_rule_for_every_web_search(
     language, as in the state graph and the offline agent."""
     from langgraph.prebuilt import ToolRuntime
 
-    from graph.agent.tool_node import AGENT_TOOLS
+    from graph.agent.tools import AGENT_TOOLS
     from tools.websearch.snippets import search_locale
 
     seen: list[tuple[str, str]] = []
@@ -525,7 +525,7 @@ def test_one_locale_rule_for_every_web_search(
         seen.append(search_locale(query, hl, gl))
         return "ok", {"ok": True}
 
-    monkeypatch.setattr("graph.agent.tool_node.work.google_search", capture)
+    monkeypatch.setattr("graph.agent.tools.work.google_search", capture)
 
     def call(context: Context, **args: Any) -> None:
         state = {"language": "en", "run_settings": resolve_run_settings(context)}

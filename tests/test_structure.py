@@ -86,6 +86,26 @@ def test_no_package_loads_lazily() -> None:
     assert not lazy, lazy
 
 
+def test_no_project_module_is_imported_by_name() -> None:
+    """``importlib.import_module`` hides an import from the contracts: none loads a module
+    of the project (issue 54 item 5: the CLI's commands were a list of names)."""
+    hidden = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in _modules(*PACKAGES)
+        for node in ast.walk(_tree(path))
+        if isinstance(node, ast.Call)
+        and ast.unparse(node.func).endswith("import_module")
+        and (
+            path.parts[len(ROOT.parts)] == "cli"
+            or any(
+                isinstance(a, ast.Constant) and str(a.value).split(".")[0] in PACKAGES
+                for a in node.args
+            )
+        )
+    ]
+    assert not hidden, hidden
+
+
 def test_no_two_modules_share_a_file_name() -> None:
     """One name, one module: ``settings.py`` or ``common.py`` in two packages would be
     mistaken for each other (``__init__.py`` aside)."""
@@ -153,3 +173,43 @@ def test_no_private_name_crosses_modules() -> None:
         if (found := _private_uses(path))
     }
     assert not uses, uses
+
+
+def _node_bodies() -> list[tuple[str, ast.AsyncFunctionDef | ast.FunctionDef, str]]:
+    """Every function of ``nodes/`` and ``graph/agent/`` that is a node: decorated with
+    ``run.run_view.node`` or taking a ``state`` and LangGraph's ``runtime``."""
+    found = []
+    for path in _modules("nodes", "graph/agent"):
+        text = path.read_text(encoding="utf-8")
+        for func in ast.walk(ast.parse(text)):
+            if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            params = [a.arg for a in func.args.args]
+            decorated = any(ast.unparse(d) == "node" for d in func.decorator_list)
+            if decorated or {"state", "runtime"} <= set(params):
+                where = f"{path.relative_to(ROOT)}:{func.lineno} {func.name}"
+                found.append((where, func, ast.get_source_segment(text, func) or ""))
+    return found
+
+
+def test_a_node_body_names_only_run_and_state() -> None:
+    """Issue 54 item 1: a node is ``@node async def name(state, run)``: it reaches its run
+    through the one view (``run.run_view.RunView``), which reports its events, timings and
+    warnings; nothing in it reads LangGraph's runtime or a separate context."""
+    bodies = _node_bodies()
+    assert len(bodies) >= 16, [where for where, _, _ in bodies]
+    wrong = [
+        where
+        for where, func, source in bodies
+        if [a.arg for a in func.args.args] != ["state", "run"]
+        or not any(ast.unparse(d) == "node" for d in func.decorator_list)
+        or "runtime." in source
+        or ".ctx" in source
+    ]
+    assert not wrong, wrong
+    ctx = [
+        str(path.relative_to(ROOT))
+        for path in _modules("nodes", "graph/agent")
+        if ".ctx" in path.read_text(encoding="utf-8")
+    ]
+    assert not ctx, ctx

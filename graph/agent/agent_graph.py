@@ -5,7 +5,7 @@
                   └(offline)─→ offline_tools → offline_answer → cite → finalize
 
 The model chooses between ``internal_search`` and ``google_search``
-(``graph/agent/tool_node.py``) until it answers, bounded by ``Context.max_model_calls``
+(``graph/agent/tools.py``) until it answers, bounded by ``Context.max_model_calls``
 and ``Context.max_tool_calls`` in the nodes and by :data:`RECURSION_LIMIT` here.
 Without a model, a deterministic rule stands in (see ``graph/agent/offline_loop.py``). Answers
 pass the same citation check (``cite``) and run record (``finalize``) as the state

@@ -7,7 +7,7 @@
   and stops at ``max_model_calls``; once ``max_tool_calls`` is used up the system
   prompt tells it to answer now; a model that still wants tools, errors, or hits the
   model bound gets a graceful extractive answer from the sources gathered so far.
-* ``run_tools`` runs the requested calls in order (``graph.agent.tool_node.run_calls``:
+* ``run_tools`` runs the requested calls in order (``graph.agent.tool_calls.run_calls``:
   sequentially, so labels are numbered deterministically), refuses calls beyond
   ``max_tool_calls`` with a tool message, and accumulates sources, costs, warnings and
   ``tool_calls`` records.
@@ -36,16 +36,10 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langgraph.runtime import Runtime
 
-from graph.agent.tool_node import (
-    AGENT_TOOLS,
-    apply_outcomes,
-    repeats_ignored,
-    route_of,
-    run_calls,
-    this_turn,
-)
+from graph.agent.tool_calls import run_calls
+from graph.agent.tool_outcomes import apply_outcomes, repeats_ignored, route_of, this_turn
+from graph.agent.tools import AGENT_TOOLS
 from nodes.generate import quoted_answer, web_note
 from nodes.prepare import prepare
 from prompts.agent import (
@@ -60,13 +54,11 @@ from prompts.notices import DEADLINE_TOOL_MESSAGE
 from run.deadline import CUT_OFF
 from run.localize import localize
 from run.models import OFFLINE, load_chat_model
-from run.node_helpers import emit
-from run.run_view import RunView, run_of
+from run.run_view import RunView, node
 from tools.errors import HybridRagError
 from tools.policy.decisions import Decision, Evidence, decide, record, turn_evidence
 
-if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from run.context import Context
+if TYPE_CHECKING:
     from run.state import AgentState
 
 log = logging.getLogger("hybrid_rag.nodes")
@@ -74,7 +66,7 @@ log = logging.getLogger("hybrid_rag.nodes")
 # Why the offline rules took over a model's run (``degraded``; the answer's note says it).
 MODEL_FAILED = "the model call failed"
 # Why the agent stopped when the model, told once that a repeated call is not run, asks
-# for it again (graph.agent.tool_node.repeats_ignored).
+# for it again (graph.agent.tool_outcomes.repeats_ignored).
 REPEATED = "the model asked again for a search it had already made"
 
 # --- helpers ---------------------------------------------------------------------------
@@ -95,7 +87,7 @@ def answer_sources(run: RunView) -> list[dict[str, Any]]:
     """The best sources per kind, labels unchanged (registry order is label order): the KB
     passages kept (on a web fallback, those ``tools.policy.kept_internal`` kept when it was
     decided, as in the state graph) and the web results."""
-    state, ctx = run.state, run.ctx
+    state, ctx = run.state, run.context
     internal = list(state.get("internal_docs") or [])[: ctx.top_k_internal]
     return [*internal, *list(state.get("web_docs") or [])[: ctx.top_k_web]]
 
@@ -139,24 +131,25 @@ def agent_messages(state: Mapping[str, Any], tools_left: int) -> list[BaseMessag
 # --- nodes -----------------------------------------------------------------------------
 
 
-async def agent_prepare(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+@node
+async def agent_prepare(state: AgentState, run: RunView) -> dict[str, Any]:
     """The state graph's ``prepare`` (validation, fresh turn), plus the agent's counters."""
-    update = await prepare(state, runtime)
+    update = await prepare(state, run)
     offline = update["mode"] == OFFLINE
     return {**update, "model_calls": 0, "degraded": "", "strategy": "" if offline else "agent"}
 
 
-async def call_model(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+@node
+async def call_model(state: AgentState, run: RunView) -> dict[str, Any]:
     """One model turn: tool calls to run next, or the answer (bounded, never raises)."""
-    run = run_of(state, runtime)
-    ctx = run.ctx
     started = time.perf_counter()
     calls = int(state.get("model_calls") or 0)
-    if calls >= ctx.max_model_calls:
-        return bounded_answer(run, f"the max_model_calls bound ({ctx.max_model_calls}) was reached")
-    tools_left = ctx.max_tool_calls - len(state.get("tool_calls") or [])
+    max_model_calls, max_tool_calls = run.context.max_model_calls, run.context.max_tool_calls
+    if calls >= max_model_calls:
+        return bounded_answer(run, f"the max_model_calls bound ({max_model_calls}) was reached")
+    tools_left = max_tool_calls - len(state.get("tool_calls") or [])
     messages = agent_messages(state, tools_left)
-    emit(runtime, "thinking", call=calls + 1, tools_left=max(0, tools_left))
+    run.emit("thinking", call=calls + 1, tools_left=max(0, tools_left))
     update: dict[str, Any] = {"model_calls": calls + 1}
     env = run.model_env  # outside the try: missing settings are no model failure
     try:
@@ -183,9 +176,7 @@ async def call_model(state: AgentState, runtime: Runtime[Context]) -> dict[str, 
         if tools_left <= 0:
             return {
                 **update,
-                **bounded_answer(
-                    run, f"the max_tool_calls bound ({ctx.max_tool_calls}) was reached"
-                ),
+                **bounded_answer(run, f"the max_tool_calls bound ({max_tool_calls}) was reached"),
             }
         return {**update, "messages": [reply]}
     answer = reply.text.strip() if isinstance(reply, AIMessage) else str(reply).strip()
@@ -193,7 +184,7 @@ async def call_model(state: AgentState, runtime: Runtime[Context]) -> dict[str, 
         bounded = bounded_answer(run, "the model replied with nothing")
         return {**update, **bounded}
     language = state.get("language", "en")
-    emit(runtime, "answering", mode=state["mode"])
+    run.emit("answering", mode=state["mode"])
     # The reply is not appended to ``messages`` here: ``cite`` appends the checked answer,
     # under the streamed reply's id when it is the draft unchanged (see generate.cite).
     return {
@@ -206,24 +197,25 @@ async def call_model(state: AgentState, runtime: Runtime[Context]) -> dict[str, 
     }
 
 
-async def run_tools(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+@node
+async def run_tools(state: AgentState, run: RunView) -> dict[str, Any]:
     """Run the last model turn's tool calls in order, within ``max_tool_calls``."""
-    ctx = runtime.context
+    bound = run.context.max_tool_calls
     started = time.perf_counter()
     messages = state.get("messages") or []
     last = messages[-1] if messages else None
     requested = list(last.tool_calls) if isinstance(last, AIMessage) else []
-    budget = max(0, ctx.max_tool_calls - len(state.get("tool_calls") or []))
+    budget = max(0, bound - len(state.get("tool_calls") or []))
     # Every tool call needs an answer (OpenAI rejects a dangling one): those over the
     # budget get a message saying why not.
-    replies, done, registry = await run_calls(state, requested, runtime, budget)
+    replies, done, registry = await run_calls(state, requested, run, budget)
     # A repeat answered from the first call's results was not refused by the budget.
     repeats = sum(1 for r in replies if (r.artifact or {}).get("status") == "repeated")
     refused = len(requested) - len(done) - repeats
     update = apply_outcomes(state, registry, done)
     if refused:
         update["warnings"].append(
-            f"{refused} tool call(s) not run: max_tool_calls ({ctx.max_tool_calls}) reached"
+            f"{refused} tool call(s) not run: max_tool_calls ({bound}) reached"
         )
     return {**update, "messages": replies, "timings": _add_ms(state, "run_tools", started)}
 
@@ -244,7 +236,7 @@ def model_drives(state: Mapping[str, Any]) -> bool:
 def decision_of(run: RunView, *, searches_left: int = 0) -> Decision:
     """``tools.policy.decide`` over the agent's evidence (the state graph's ``grade`` asks
     the same function); ``searches_left``: 0 once the run answers."""
-    state, ctx = run.state, run.ctx
+    state, ctx = run.state, run.context
     return decide(
         evidence_of(state),
         ctx.confidence_threshold,
@@ -266,7 +258,8 @@ def _confidence(run: RunView) -> dict[str, Any]:
 # --- past the run's deadline ------------------------------------------------------------
 
 
-async def late_run_tools(state: Mapping[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+@node
+async def late_run_tools(state: Mapping[str, Any], run: RunView) -> dict[str, Any]:
     """The agent's ``run_tools`` past the deadline (``run.deadline``): every tool call is
     answered "not run"
     (a model provider rejects a tool call left without its reply)."""
@@ -286,12 +279,13 @@ async def late_run_tools(state: Mapping[str, Any], runtime: Runtime[Context]) ->
     }
 
 
-async def late_call_model(state: Mapping[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+@node
+async def late_call_model(state: Mapping[str, Any], run: RunView) -> dict[str, Any]:
     """The agent's ``call_model`` past the deadline (``run.deadline``): the bounded
     extractive answer (the deadline sentence ``run_late`` appends says why), counting the
     model call the deadline cut off."""
     calls = int(state.get("model_calls") or 0) + (1 if state.get(CUT_OFF) else 0)
-    return {"model_calls": calls, **bounded_answer(run_of(state, runtime), None)}
+    return {"model_calls": calls, **bounded_answer(run, None)}
 
 
 # --- routing ---------------------------------------------------------------------------

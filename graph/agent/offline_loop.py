@@ -15,16 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.messages.tool import ToolCall, tool_call
-from langgraph.runtime import Runtime
 
 from graph.agent.model_loop import answer_sources, decision_of, evidence_of
-from graph.agent.tool_node import (
-    GOOGLE_SEARCH,
-    INTERNAL_SEARCH,
-    SourceRegistry,
-    apply_outcomes,
-    run_calls,
-)
+from graph.agent.tool_calls import run_calls
+from graph.agent.tool_outcomes import apply_outcomes
+from graph.agent.tool_work import GOOGLE_SEARCH, INTERNAL_SEARCH, SourceRegistry
 from nodes.generate import build_prompt, quoted_answer, web_note
 from prompts.agent import (
     AGENT_OFFLINE_NOTE_EN,
@@ -32,12 +27,11 @@ from prompts.agent import (
     BOUND_NOTE_EN,
     BOUND_NOTE_ZH,
 )
-from run.crosslingual import translated_queries
 from run.localize import localize
 from run.models import OFFLINE
-from run.node_helpers import emit, timed
-from run.run_view import RunView, run_of
-from run.search_setup import locale_setting
+from run.run_view import RunView, node
+from run.search_setup import kb_probe, locale_setting
+from tools.answer.crosslingual import translated_queries
 from tools.policy.decisions import (
     decide,
     kept_internal,
@@ -49,18 +43,17 @@ from tools.policy.decisions import (
 from tools.policy.offline import no_information, offline_route
 from tools.websearch.snippets import search_locale
 
-if TYPE_CHECKING:  # types only: at run time nodes never import graph/
-    from run.context import Context
+if TYPE_CHECKING:
     from run.state import AgentState
 
 
 async def run_turn(
-    state: Mapping[str, Any], calls: list[ToolCall], runtime: Runtime[Context]
+    state: Mapping[str, Any], calls: list[ToolCall], run: RunView
 ) -> tuple[list[AnyMessage], list[tuple[ToolCall, dict[str, Any]]], SourceRegistry]:
     """One offline tool-calling turn, recorded as the model path records it: the AI
     message asking for ``calls``, then one tool message per call (same ``tool_call_id``)."""
     messages: list[AnyMessage] = [AIMessage(content="", tool_calls=calls)] if calls else []
-    replies, done, registry = await run_calls(state, calls, runtime, budget=len(calls))
+    replies, done, registry = await run_calls(state, calls, run, budget=len(calls))
     return [*messages, *replies], done, registry
 
 
@@ -81,59 +74,57 @@ def offline_plan(route: str, question: str, web_args: dict[str, Any]) -> list[To
 
 async def crosslingual_report(run: RunView, question: str) -> dict[str, Any]:
     """The state graph's rewrite-step report (offline, nothing is translated)."""
-    if not run.ctx.crosslingual:
+    if not run.context.crosslingual:
         return {}
-    _, report = await translated_queries(run, question, OFFLINE)
+    _, report = await translated_queries(run.kb, question, None)
     return report
 
 
-async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+@node
+async def offline_tools(state: AgentState, run: RunView) -> dict[str, Any]:
     """No model (none configured, or it failed): a fixed rule picks the tools (route by cues
     + KB probe, ``tools.policy.route_without_plan``) and calls them.
 
     The calls and their results go to ``messages`` exactly as on the model path (an AI
     turn with ``tool_calls``, then the tool messages), so a chat UI shows the same trace.
     """
-    run = run_of(state, runtime)
-    ctx = run.ctx
     question: str = state["question"]
-    timings: dict[str, float] = {}
-    warnings: list[str] = []
-    emit(runtime, "routing", mode=OFFLINE)
-    with timed("offline_tools", timings):
-        probe, unavailable = await run.kb_probe(question)
-        warnings.extend(unavailable)
+    run.emit("routing", mode=OFFLINE)
+    with run.timed("offline_tools"):
+        probe, unavailable = await kb_probe(run, question)
+        for warning in unavailable:
+            run.warn(warning)
         rule = offline_route(question, probe)
         degraded = str(state.get("degraded") or "")
         route = route_without_plan(rule.route, model_failed=bool(degraded))
         reason = f"{degraded} → {route}" if degraded else f"offline rules: {rule.reason}"
-        emit(runtime, "routed", route=route, reason=reason)
-        hl, gl = search_locale(question, *locale_setting(ctx))
+        run.emit("routed", route=route, reason=reason)
+        hl, gl = search_locale(question, *locale_setting(run.context))
         web_args = {"query": question, "hl": hl, "gl": gl}
         plan = offline_plan(route, question, web_args)
-        messages, done, registry = await run_turn(state, plan[: ctx.max_tool_calls], runtime)
+        messages, done, registry = await run_turn(state, plan[: run.context.max_tool_calls], run)
         update = apply_outcomes(state, registry, done)
         # The state graph's corrective fallback (tools.policy): weak KB evidence → also
         # search the web once (a second turn, as a model that read the weak results would).
         verdict = decide(
             turn_evidence({**state, **update, "route": route}),
-            ctx.confidence_threshold,
-            refusal=ctx.refusal_threshold,
-            searches_left=ctx.max_tool_calls - len(done),
+            run.context.confidence_threshold,
+            refusal=run.context.refusal_threshold,
+            searches_left=run.context.max_tool_calls - len(done),
         )
         kept = kept_internal(update["internal_docs"], verdict)  # trimmed before the search
         if verdict["search_web_now"]:
             more, fallback, registry = await run_turn(
                 {**state, "sources": registry.sources},
                 [offline_call(GOOGLE_SEARCH, web_args)],
-                runtime,
+                run,
             )
             messages.extend(more)
             done.extend(fallback)
             update = apply_outcomes(state, registry, done)
         update["internal_docs"] = kept
-    if len(plan) > ctx.max_tool_calls:
-        warnings.append(f"max_tool_calls ({ctx.max_tool_calls}) left planned searches out")
+    if len(plan) > run.context.max_tool_calls:
+        run.warn(f"max_tool_calls ({run.context.max_tool_calls}) left planned searches out")
     report = await crosslingual_report(run, question)
     return {
         **update,
@@ -143,8 +134,6 @@ async def offline_tools(state: AgentState, runtime: Runtime[Context]) -> dict[st
         "route_reason": reason,
         "strategy": strategy_label(route, verdict["web_fallback"]),
         "decision": verdict,
-        "warnings": [*warnings, *update["warnings"]],
-        "timings": timings,
     }
 
 
@@ -157,25 +146,24 @@ def offline_note(state: Mapping[str, Any], language: str) -> str:
     return AGENT_OFFLINE_NOTE_ZH if language == "zh" else AGENT_OFFLINE_NOTE_EN
 
 
-async def offline_answer(state: AgentState, runtime: Runtime[Context]) -> dict[str, Any]:
+@node
+async def offline_answer(state: AgentState, run: RunView) -> dict[str, Any]:
     """The state graph's offline answer: extractive, refusing on weak evidence, labelled."""
-    run = run_of(state, runtime)
     language = state.get("language", "en")
-    timings: dict[str, float] = {}
-    warnings: list[str] = []
-    emit(runtime, "answering", mode=OFFLINE)
-    with timed("offline_answer", timings):
+    run.emit("answering", mode=OFFLINE)
+    with run.timed("offline_answer"):
         # Same budgeted selection as ``generate`` (labels are the registry's, unchanged).
         _, built = build_prompt(run, answer_sources(run))
         if built.omitted:
-            warnings.append(f"{built.omitted} sources left out to fit context_token_budget")
+            run.warn(f"{built.omitted} sources left out to fit context_token_budget")
         verdict = decision_of(run)
         confidence = verdict["confidence"]
         if verdict["refuse"]:
             answer = no_information(language)
         else:
             answer, unmentioned = quoted_answer(state["question"], built.included, language)
-            warnings.extend(unmentioned)
+            for warning in unmentioned:
+                run.warn(warning)
         answer = f"{answer} {offline_note(state, language)}{web_note(state, language)}"
     return {
         "answer": answer,
@@ -183,6 +171,4 @@ async def offline_answer(state: AgentState, runtime: Runtime[Context]) -> dict[s
         "decision": verdict,
         "evidence": record(evidence_of(state)),
         "confidence": confidence,
-        "warnings": warnings,
-        "timings": timings,
     }

@@ -1,7 +1,7 @@
 """The agent's two tools' work, ``internal_search`` and ``google_search``, as plain
 async functions over a :class:`~tools.answer.search_service.SearchService`.
 
-No LangGraph here: ``graph.agent.tool_node`` wraps them as LangChain tools that read their run
+No LangGraph here: ``graph.agent.tools`` wraps them as LangChain tools that read their run
 (context, state) from LangGraph's ``ToolRuntime``. The calls of one step share one
 :class:`SourceRegistry`, which numbers sources stably across calls — the same chunk or URL
 always gets the same label, internal and web are numbered separately — so the labels the
@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from tools.answer.citations import SourceKind, labelled
 from tools.answer.context_builder import cut_snippet, fence, neutralise
-from tools.answer.search_service import SearchService
+from tools.answer.search_service import SearchService, WebFound
 from tools.errors import InputError
 from tools.kb.search.rerankers import Reranker
 from tools.websearch import build_params
@@ -85,6 +85,11 @@ class SourceRegistry:
 
     def of_kind(self, kind: SourceKind) -> list[dict[str, Any]]:
         return [s for s in self.sources if self._kind(s) == kind]
+
+
+def registry_of(state: Mapping[str, Any]) -> SourceRegistry:
+    """The run's source registry, continued from the sources already labelled."""
+    return SourceRegistry(state.get("language", "en"), state.get("sources") or [])
 
 
 @dataclass
@@ -202,6 +207,33 @@ async def google_search(
             status="bad_arguments",
         )
     found = await service.search_web([query], hl=hl, gl=gl, num=top_k, top_k=top_k)
+    failure = web_failure(found)
+    if failure is not None:
+        return failure
+    labelled = [registry.add(src) for src in found.sources]
+    outcome = ToolOutcome(
+        ok=True,
+        sources=labelled,
+        search_cost=found.cost,
+        search_calls=found.calls,
+        pages_read=found.pages_read,
+        pages_failed=found.pages_failed,
+        warnings=found.warnings,
+        web_fetched_at=found.fetched_at,
+        web_status=found.status,
+    )
+    edited = ""
+    if found.edited:
+        edited = f"The user edited this web search to: {', '.join(map(repr, found.queries))}.\n"
+    searched = " | ".join(found.queries)
+    if not labelled:
+        return f"{edited}No web results for {searched!r}.", outcome.to_dict()
+    return edited + render_web(labelled, searched, snippet_chars), outcome.to_dict()
+
+
+def web_failure(found: WebFound) -> tuple[str, dict[str, Any]] | None:
+    """A web search that gave no results to show, as the model's text and the outcome
+    (None when it ran): what the model may do instead."""
     if found.status in ("disabled", "not_configured"):
         return _fail(
             f"google_search is not available: {found.error}. Use internal_search and tell the "
@@ -224,25 +256,7 @@ async def google_search(
             calls=found.calls,
             web_status=found.status,
         )
-    labelled = [registry.add(src) for src in found.sources]
-    outcome = ToolOutcome(
-        ok=True,
-        sources=labelled,
-        search_cost=found.cost,
-        search_calls=found.calls,
-        pages_read=found.pages_read,
-        pages_failed=found.pages_failed,
-        warnings=found.warnings,
-        web_fetched_at=found.fetched_at,
-        web_status=found.status,
-    )
-    edited = ""
-    if found.edited:
-        edited = f"The user edited this web search to: {', '.join(map(repr, found.queries))}.\n"
-    searched = " | ".join(found.queries)
-    if not labelled:
-        return f"{edited}No web results for {searched!r}.", outcome.to_dict()
-    return edited + render_web(labelled, searched, snippet_chars), outcome.to_dict()
+    return None
 
 
 def _fail(

@@ -50,6 +50,7 @@ class WebApproval(Protocol):
         self,
         settings: WebSearchSettings,
         queries: list[str],
+        /,
         *,
         hl: str | None,
         gl: str | None,

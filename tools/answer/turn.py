@@ -1,7 +1,7 @@
 """How a web search's outcome changes a turn: one fold for both graphs.
 
 The state graph's ``search_web`` node and the agent's ``google_search`` tool calls
-(``graph.agent.tool_node.apply_outcomes``) fold each :class:`WebFound` into the turn here, so
+(``graph.agent.tool_outcomes.apply_outcomes``) fold each :class:`WebFound` into the turn here, so
 the web's status has one meaning everywhere: ``web_searched`` (a search ran, or failed),
 ``web_skipped`` (the person approving it said skip: not a failure), ``web_error`` (why the
 last search found nothing; a later success clears it), plus the costs and page counts.

@@ -15,98 +15,11 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from tools.kb.index.tokenizers import CHINESE_MODALS, keywords
+from tools.policy.cues import INTERNAL_CUES_EN, INTERNAL_CUES_ZH, TIME_CUES_EN, TIME_CUES_ZH
 from tools.policy.ranges import matching_row, naming_row, quantities
 from tools.policy.untrusted import quotable_text
 from tools.text import CODE_RE, LABEL_RE, detect_language, split_sentences
 
-TIME_CUES_ZH = (
-    "明天",
-    "今年",
-    "明年",
-    "下一",
-    "下个",
-    "即将",
-    "几号",
-    "几点",
-    "今天",
-    "今日",
-    "最近",
-    "最新",
-    "本周",
-    "这周",
-    "本月",
-    "现在",
-    "目前",
-    "当前",
-    "新闻",
-    "股价",
-    "汇率",
-    "天气",
-    "实时",
-    "刚刚",
-    "昨天",
-)
-TIME_CUES_EN = (
-    "next ",
-    "upcoming",
-    "this year",
-    "tomorrow",
-    "what day",
-    "what month",
-    "what time",
-    "what year",
-    "latest",
-    "current",
-    "currently",
-    "today",
-    "tonight",
-    "this week",
-    "this month",
-    "news",
-    "price",
-    "stock",
-    "weather",
-    "exchange rate",
-    "right now",
-    "recent",
-    "breaking",
-    "yesterday",
-    "now",
-)
-INTERNAL_CUES_ZH = (
-    "公司",
-    "内部",
-    "流程",
-    "制度",
-    "手册",
-    "规定",
-    "政策",
-    "报销",
-    "年假",
-    "入职",
-    "我们",
-    "员工",
-    "审批",
-    "产品",
-)
-INTERNAL_CUES_EN = (
-    "company",
-    "internal",
-    "process",
-    "policy",
-    "policies",
-    "handbook",
-    "manual",
-    "our ",
-    "we ",
-    "employee",
-    "reimburse",
-    "expense",
-    "leave",
-    "onboarding",
-    "approval",
-    "procedure",
-)
 _YEAR_RE = re.compile(r"(?<!\d)(20\d\d)(?!\d)")
 _SAME_SENTENCE = re.compile(r"[\W_]+")
 

@@ -33,7 +33,8 @@ from functools import lru_cache
 from typing import Any, TypeVar
 
 from tools.kb.index.tokenizers import keywords, make_tokenizer
-from tools.policy.offline import INTERNAL_CUES_EN, TIME_CUES_EN, uncovered_terms
+from tools.policy.cues import INTERNAL_CUES_EN, TIME_CUES_EN
+from tools.policy.offline import uncovered_terms
 from tools.text import detect_language
 
 S = TypeVar("S", bound=Mapping[str, Any])

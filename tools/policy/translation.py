@@ -2,7 +2,7 @@
 
 A weak model "translates" a Chinese question into "," or "knnweld", or writes on until
 its token limit; such text searched as a query only brings noise into the fusion. One
-rule for both graphs (``run.crosslingual``: the planner's translations and the
+rule for both graphs (``tools.answer.crosslingual``: the planner's translations and the
 translate call): a translation is kept only when
 
 1. it is not empty and not the question itself;

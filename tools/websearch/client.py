@@ -45,6 +45,21 @@ Clock = Callable[[], datetime]
 Sleep = Callable[[float], Awaitable[None]]
 
 
+def all_failed(failures: list[tuple[str, WebSearchError]]) -> Exception:
+    """What a search of several queries that all failed raises: the first failure."""
+    first = failures[0][1]
+    if (
+        len(failures) > 1
+        and isinstance(first, WebSearchError)
+        and not isinstance(first, WebSearchNotConfiguredError)
+    ):
+        # Several queries failing is not a provider failover: report the first
+        # failure once (its own type and provider), with the count.
+        first.reason = f"all {len(failures)} queries failed; first: {first.reason}"
+        first.redact(())  # re-render the message from the new reason
+    return first
+
+
 def _distinct_queries(queries: Sequence[str], top_k: int) -> list[str]:
     """The queries to search, each once (normalised), or an :class:`InputError`."""
     if isinstance(queries, str):
@@ -203,17 +218,7 @@ class WebSearchClient:
             else:
                 responses.append(outcome)
         if not responses:
-            first = failures[0][1]
-            if (
-                len(failures) > 1
-                and isinstance(first, WebSearchError)
-                and not isinstance(first, WebSearchNotConfiguredError)
-            ):
-                # Several queries failing is not a provider failover: report the first
-                # failure once (its own type and provider), with the count.
-                first.reason = f"all {len(failures)} queries failed; first: {first.reason}"
-                first.redact(())  # re-render the message from the new reason
-            raise first
+            raise all_failed(failures)
         warnings = [f"query {q!r} failed: {e}" for q, e in failures]
         for r in responses:
             warnings.extend(f"query {r.params.query!r}: {w}" for w in r.warnings)

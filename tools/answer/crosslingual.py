@@ -1,41 +1,42 @@
 """Cross-lingual queries: when the KB holds text in another language than the question.
 
 With a model, the question is translated and the translation joins the KB queries,
-so results of both languages are fused by ``retrieve_internal``. Offline, nothing is
+so results of both languages are fused by the knowledge-base search. Offline, nothing is
 translated and the output says so (the multilingual embedding still matches across
-languages, more weakly).
+languages, more weakly). The translation itself is the caller's model call
+(``nodes.rewrite.model_translator``): this module reads the knowledge base's languages,
+keeps the translations that are ones (``tools.policy.translation``) and reports.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import numpy as np
-from langchain_core.messages import HumanMessage, SystemMessage
 
-from prompts.internal import TRANSLATE_SYSTEM
-from run.models import NOSTREAM, OFFLINE, load_chat_model
-from run.resources import get_kb
 from tools.errors import HybridRagError
+from tools.kb.knowledge_base import KnowledgeBase
 from tools.policy.offline import Similarity
 from tools.policy.translation import translation_problem
 from tools.text import detect_language
-
-if TYPE_CHECKING:
-    from run.run_view import RunView
 
 log = logging.getLogger("hybrid_rag.nodes")
 
 LANGUAGE_NAMES = {"zh": "Simplified Chinese", "en": "English"}
 
+# The run's knowledge base, opened when first needed (``RunView.kb``).
+OpenKB = Callable[[], KnowledgeBase]
+# The question in a target language (its English name); may fail.
+Translate = Callable[[str], Awaitable[str]]
 
-async def other_languages(run: RunView, question: str) -> tuple[list[str], dict[str, Any]]:
+
+async def other_languages(kb: OpenKB, question: str) -> tuple[list[str], dict[str, Any]]:
     """The KB's languages other than the question's (``zh``/``en``), and the report."""
-    ctx, settings = run.ctx, run.settings
     try:
-        mix = await asyncio.to_thread(lambda: get_kb(ctx, settings).languages())
+        mix = await asyncio.to_thread(lambda: kb().languages())
     except HybridRagError:
         return [], {}
     source = detect_language(question)
@@ -79,14 +80,15 @@ def keep_translation(
 
 
 async def translated_queries(
-    run: RunView, question: str, spec: str
+    kb: OpenKB, question: str, translator: Callable[[], Translate] | None
 ) -> tuple[list[str], dict[str, Any]]:
-    """Extra KB queries in the KB's other languages (one model call per language, used
-    when the planner did not translate), and a report for the output."""
-    others, report = await other_languages(run, question)
+    """Extra KB queries in the KB's other languages (one ``translator()`` call per
+    language, used when the planner did not translate; None: no model, offline), and a
+    report for the output."""
+    others, report = await other_languages(kb, question)
     if not report or not others:
         return [], report
-    if spec == OFFLINE:
+    if translator is None:
         # Not a warning: offline, each of the KB's languages is searched on its own
         # (tools.kb.search.languages), and an answer quoting another language says so itself.
         report["note"] = (
@@ -96,33 +98,26 @@ async def translated_queries(
         )
         return [], report
     queries: list[str] = []
-    model = load_chat_model(spec, run.model_env)
+    translate = translator()
     for lang in others:
         try:
-            reply = await model.ainvoke(
-                [
-                    SystemMessage(TRANSLATE_SYSTEM.format(target=LANGUAGE_NAMES[lang])),
-                    HumanMessage(question),
-                ],
-                config=NOSTREAM,
-            )
+            text = await translate(LANGUAGE_NAMES[lang])
         except Exception as exc:  # a failed translation only loses the extra query
             log.warning("translation into %s failed", lang, exc_info=True)
             report.setdefault("errors", []).append(f"{lang}: {type(exc).__name__}")
             continue
-        keep_translation(question, lang, str(reply.content), queries, report)
+        keep_translation(question, lang, text, queries, report)
     return queries, report
 
 
-def source_similarity(run: RunView) -> Similarity:
+def source_similarity(kb: OpenKB) -> Similarity:
     """Cosine of the question to each text with the KB's embedding model, for the offline
     answer's sources in another language (blocking: call it off the event loop). A KB
     that cannot be opened gives no similarity (zeros), never an error."""
-    ctx, settings = run.ctx, run.settings
 
     def similarity(question: str, texts: list[str]) -> list[float]:
         try:
-            model = get_kb(ctx, settings).model
+            model = kb().model
             q = np.asarray(model.embed_query(question), dtype=np.float32)
             docs = np.asarray(model.embed_documents(texts), dtype=np.float32)
         except HybridRagError:
