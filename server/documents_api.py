@@ -40,7 +40,7 @@ from tools.access.acl import ACL, parse_acl
 from tools.errors import InputError
 from tools.kb.documents.catalog import TERMINAL_JOB
 from tools.kb.documents.jobs import JobRunner, Upload, owned_by_others, plan, resume_unfinished
-from tools.kb.documents.library import Library
+from tools.kb.documents.library import Library, Original
 from tools.kb.documents.originals import serving
 from tools.kb.documents.preview import PREVIEW_SUFFIXES, preview_html
 from tools.kb.ingest.formats import LoadError, LoadLimits
@@ -272,14 +272,14 @@ async def document_preview(request: Request, who: Caller) -> Response:
     """A Word or Excel original as an escaped HTML fragment (text and tables only:
     ``tools.kb.documents.preview``), under the /kb headers (``default-src 'none'; sandbox``)."""
     library, doc_id, _ = await _readable(request, who)
-    found = await blocking(library.original, doc_id, who.reader)
-    if found is None:
-        return error(404, "the original file of this document is not kept")
-    path, name = found
-    if PurePosixPath(name).suffix.lower() not in PREVIEW_SUFFIXES:
+    found: Original | None = await blocking(library.original, doc_id, who.reader)
+    if found is None or found.problem:
+        return error(404, found.problem if found else NOT_FOUND)
+    if PurePosixPath(found.name).suffix.lower() not in PREVIEW_SUFFIXES:
         return error(415, "a preview is made of Word (.docx) and Excel (.xlsx) files only")
+    original = found.path if found.path is not None else (found.data or b"")
     try:
-        fragment = await blocking(preview_html, path, LoadLimits.from_env())
+        fragment = await blocking(preview_html, found.name, original, LoadLimits.from_env())
     except LoadError as exc:
         return error(422, f"no preview of this file: {exc}")
     return HTMLResponse(fragment)

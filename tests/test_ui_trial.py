@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.browser import DESKTOP, PHONE, unavailable
+from tests.browser import DESKTOP, PHONE, sign_in_with_token, unavailable
 from tests.docgen import write_docx, write_xlsx
 from tests.team_server import TeamServer
 from tests.test_document_security import uploaded
@@ -150,12 +150,14 @@ def test_a_refused_upload_says_why_and_its_message_goes_with_the_next_action(
         note = tmp_path / "offsite.md"
         note.write_text("# Offsite\n\nThe offsite is in Hangzhou.\n", encoding="utf-8")
         page.set_input_files("#upload-input", str(note))
-        page.check("#acl-public")  # "public" needs an admin: 403
+        assert page.locator("#acl-public").is_hidden()  # "Everyone": offered to admins only
+        page.check("#acl-restricted")  # a group alice is not in needs an admin: 403
+        page.fill("#acl-list", "group:finance")
         page.click("#upload-form button[type=submit]")
         banner = page.locator("#error")
         banner.wait_for()
         said = banner.inner_text()
-        assert "Upload" in said and "Refused (403)" in said and "public" in said, said
+        assert "Upload" in said and "Refused (403)" in said and "finance" in said, said
         assert "had a problem" not in said
         assert page.locator("#error-retry").is_hidden()  # asking again would be refused again
         assert "[object" not in page.locator("#docs-view").inner_text()  # every string a string
@@ -269,8 +271,7 @@ def test_edit_retitles_votes_name_their_run_and_exported_links_open_the_viewer(
         other = Page(browser, team, None)  # a new tab: not signed in
         try:
             other.page.goto(links[0])
-            other.page.fill("#token", team.tokens["alice"])
-            other.page.press("#token", "Enter")
+            sign_in_with_token(other.page, team.tokens["alice"])
             viewer = other.page.locator("#original-viewer")
             viewer.wait_for(state="visible")
             assert "procurement" in viewer.inner_text().lower()  # the cited original

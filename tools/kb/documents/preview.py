@@ -11,7 +11,7 @@ import io
 import re
 from collections.abc import Iterable, Sequence
 from html import escape
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tools.kb.ingest.formats import LoadLimits
@@ -23,14 +23,16 @@ MAX_BLOCKS = 20_000  # paragraphs and tables of a Word file shown; the rest is i
 _HEADING = re.compile(r"^(?:heading|标题)\s*([1-9])$", re.IGNORECASE)
 
 
-def preview_html(path: Path, limits: LoadLimits) -> str:
-    """The fragment of the original at ``path`` (LoadError: not a readable .docx/.xlsx)."""
-    suffix = path.suffix.lower()
+def preview_html(name: str, original: Path | bytes, limits: LoadLimits) -> str:
+    """The fragment of the original ``name``: a stored file, or the checked bytes a CLI
+    ingest's file was served as (LoadError: not a readable .docx/.xlsx)."""
+    suffix = PurePosixPath(name).suffix.lower()
     if suffix not in PREVIEW_SUFFIXES:
         raise LoadError(f"no preview for {suffix or 'this'} files")
-    if path.stat().st_size > limits.max_file_bytes:
+    size = len(original) if isinstance(original, bytes) else original.stat().st_size
+    if size > limits.max_file_bytes:
         raise LoadError(f"the file is over the {limits.max_file_mb:g} MB limit")
-    data = path.read_bytes()
+    data = original if isinstance(original, bytes) else original.read_bytes()
     return _word(data, limits) if suffix == ".docx" else _excel(data, limits)
 
 
