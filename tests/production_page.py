@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.browser import DESKTOP, chromium, unavailable
+from tests.browser import DESKTOP, chromium, sign_in_with_token, unavailable
 
 WAIT_MS = 90_000  # one offline answer takes seconds; this only turns a hang into a failure
 FACT = "The smoke page's parking code for visitors is ORCA-88."
@@ -47,8 +47,7 @@ def page_flow(url: str, token: str, folder: Path) -> list[str]:
 def _steps(page: Any, url: str, token: str, note: Path, done: list[str]) -> None:
     """The flow, appending each step to ``done`` as it passes (a failure names the next)."""
     page.goto(f"{url}/ui/")
-    page.fill("#token", token)
-    page.press("#token", "Enter")
+    sign_in_with_token(page, token)
     page.wait_for_selector("#question", state="visible")
     done.append("page: signed in")
     page.click("#tab-docs")
