@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tools.answer.pages import cited_page, sentence_before
 from tools.answer.sources import describe_location
 from tools.text import LABEL_RE
 from tools.websearch.snippets import cut
@@ -78,6 +79,7 @@ def validate_citations(answer: str, sources: Sequence[Mapping[str, Any]]) -> Cit
     by_key = {(s.get("kind"), int(s.get("number", 0))): s for s in sources}
     check = CitationCheck(answer="")
     cited_keys: list[tuple[str, int]] = []
+    vouched: dict[tuple[str, int], list[str]] = {}  # the sentences each source vouches for
 
     def repl(match: re.Match[str]) -> str:
         check.total_labels += 1
@@ -89,11 +91,12 @@ def validate_citations(answer: str, sources: Sequence[Mapping[str, Any]]) -> Cit
             return ""
         if key not in cited_keys:
             cited_keys.append(key)
+        vouched.setdefault(key, []).append(sentence_before(answer, match.start()))
         return str(src.get("label", match.group(0)))
 
     text = LABEL_RE.sub(repl, answer)
     check.answer = _tidy(text) if check.unknown_labels else text.strip()
-    check.cited = [citation_record(by_key[k]) for k in cited_keys]
+    check.cited = [citation_record(by_key[k], vouched.get(k, ())) for k in cited_keys]
     return check
 
 
@@ -125,10 +128,11 @@ CITATION_SNIPPET_CHARS = 240
 CITATION_PASSAGE_CHARS = 1500  # the passage a source card shows (a chunk is shorter)
 
 
-def citation_record(src: Mapping[str, Any]) -> dict[str, Any]:
+def citation_record(src: Mapping[str, Any], sentences: Sequence[str] = ()) -> dict[str, Any]:
     """What a reader (or a chat UI) needs to show and check a citation: title, the quoted
     passage's opening (``snippet``) and the passage itself (``passage``, bounded), and where it lives (URL and fetch time, or file, heading and, for
-    PDF pages and spreadsheet sheets, ``page``/``page_end``/``sheet``/``location``)."""
+    PDF pages and spreadsheet sheets, ``page``/``page_end``/``sheet``/``location``: the
+    page of the first of the ``sentences`` the label vouches for when the chunk spans pages)."""
     rec: dict[str, Any] = {
         "label": src.get("label"),
         "type": src.get("kind"),
@@ -152,4 +156,9 @@ def citation_record(src: Mapping[str, Any]) -> dict[str, Any]:
             ingested_at=src.get("ingested_at"),
         )
         rec.update({k: src[k] for k in ("page", "page_end", "sheet", "location") if k in src})
+        page = cited_page(src, sentences)
+        if page is not None:
+            zh = str(src.get("label") or "").startswith("[内部")
+            rec.update(page=page, page_end=page)
+            rec["location"] = describe_location(rec, "zh" if zh else "en")
     return rec

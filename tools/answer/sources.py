@@ -42,6 +42,7 @@ class Source(TypedDict, total=False):
     page: int
     page_end: int
     sheet: str
+    page_starts: str  # "offset:page,…" of a chunk over pages (tools.answer.pages)
     location: str  # "p. 3", "pp. 3–4", "sheet Prices" (Chinese: "第 3 页", "工作表 Prices")
     # web results
     url: str
@@ -123,6 +124,8 @@ def chunk_to_source(hit: RetrievedChunk, answerability: float = 0.0) -> Source:
     if isinstance(meta.get("page"), int):
         source["page"] = int(meta["page"])
         source["page_end"] = int(meta.get("page_end", meta["page"]))
+        if isinstance(meta.get("page_starts"), str):
+            source["page_starts"] = str(meta["page_starts"])
     if isinstance(meta.get("sheet"), str):
         source["sheet"] = str(meta["sheet"])
     where = describe_location(meta)

@@ -111,6 +111,9 @@ class Chunk:
     page: int | None = None  # first page (1-based) of a PDF chunk
     page_end: int | None = None  # last page (== page on one page)
     sheet: str | None = None  # spreadsheet sheet
+    # Where each page begins in ``text`` ((offset, page), first at 0), for a chunk over
+    # pages: a citation names the page of the sentence it quotes (issue 56), not the span.
+    page_starts: tuple[tuple[int, int], ...] = ()
 
     @property
     def heading(self) -> str:
@@ -124,6 +127,8 @@ class Chunk:
             out["page_end"] = self.page_end if self.page_end is not None else self.page
         if self.sheet is not None:
             out["sheet"] = self.sheet
+        if len(self.page_starts) > 1:  # a string: store metadata holds scalars only
+            out["page_starts"] = ",".join(f"{o}:{p}" for o, p in self.page_starts)
         return out
 
     def index_text(self) -> str:
@@ -149,6 +154,7 @@ class _Where:
 
 
 _NOWHERE = _Where()
+_Starts = tuple[tuple[int, int], ...]  # (offset in the chunk's text, page)
 
 
 @dataclass
@@ -169,11 +175,11 @@ def chunk_document(
 ) -> list[Chunk]:
     """Chunk one document; returns chunks numbered ``0..total_chunks-1``."""
     opts = options or ChunkingOptions()
-    pieces: list[tuple[str, tuple[str, ...], bool, _Where]] = []
+    pieces: list[tuple[str, tuple[str, ...], bool, _Where, _Starts]] = []
     for section in _sections(text, markdown=markdown):
         pieces.extend(
-            (body, section.path, is_table, where)
-            for body, is_table, where in _chunk_section(section, opts)
+            (body, section.path, is_table, where, starts)
+            for body, is_table, where, starts in _chunk_section(section, opts)
         )
     total = len(pieces)
     return [
@@ -186,8 +192,9 @@ def chunk_document(
             page=where.first,
             page_end=where.last,
             sheet=where.sheet,
+            page_starts=starts,
         )
-        for i, (body, path, is_table, where) in enumerate(pieces)
+        for i, (body, path, is_table, where, starts) in enumerate(pieces)
     ]
 
 
@@ -268,9 +275,12 @@ def _heading_title(title: str) -> str:
     return split_long_sentence(title, MAX_HEADING_TOKENS - 1)[0].rstrip() + "…"
 
 
-def _chunk_section(section: _Section, opts: ChunkingOptions) -> list[tuple[str, bool, _Where]]:
+def _chunk_section(
+    section: _Section, opts: ChunkingOptions
+) -> list[tuple[str, bool, _Where, _Starts]]:
     """Split oversized blocks, merge small ones, add overlap; returns (text, is_table,
-    where), ``where`` spanning the locations of the blocks merged into the chunk."""
+    where, page starts), ``where`` spanning the locations of the blocks merged into the
+    chunk."""
     units: list[tuple[str, str, _Where]] = []  # (text, kind, where)
     for block in section.blocks:
         if estimate_tokens(block.text) <= opts.max_tokens:
@@ -286,28 +296,35 @@ def _chunk_section(section: _Section, opts: ChunkingOptions) -> list[tuple[str, 
         parts = [piece for part in parts for piece in within(part, opts.max_tokens)]
         units.extend((part, block.kind, block.where) for part in parts)
 
-    merged: list[tuple[str, bool, bool, _Where]] = []  # (text, table, ends_with_prose, where)
+    # (text, table, ends_with_prose, where, page starts)
+    merged: list[tuple[str, bool, bool, _Where, _Starts]] = []
     buf: list[str] = []
     buf_tokens = 0
     buf_table = False
     buf_where = _NOWHERE
+    starts: list[tuple[int, int]] = []
     last_kind = "prose"
     for text, kind, where in units:
         tokens = estimate_tokens(text)
         if buf and buf_tokens + tokens > opts.target_tokens:
-            merged.append(("\n\n".join(buf), buf_table, last_kind == "prose", buf_where))
-            buf, buf_tokens, buf_table = [], 0, False
+            merged.append(
+                ("\n\n".join(buf), buf_table, last_kind == "prose", buf_where, tuple(starts))
+            )
+            buf, buf_tokens, buf_table, starts = [], 0, False, []
         buf_where = where if not buf else buf_where | where
+        if where.first is not None and (not starts or starts[-1][1] != where.first):
+            offset = sum(len(b) + 2 for b in buf)  # blocks are joined by a blank line
+            starts.append((offset, where.first))
         buf.append(text)
         buf_tokens += tokens
         buf_table = buf_table or kind == "table"
         last_kind = kind
     if buf:
-        merged.append(("\n\n".join(buf), buf_table, last_kind == "prose", buf_where))
+        merged.append(("\n\n".join(buf), buf_table, last_kind == "prose", buf_where, tuple(starts)))
 
-    out: list[tuple[str, bool, _Where]] = []
+    out: list[tuple[str, bool, _Where, _Starts]] = []
     previous_tail = ""
-    for text, has_table, ends_with_prose, where in merged:
+    for text, has_table, ends_with_prose, where, page_starts in merged:
         starts_with_prose = not text.lstrip().startswith(("|", "```", "~~~"))
         body = text
         if previous_tail and starts_with_prose:
@@ -315,6 +332,9 @@ def _chunk_section(section: _Section, opts: ChunkingOptions) -> list[tuple[str, 
             # Overlap is a courtesy: never let it push a chunk over the hard limit.
             if estimate_tokens(candidate) <= opts.max_tokens:
                 body = candidate
-        out.append((body, has_table, where))
+        # The overlap prepended (it ends with ``text``) moves every start but the first.
+        shift = len(body) - len(text)
+        moved = tuple((o + shift if o else 0, p) for o, p in page_starts)
+        out.append((body, has_table, where, moved))
         previous_tail = tail(text, opts.overlap_tokens) if ends_with_prose else ""
     return out
