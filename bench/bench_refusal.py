@@ -16,13 +16,28 @@ For every RGB zh dev question the sources are labelled as the answer prompt show
   - ``short``: "答案是<gold> [内部-k]": kept.
 
     .venv/bin/python -m bench.bench_refusal [--max-questions N]
+
+``--offline`` measures instead the offline answers' "not found" (issue 56) on every dev
+set with negatives, as ``hybrid-rag eval rgb`` does (a throw-away KB per question, the
+state graph offline, no web): RGB zh dev (3 positive + 2 negative passages: accuracy; 5
+negatives: rejection) and an English set arranged the same way in memory from XQuAD's
+English questions (its own paragraph + the nearest other English paragraphs of the
+corpus, which are mostly of the same article: topically near, without the answer).
+``--sweep`` first prints, per set, the share of negative and answerable passage sets the
+evidence rule (``tools.policy.relevance.not_found``) calls not found at each
+``MIN_PASSAGE_COVERAGE``, and the value each set gets when chosen on the others (leave
+one set out; no graph run):
+
+    .venv/bin/python -m bench.bench_refusal --offline --sweep --data-dir D --home H
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from bench.harness import need, parser
+from bench.not_found_sets import offline_figures, sweep
 from tools.evaluation.datasets import read_jsonl
 from tools.policy.offline import extractive_answer
 from tools.policy.refusal import check_answer
@@ -42,14 +57,27 @@ def labelled(passages: list[str]) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = parser(__doc__, data=True)
+    ap = parser(__doc__, data=True, home=True)
     ap.add_argument("--max-questions", type=int, default=None)
+    ap.add_argument("--offline", action="store_true", help="the offline answers' not found")
+    ap.add_argument("--sweep", action="store_true", help="with --offline: the rule's sweep")
+    ap.add_argument("--embedding", default="local")
     args = ap.parse_args(argv)
     path = args.data_dir / "rgb" / "zh_refine_dev.json"
     need(path)
+    if args.offline:
+        if args.sweep:
+            sweep(args.data_dir, args.max_questions)
+        offline_figures(args.data_dir, args.max_questions, args.embedding, args.home)
+        return 0
+    return scripted(path, args.max_questions)
+
+
+def scripted(path: Path, max_questions: int | None) -> int:
+    """The model-mode refusal rule on scripted answers (the module docstring)."""
     refused = {"memory": 0, "reworded": 0, "on-topic": 0, "faithful": 0, "short": 0}
     counts = dict.fromkeys(refused, 0)
-    for row in list(read_jsonl(path))[: args.max_questions or None]:
+    for row in list(read_jsonl(path))[: max_questions or None]:
         q, golds = str(row["query"]), gold_texts(row.get("answer"))
         neg = labelled([str(t) for t in (row.get("negative") or [])[:5] if str(t).strip()])
         mixed = labelled(

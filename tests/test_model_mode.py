@@ -213,7 +213,7 @@ def test_the_agents_bounded_answer_checks_relevance(
          ["Python 3.14.2 is the latest stable release of Python."], []),
         ("How many days of annual leave does an employee with 6 years of service get?",
          ["Employees with 5 to 10 years of service have 18 days of annual leave."], []),  # "get"
-        ("访客的胸牌是什么颜色？", ["访客领取背心。"], []),  # Chinese: not this rule's
+        ("访客的胸牌是什么颜色？", ["访客领取背心。"], ["胸牌"]),  # Chinese too (issue 56)
     ],
 )  # fmt: skip
 def test_key_terms_no_passage_mentions(question: str, texts: list[str], missing: list[str]) -> None:

@@ -162,10 +162,10 @@ def test_a_code_no_passage_mentions_is_not_found_in_any_language() -> None:
 
 
 def test_passages_only_topically_near_are_not_found() -> None:
-    # Every key term in some passage, none in one passage on the point (rule 3).
+    # No passage mentions half the key terms (rule 3), though each is somewhere.
     question = "2022年北京冬奥会中国代表团获得了多少枚金牌？"
-    near = [src("2022年北京冬奥会于2月4日开幕。", "zh"), src("中国代表团在冬奥会上获得金牌。", "zh")]
-    assert not_found(question, near) == ["2022", "北京"]
+    near = [src("2022年的比赛于2月4日开幕。", "zh"), src("代表团获得金牌。", "zh")]
+    assert not_found(question, near) == ["2022", "北京", "冬奥", "中国"]
     whole = src("2022年北京冬奥会中国代表团共获得9枚金牌。", "zh")
     assert not_found(question, [*near, whole]) == []
 
@@ -173,7 +173,7 @@ def test_passages_only_topically_near_are_not_found() -> None:
 def test_a_passage_in_another_language_may_say_the_question_s_words() -> None:
     question = "NR-200 机器人单台的标价是多少？"
     price = src("The list price of one NR-200 unit is USD 38,500.")
-    other = src("NR-500 机器人的额定负载为1500公斤。", "zh")
+    other = src("NR-500 机器人单台的额定负载为1500公斤。", "zh")
     assert quotable_sources(question, [price, other]) == ([price, other], [])
     # ... unless the passages in the question's language mention none of its words.
     expenses = src("差旅住宿费每晚报销上限为650元。", "zh")

@@ -48,7 +48,7 @@ QUESTION_WORDS_EN = _words(
     """what which who whom whose when where why how long many much often far big large old
     kind type sort period duration length amount number total quantity size value rate
     level time date place location name result cost costs term terms mean means meaning
-    must use used require required need needed worth"""
+    must use used require required need needed worth colour color"""
 )
 NOT_KEY_EN = frozenset(
     {
@@ -68,7 +68,7 @@ QUESTION_WORDS_ZH = _words(
 GENERIC_NOUNS_ZH = _words(
     """人数 数量 时间 期限 期间 金额 比例 情况 问题 内容 名称 名字 时候 日期 排名 级别 数字
     价格 地点 地方 类型 种类 成绩 结果 得主 获得者 开始 队伍 名单 新任 选手 举办 举行 主办
-    国家 长度 大小 标准 上限 下限 需要 要求"""
+    国家 长度 大小 标准 上限 下限 需要 要求 颜色"""
 )
 NOT_KEY_ZH = frozenset(
     {*QUESTION_WORDS_ZH, *GENERIC_NOUNS_ZH, *CHINESE_MODALS, *TIME_CUES_ZH, *INTERNAL_CUES_ZH}

@@ -15,16 +15,16 @@ what the evidence holds), applied to the sources before answering:
    and content words in English or Chinese, never question words, generic nouns naming
    the kind of answer ("period", "amount", 多久, 期限), units or routing cues;
 2. a code or year that no passage mentions, in any language, is not found: nothing is
-   quoted, the answer is the refusal. So is a word no passage in the question's language
-   mentions (``missing_terms``), unless passages in another language stand beside them
-   and at most ``MAX_SAID_ELSEWHERE`` of the words are missing (they match by meaning, not
-   words; only passages in another language: the calibrated refusal alone judges them);
-3. a passage set only topically near is not found either: no single passage in the
-   question's language mentions at least ``MIN_PASSAGE_COVERAGE`` of the key terms
-   (the terms spread over several passages, none on the point);
-4. otherwise the passages kept are those mentioning more than half as many key terms as
-   the best one (:func:`term_coverage`); passages in another language are kept as they
-   are, and so are the sources when all are.
+   quoted, the answer is the refusal;
+3. a passage set only topically near is not found either: no passage in the question's
+   language mentions ``MIN_PASSAGE_COVERAGE`` of the key terms (the words of "公司的股票
+   期权怎么归属？" in none of the expense rules). Beside passages in another language,
+   which match by meaning, not words, the words missing from every passage in the
+   question's language may be at most ``MAX_SAID_ELSEWHERE`` of them; with only such
+   passages the calibrated refusal alone judges;
+4. otherwise, for an English question, the passages kept are those mentioning more than
+   half as many of its words as the best one (:func:`word_coverage`); passages in
+   another language are kept as they are, and so are the sources when all are.
 
 Strict on purpose: a quote that leaves out what was asked about is not an answer.
 ``bench/bench_refusal.py --offline`` measures both error kinds on the dev sets.
@@ -41,10 +41,19 @@ from tools.text import detect_language
 S = TypeVar("S", bound=Mapping[str, Any])
 
 
-# A passage must mention this share of the key terms (rule 3). Chosen across the dev
-# sets together (bench/bench_refusal.py --offline, leave one set out); 1.0: every key
-# term in one passage.
-MIN_PASSAGE_COVERAGE = 1.0
+# A passage must mention this share of the key terms (rule 3). Chosen on the dev sets
+# together (bench/bench_refusal.py --offline --sweep: negatives rejected minus twice the
+# answerable sets refused; RGB zh 0.273 / 0.027, XQuAD English 0.918 / 0.099); higher
+# values refuse a quarter or more of XQuAD's paraphrased questions, whose words a passage
+# says otherwise.
+MIN_PASSAGE_COVERAGE = 0.5
+# A short question (at most SHORT_QUESTION key terms) with a word no passage mentions at
+# all asks every term of one passage: "What do visitors receive as a badge at reception?"
+# is not answered by "Visitors receive a vest ... at the reception desk". Longer questions
+# are paraphrased (XQuAD: "remained", "clinched" in no passage; 0.5 with a short-question
+# rule of 3 terms refuses 0.099 of its answerable sets instead of 0.045).
+MIN_COVERAGE_WITH_ABSENT = 1.0
+SHORT_QUESTION = 3
 # Beside passages in another language, at most this share of the question's words may be
 # missing from the passages in its language (rule 2): the sample KB's "NR-200 机器人单台的
 # 标价是多少？" is answered by an English price list (标价 in no Chinese passage); "公司的
@@ -105,20 +114,24 @@ def not_found(question: str, sources: Sequence[Mapping[str, Any]]) -> list[str]:
     asked = detect_language(question)
     texts = [passage_text(s) for s in sources]
     same = [t for s, t in zip(sources, texts, strict=True) if str(s.get("lang") or asked) == asked]
-    foreign = len(same) < len(texts)
     words = [t for t in key_terms(question) if bound(t, asked)]
     missing = missing_terms(question, same, texts)
-    if not same:  # matched by meaning alone: only the codes, years and Latin words count
-        return [t for t in missing if t not in words]
-    absent = [t for t in missing if t in words]
-    if len(absent) < len(missing):  # a code, year or Latin word no passage mentions
-        return [t for t in missing if t not in words]
-    # A passage in another language may say in its words what the question asks: a few
-    # of its words (at most half: the passages in the question's language hold the rest).
-    if absent and (not foreign or len(absent) > len(words) * MAX_SAID_ELSEWHERE):
-        return absent
+    named = [
+        t for t in missing if t not in words and (CODE_RE.fullmatch(t) or YEAR_RE.fullmatch(t))
+    ]
+    if named or not same:  # a code or year no passage mentions; or matched by meaning alone
+        return named
+    # A word no passage mentions at all asks more of the best passage of a short question.
+    short = len(key_terms(question)) <= SHORT_QUESTION
+    if len(same) < len(texts):
+        # A passage in another language may say in its words what the question asks: a
+        # few of its words (the passages in the question's language hold the rest).
+        absent = [t for t in missing if t in words]
+        many = len(absent) > len(words) * MAX_SAID_ELSEWHERE
+        return absent if absent and (many or short) else []
     coverage = [term_coverage(question, t) for t in same]
-    if not foreign and max(coverage) < MIN_PASSAGE_COVERAGE:  # rule 3: no passage on the point
+    floor = MIN_COVERAGE_WITH_ABSENT if missing and short else MIN_PASSAGE_COVERAGE
+    if max(coverage) < floor:  # rule 3: no passage on the point
         return lacking(question, same[coverage.index(max(coverage))])
     return []
 
