@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from cli import (
     ask_commands,
+    doctor_command,
     eval_commands,
     kb_commands,
     serve_command,
@@ -37,6 +38,7 @@ COMMAND_MODULES: tuple[ModuleType, ...] = (
     users_command,
     sources_command,
     serve_command,
+    doctor_command,
 )
 
 

@@ -31,8 +31,8 @@ USER_TEMPLATE_ZH = "来源：\n{context}\n\n问题：{question}"
 WEB_FAILURE_SENTENCE_EN = "Live web results were unavailable: {reason}."
 WEB_FAILURE_SENTENCE_ZH = "实时网络结果不可用：{reason}。"
 # ... when the reason is the server's configuration, to anyone but its operator.
-WEB_NOT_AVAILABLE_SENTENCE_EN = "Web search is not available on this server."
-WEB_NOT_AVAILABLE_SENTENCE_ZH = "此服务器未提供网络搜索。"
+WEB_NOT_AVAILABLE_SENTENCE_EN = "Web search is not set up — ask your administrator."
+WEB_NOT_AVAILABLE_SENTENCE_ZH = "网络搜索尚未设置——请联系管理员。"
 OFFLINE_NOTE_EN = "(Offline mode: extractive answer quoted from the sources, no language model.)"
 OFFLINE_NOTE_ZH = "（离线模式：从来源中摘录的回答，未使用语言模型。）"
 # Model mode, when the answer model failed: quoted too, but not "offline".

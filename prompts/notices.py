@@ -20,6 +20,7 @@ ZH_NOTICES: tuple[tuple[str, str], ...] = (
     (r"web search is not configured: (.+)", "未配置网络搜索：{0}"),
     (r"web search is disabled \(search_provider=none\)", "网络搜索已关闭（search_provider=none）"),
     (r"web search is not available on this server", "此服务器未提供网络搜索"),
+    (r"web search is not set up — ask your administrator", "网络搜索尚未设置——请联系管理员"),
     (r"web search was skipped by the user", "用户跳过了网络搜索"),
     (r"web search failed: (.+)", "网络搜索失败：{0}"),
     (r"set one of (.+?) \(or use provider 'ddgs' after (.+)\)", "请设置 {0} 之一（或执行 {1} 后使用 ddgs）"),

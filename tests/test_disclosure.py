@@ -1,7 +1,8 @@
-"""What a user reads about the server's configuration (issue 45): a web search that is not
-set up says "Web search is not available on this server" to the people who ask, in their
-language; the detail (environment variable names, pip install) only to the operator (an
-admin, or local use), once, in the answer's note and never again under its notes. And a
+"""What a user reads about the server's configuration (issues 45 and 56): a web search that
+is not set up says "Web search is not set up — ask your administrator" to everyone who
+asks, in their language, once, in the answer's note and never again under its notes; the
+detail (environment variable names, pip install) goes to the log and `hybrid-rag doctor`,
+never into an answer, even the operator's (an admin, or local use). And a
 document's title at ingest: its metadata title or first heading, not its file name."""
 
 from __future__ import annotations
@@ -31,12 +32,19 @@ BOB = {"identity": "bob", "groups": ["staff"], "kb_access": "acl"}
 ADMIN = {"identity": "root", "groups": [], "kb_access": "acl", "is_admin": True}
 
 
-def test_a_configuration_reason_is_for_the_operator_only() -> None:
+def test_the_set_up_detail_is_for_nobody_and_a_setting_for_the_operator(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     assert names_configuration(CONFIG_REASON)
     assert names_configuration("web search is disabled (search_provider=none)")
     assert not names_configuration("web search failed: serper: HTTP 503")
-    assert web_reason_for(CONFIG_REASON, operator=True) == CONFIG_REASON
+    with caplog.at_level("INFO", logger="hybrid_rag.websearch"):
+        assert web_reason_for(CONFIG_REASON, operator=True) == WEB_NOT_AVAILABLE
+    assert "SERPER_API_KEY" in caplog.text and "hybrid-rag doctor" in caplog.text  # the log's
     assert web_reason_for(CONFIG_REASON, operator=False) == WEB_NOT_AVAILABLE
+    disabled = "web search is disabled (search_provider=none)"
+    assert web_reason_for(disabled, operator=True) == disabled  # a setting the run chose
+    assert web_reason_for(disabled, operator=False) == WEB_NOT_AVAILABLE
     failed = "serper: HTTP 503"
     assert web_reason_for(failed, operator=False) == failed  # not the configuration
 
@@ -50,7 +58,7 @@ def test_notes_never_repeat_the_answers_note() -> None:
     # A configuration note the answer does not state: said plainly, once.
     other = ["brave needs BRAVE_API_KEY", "serper needs SERPER_API_KEY"]
     assert shown_warnings(other, None, operator=False) == [WEB_NOT_AVAILABLE]
-    assert shown_warnings(other, None, operator=True) == other
+    assert shown_warnings(other, None, operator=True) == [WEB_NOT_AVAILABLE]
 
 
 def ask(home: Path, question: str, user: dict[str, Any] | None) -> dict[str, Any]:
@@ -63,8 +71,11 @@ def ask(home: Path, question: str, user: dict[str, Any] | None) -> dict[str, Any
 @pytest.mark.parametrize(
     ("question", "plain"),
     [
-        ("What is the latest Python release today?", "Web search is not available on this server."),
-        ("今天最新的 Python 版本是什么？", "此服务器未提供网络搜索。"),
+        (
+            "What is the latest Python release today?",
+            "Web search is not set up — ask your administrator.",
+        ),
+        ("今天最新的 Python 版本是什么？", "网络搜索尚未设置——请联系管理员。"),
     ],
 )
 def test_a_user_reads_that_web_search_is_not_available(
@@ -80,15 +91,34 @@ def test_a_user_reads_that_web_search_is_not_available(
         assert detail not in said, said
 
 
-def test_the_operator_reads_the_detail_once(
-    sample_kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.parametrize(
+    ("question", "plain"),
+    [
+        (
+            "What is the latest Python release today?",
+            "Web search is not set up — ask your administrator.",
+        ),
+        ("今天最新的 Python 版本是什么？", "网络搜索尚未设置——请联系管理员。"),
+    ],
+)
+def test_the_operator_reads_the_same_and_doctor_has_the_detail(
+    sample_kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str], question: str, plain: str,
+) -> None:  # fmt: skip
+    """The Chinese answer listed seven *_API_KEY names to the local operator (issue 56)."""
     for var in environment_variables():
         monkeypatch.delenv(var, raising=False)
     for user in (None, ADMIN):  # local use, and an admin of the server
-        out = ask(tmp_path / "home", "What is the latest Python release today?", user)
-        assert "not configured" in out["answer"] and "SERPER_API_KEY" in out["answer"]
-        assert not any("SERPER_API_KEY" in w for w in out["warnings"]), out["warnings"]
+        out = ask(tmp_path / "home", question, user)
+        assert out["answer"].rstrip().endswith(plain), out["answer"]
+        said = out["answer"] + "\n".join(out["warnings"])
+        for detail in ("_API_KEY", "pip install", "not configured", "未配置"):
+            assert detail not in said, said
+    from cli.main import main
+
+    assert main(["--home", str(tmp_path / "home"), "doctor"]) == 0
+    report = capsys.readouterr().out
+    assert "SERPER_API_KEY" in report and "web search: not set up" in report, report
 
 
 @pytest.mark.parametrize(

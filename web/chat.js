@@ -14,7 +14,7 @@ const GRAPH_KEY = "hybrid-rag-graph";
 const TITLE_CHARS = 80;
 const STRATEGY_OF_ROUTE = { knowledge: "vector", search: "search", both: "both" };
 const STATE_FETCHES = 6; // untitled threads whose first question is read at once
-const WEB_NOT_AVAILABLE = "web search is not available on this server"; // tools.policy.disclosure
+const WEB_NOT_AVAILABLE = "web search is not set up — ask your administrator"; // tools.policy.disclosure
 
 const chat = {
   thread: null, // the open thread's id

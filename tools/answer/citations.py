@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tools.answer.pages import cited_page, sentence_before
+from tools.answer.cited_pages import cited_page, sentence_before
 from tools.answer.sources import describe_location
 from tools.text import LABEL_RE
 from tools.websearch.snippets import cut

@@ -42,7 +42,7 @@ class Source(TypedDict, total=False):
     page: int
     page_end: int
     sheet: str
-    page_starts: str  # "offset:page,…" of a chunk over pages (tools.answer.pages)
+    page_starts: str  # "offset:page,…" of a chunk over pages (tools.answer.cited_pages)
     location: str  # "p. 3", "pp. 3–4", "sheet Prices" (Chinese: "第 3 页", "工作表 Prices")
     # web results
     url: str

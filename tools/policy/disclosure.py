@@ -1,31 +1,53 @@
-"""What a user is told about the server's own configuration (issue 45): a web search that
-is not set up on this server says so plainly to the people who ask; the detail that fixes
-it (environment variable names, a ``pip install``) is for the operator (an admin, or the
-command line: local use). Said once, in the answer's note, never again under its notes.
+"""What a user is told about the server's own configuration (issues 45 and 56): a web
+search that is not set up says so plainly, "web search is not set up — ask your
+administrator", on the page and on the command line alike. The detail that fixes it
+(environment variable names, a ``pip install``) is never in an answer or its notes, for
+anyone: it goes to the log and to ``hybrid-rag doctor`` (cli/doctor_command.py), where the
+person who sets the server up looks. A setting a run's caller chose ("web search is
+disabled (search_provider=none)") stays readable to the operator (an admin, or local
+use), who can change it. Said once, in the answer's note, never again under its notes.
 Both graphs and every front-end call these."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 
-WEB_NOT_AVAILABLE = "web search is not available on this server"
-# A reason that names the server's configuration: its settings or its installation.
-_CONFIGURATION = re.compile(
-    r"not configured|search_provider=|pip install|package is not installed"
+log = logging.getLogger("hybrid_rag.websearch")
+
+WEB_NOT_AVAILABLE = "web search is not set up — ask your administrator"
+# A reason that tells how to set the server up: its environment or its installation.
+_SETUP = re.compile(
+    r"not configured|pip install|package is not installed"
     r"|\b[A-Z][A-Z0-9]*_(?:API_KEY|BASE_URL|KEY|TOKEN)\b"
 )
+# A reason that names a setting of the run (for the operator, who may change it).
+_CONFIGURATION = re.compile(r"search_provider=")
+
+
+def names_setup(reason: str) -> bool:
+    """Whether ``reason`` tells how to set the server up (the log's and doctor's)."""
+    return bool(_SETUP.search(reason))
 
 
 def names_configuration(reason: str) -> bool:
     """Whether ``reason`` tells how the server is set up (for its operator only)."""
-    return bool(_CONFIGURATION.search(reason))
+    return names_setup(reason) or bool(_CONFIGURATION.search(reason))
+
+
+def _plain(reason: str) -> str:
+    # The admin's detail, not the user's: INFO (the CLI prints it with --verbose only).
+    log.info("%s (hybrid-rag doctor says what to set)", reason)
+    return WEB_NOT_AVAILABLE
 
 
 def web_reason_for(reason: str, *, operator: bool) -> str:
-    """``reason`` (why the web was not searched) as this user reads it: the operator the
-    whole of it; anyone else, for a reason about the configuration, that web search is not
-    available on this server."""
+    """``reason`` (why the web was not searched) as this user reads it: how to set the
+    server up, for nobody (the log has it); a run's setting, for the operator; anything
+    else (a provider's failure) as it is."""
+    if names_setup(reason):
+        return _plain(reason)
     if operator or not names_configuration(reason):
         return reason
     return WEB_NOT_AVAILABLE
@@ -33,13 +55,15 @@ def web_reason_for(reason: str, *, operator: bool) -> str:
 
 def shown_warnings(warnings: Sequence[str], noted: str | None, *, operator: bool) -> list[str]:
     """The run's notes as this user reads them: none repeating ``noted`` (the web failure
-    the answer's note already states), none with the configuration's detail for anyone
-    but the operator (said once, plainly, instead)."""
+    the answer's note already states), none with the set-up's detail (said once, plainly,
+    instead), none with a run's setting for anyone but the operator."""
     shown: list[str] = []
     for warning in warnings:
-        if noted and noted in warning:
+        if noted and (noted in warning or (names_setup(noted) and names_setup(warning))):
             continue
-        said = warning if operator or not names_configuration(warning) else WEB_NOT_AVAILABLE
+        said = warning if not names_configuration(warning) else None
+        if said is None:
+            said = warning if operator and not names_setup(warning) else WEB_NOT_AVAILABLE
         if said not in shown:
             shown.append(said)
     return shown

@@ -275,13 +275,9 @@ def _heading_title(title: str) -> str:
     return split_long_sentence(title, MAX_HEADING_TOKENS - 1)[0].rstrip() + "…"
 
 
-def _chunk_section(
-    section: _Section, opts: ChunkingOptions
-) -> list[tuple[str, bool, _Where, _Starts]]:
-    """Split oversized blocks, merge small ones, add overlap; returns (text, is_table,
-    where, page starts), ``where`` spanning the locations of the blocks merged into the
-    chunk."""
-    units: list[tuple[str, str, _Where]] = []  # (text, kind, where)
+def _units(section: _Section, opts: ChunkingOptions) -> list[tuple[str, str, _Where]]:
+    """The section's blocks, oversized ones split: (text, kind, where)."""
+    units: list[tuple[str, str, _Where]] = []
     for block in section.blocks:
         if estimate_tokens(block.text) <= opts.max_tokens:
             parts = [block.text]
@@ -295,7 +291,16 @@ def _chunk_section(
         # 200,000-character "word", a long code line) is cut to size.
         parts = [piece for part in parts for piece in within(part, opts.max_tokens)]
         units.extend((part, block.kind, block.where) for part in parts)
+    return units
 
+
+def _chunk_section(
+    section: _Section, opts: ChunkingOptions
+) -> list[tuple[str, bool, _Where, _Starts]]:
+    """Split oversized blocks, merge small ones, add overlap; returns (text, is_table,
+    where, page starts), ``where`` spanning the locations of the blocks merged into the
+    chunk."""
+    units = _units(section, opts)
     # (text, table, ends_with_prose, where, page starts)
     merged: list[tuple[str, bool, bool, _Where, _Starts]] = []
     buf: list[str] = []
