@@ -574,7 +574,11 @@ def test_a_page_range_reads_pp(tmp_path: Path) -> None:
     # Two short pages merge into one chunk: the chunk spans both.
     text = f"{location_marker(page=3)}\nEnd of three.\n{location_marker(page=4)}\nStart of four."
     (chunk,) = chunk_document(text)
-    assert (chunk.page, chunk.page_end, chunk.location()) == (3, 4, {"page": 3, "page_end": 4})
+    # ... and where page 4 begins, for the page of a cited sentence (issue 56).
+    starts = "0:3,15:4"
+    assert chunk.text[15:] == "Start of four."
+    location = {"page": 3, "page_end": 4, "page_starts": starts}
+    assert (chunk.page, chunk.page_end, chunk.location()) == (3, 4, location)
 
 
 @pytest.fixture
