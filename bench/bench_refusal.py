@@ -24,9 +24,9 @@ negatives: rejection) and an English set arranged the same way in memory from XQ
 English questions (its own paragraph + the nearest other English paragraphs of the
 corpus, which are mostly of the same article: topically near, without the answer).
 ``--sweep`` first prints, per set, the share of negative and answerable passage sets the
-evidence rule (``tools.policy.relevance.not_found``) calls not found at each
-``MIN_PASSAGE_COVERAGE``, and the value each set gets when chosen on the others (leave
-one set out; no graph run):
+coverage rule (``tools.policy.relevance.not_found`` over strong evidence: rule 3 alone)
+calls not found at each ``MIN_PASSAGE_COVERAGE``, the value chosen on all sets together
+and the value each set gets when chosen on the others (leave one set out; no graph run):
 
     .venv/bin/python -m bench.bench_refusal --offline --sweep --data-dir D --home H
 """

@@ -84,7 +84,13 @@ def coverage(value: float) -> Iterator[None]:
 
 def _flagged(question: str, passages: list[str]) -> bool:
     lang = detect_language(question)
-    sources = [{"text": t, "lang": detect_language(t) or lang} for t in passages if t.strip()]
+    # Answerability 1.0: the coverage rule alone (rule 3). The absent-word rule reads the
+    # searches' calibrated answerability, which only a search gives: offline_figures.
+    sources = [
+        {"text": t, "lang": detect_language(t) or lang, "answerability": 1.0}
+        for t in passages
+        if t.strip()
+    ]
     return bool(relevance.not_found(question, sources)) if sources else True
 
 
