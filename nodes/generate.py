@@ -15,6 +15,7 @@ from run.localize import localize
 from run.models import OFFLINE, load_chat_model
 from run.reader import run_operator
 from run.run_view import RunView, node
+from tools.answer.attribution import attach_labels
 from tools.answer.citations import assign_labels, validate_citations
 from tools.answer.context_builder import BuiltContext, build_context
 from tools.answer.crosslingual import source_similarity
@@ -67,6 +68,8 @@ def build_prompt(run: RunView, sources: list[dict[str, Any]]) -> tuple[list[Any]
         history=state.get("history") or [],
         web_fetched_at=state.get("web_fetched_at"),
         language=language,
+        question=state["question"],
+        passage_chars=ctx.answer_source_chars,
     )
     messages: list[Any] = [SystemMessage(system)]
     for turn in built.history:
@@ -185,12 +188,18 @@ def _answer_message_id(state: Mapping[str, Any]) -> str | None:
 def checked_refusal(state: Mapping[str, Any]) -> tuple[str, str]:
     """A model-written answer after the refusal rule (``tools.policy.refusal``), and why
     it was replaced ('' when kept). Notes appended after the model's draft (the web
-    failure sentence) are kept; offline answers pass unchanged."""
+    failure sentence) are kept; offline answers pass unchanged. Sentences the model left
+    without a label first get the label of the source they repeat
+    (``tools.answer.attribution``): a right answer is not refused for a missing label."""
     answer = str(state.get("answer") or "")
     draft = str(state.get("answer_draft") or "").strip()
     if not draft or not answer.startswith(draft):
         return answer, ""
     sources = state.get("sources") or []
+    labelled, attached = attach_labels(draft, state["question"], sources)
+    if attached:
+        log.info("attached %d citation label(s) to unlabeled sentences", attached)
+        answer, draft = labelled + answer[len(draft) :], labelled
     by_label = {str(s.get("label")): s for s in sources}
     cited = [by_label[c["label"]] for c in validate_citations(draft, sources).cited]
     verdict = check_answer(

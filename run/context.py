@@ -190,7 +190,28 @@ class Context:
         le=5,
     )
     snippet_chars: int = _f(
-        280, "Characters of each source shown to the answer step.", ge=50, le=4000
+        280,
+        "Characters of each web snippet shown to the answer step, and of each passage in "
+        "listings (the agent's tool results show answer_source_chars of a KB passage).",
+        ge=50,
+        le=4000,
+    )
+    answer_source_chars: int = _f(
+        1200,
+        "Characters of each knowledge-base passage the answer model reads: the sentences "
+        "that match the question, with a table's header and the matching row in full, and "
+        "what surrounds them (issue 56: a fact at character 435 was cut off at 280), within "
+        "context_token_budget.",
+        ge=100,
+        le=8000,
+    )
+    small_model: bool = _f(
+        False,
+        "A small model on a CPU (about 0.5-3B parameters, llama.cpp or Ollama): fewer, "
+        "shorter calls. No plan when the knowledge-base probe reaches confidence_threshold "
+        "(the offline rule routes, the offline rewrites are the queries), no model grading "
+        "(the calibrated scores decide), reflection by the coverage rule. "
+        "docs/DEPLOYMENT.md, section 7, gives the settings per model size.",
     )
     confidence_threshold: float = _f(
         0.3,

@@ -39,11 +39,14 @@ from langchain_core.messages import (
 
 from graph.agent.tool_calls import run_calls
 from graph.agent.tool_outcomes import apply_outcomes, repeats_ignored, route_of, this_turn
+from graph.agent.tool_work import GOOGLE_SEARCH
 from graph.agent.tools import AGENT_TOOLS
 from nodes.generate import quoted_answer, web_note
 from nodes.prepare import prepare
 from prompts.agent import (
     AGENT_SYSTEM_EN,
+    AGENT_SYSTEM_KB_EN,
+    AGENT_SYSTEM_KB_ZH,
     AGENT_SYSTEM_ZH,
     BOUND_NOTE_EN,
     BOUND_NOTE_ZH,
@@ -55,6 +58,7 @@ from run.deadline import CUT_OFF
 from run.localize import localize
 from run.models import OFFLINE, load_chat_model
 from run.run_view import RunView, node
+from run.search_setup import web_available
 from tools.errors import HybridRagError
 from tools.policy.decisions import Decision, Evidence, decide, record, turn_evidence
 
@@ -111,11 +115,19 @@ def bounded_answer(run: RunView, reason: str | None) -> dict[str, Any]:
     }
 
 
-def agent_messages(state: Mapping[str, Any], tools_left: int) -> list[BaseMessage]:
+def agent_messages(
+    state: Mapping[str, Any], tools_left: int, *, web: bool = True
+) -> list[BaseMessage]:
+    """The model's messages: the system prompt naming the tools it has (``web``: whether
+    google_search is offered), the history, the question and this turn's exchange."""
     language = state.get("language", "en")
     zh = language == "zh"
     budget_note = "" if tools_left > 0 else (NO_TOOLS_LEFT_ZH if zh else NO_TOOLS_LEFT_EN)
-    system = (AGENT_SYSTEM_ZH if zh else AGENT_SYSTEM_EN).format(
+    if web:
+        template = AGENT_SYSTEM_ZH if zh else AGENT_SYSTEM_EN
+    else:
+        template = AGENT_SYSTEM_KB_ZH if zh else AGENT_SYSTEM_KB_EN
+    system = template.format(
         tools_left=max(0, tools_left), budget_note=budget_note, today=datetime.now(UTC).date()
     )
     messages: list[BaseMessage] = [SystemMessage(system)]
@@ -126,6 +138,11 @@ def agent_messages(state: Mapping[str, Any], tools_left: int) -> list[BaseMessag
     messages.append(HumanMessage(state["question"]))
     messages.extend(turn_messages(state.get("messages") or []))
     return messages
+
+
+def offered_tools(web: bool) -> list[Any]:
+    """The tools the model is given: google_search only when web search can run."""
+    return [t for name, t in AGENT_TOOLS.items() if web or name != GOOGLE_SEARCH]
 
 
 # --- nodes -----------------------------------------------------------------------------
@@ -148,7 +165,8 @@ async def call_model(state: AgentState, run: RunView) -> dict[str, Any]:
     if calls >= max_model_calls:
         return bounded_answer(run, f"the max_model_calls bound ({max_model_calls}) was reached")
     tools_left = max_tool_calls - len(state.get("tool_calls") or [])
-    messages = agent_messages(state, tools_left)
+    web = web_available(run)
+    messages = agent_messages(state, tools_left, web=web)
     run.emit("thinking", call=calls + 1, tools_left=max(0, tools_left))
     update: dict[str, Any] = {"model_calls": calls + 1}
     env = run.model_env  # outside the try: missing settings are no model failure
@@ -157,7 +175,7 @@ async def call_model(state: AgentState, run: RunView) -> dict[str, Any]:
         # Tools stay bound even when the budget is spent: some providers reject a history
         # with tool calls but no tool definitions. The system prompt then says "answer now",
         # and a model that still asks for tools gets the graceful bounded answer below.
-        reply = await model.bind_tools(list(AGENT_TOOLS.values())).ainvoke(messages)
+        reply = await model.bind_tools(offered_tools(web)).ainvoke(messages)
     except Exception as exc:  # provider/network failure: the offline rules take over
         if not isinstance(exc, HybridRagError):
             log.warning("agent model call failed", exc_info=True)
