@@ -77,8 +77,24 @@ def build_prompt(run: RunView, sources: list[dict[str, Any]]) -> tuple[list[Any]
             HumanMessage(turn["content"]) if turn["role"] == "user" else AIMessage(turn["content"])
         )
     template = P.USER_TEMPLATE_ZH if language == "zh" else P.USER_TEMPLATE_EN
-    messages.append(HumanMessage(template.format(context=built.text, question=state["question"])))
+    user = template.format(context=built.text, question=state["question"])
+    if state.get("mode", OFFLINE) != OFFLINE:
+        user += key_lines(state["question"], built.included, language)
+    messages.append(HumanMessage(user))
     return messages, built
+
+
+def key_lines(question: str, sources: list[dict[str, Any]], language: str) -> str:
+    """The lines the offline answer would quote (``tools.policy.offline.extractive_answer``
+    over the passages that mention the question's key terms), as a pointer for the model;
+    '' when none does."""
+    quotable, missing = quotable_sources(question, sources)
+    if missing or not quotable:
+        return ""
+    lines = extractive_answer(question, quotable, language)
+    if lines.strip() == no_information(language).strip():
+        return ""
+    return (P.KEY_LINES_ZH if language == "zh" else P.KEY_LINES_EN).format(lines=lines)
 
 
 def web_reason(state: Mapping[str, Any]) -> str | None:

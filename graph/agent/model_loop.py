@@ -41,7 +41,7 @@ from graph.agent.tool_calls import run_calls
 from graph.agent.tool_outcomes import apply_outcomes, repeats_ignored, route_of, this_turn
 from graph.agent.tool_work import GOOGLE_SEARCH
 from graph.agent.tools import AGENT_TOOLS
-from nodes.generate import quoted_answer, web_note
+from nodes.generate import key_lines, quoted_answer, web_note
 from nodes.prepare import prepare
 from prompts.agent import (
     AGENT_SYSTEM_EN,
@@ -130,6 +130,9 @@ def agent_messages(
     system = template.format(
         tools_left=max(0, tools_left), budget_note=budget_note, today=datetime.now(UTC).date()
     )
+    found = [*(state.get("internal_docs") or [])]
+    if found:  # after a search: the lines the offline answer would quote, as a pointer
+        system += key_lines(state["question"], found[:5], language)
     messages: list[BaseMessage] = [SystemMessage(system)]
     for turn in state.get("history") or []:
         messages.append(
