@@ -5,7 +5,6 @@ first 280 characters of its passage, a plan cut off at ``max_tokens``, too many 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
