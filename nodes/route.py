@@ -77,6 +77,21 @@ def skip_plan(run: RunView, probe: float) -> bool:
     return run.context.small_model and probe >= run.context.confidence_threshold
 
 
+def plan_system(probe: float, num_rewrites: int, languages: list[str], web: bool) -> str:
+    """The planner's instructions: the sources that exist (``web``), the routes it may
+    take, the queries to write and the KB's other ``languages`` to translate into."""
+    translate = PLAN_TRANSLATE.format(languages=language_names(languages)) if languages else ""
+    return PLAN_SYSTEM.format(
+        today=datetime.now(UTC).date(),
+        kb_probe=probe,
+        num_rewrites=num_rewrites,
+        translate=translate,
+        web_source=PLAN_WEB_ON if web else PLAN_WEB_OFF,
+        routes=PLAN_ROUTES_ON if web else PLAN_ROUTES_OFF,
+        web_queries=PLAN_WEB_QUERIES_ON if web else "",
+    )
+
+
 @node
 async def route(state: State, run: RunView) -> dict[str, Any]:
     question: str = state["question"]
@@ -111,18 +126,7 @@ async def route(state: State, run: RunView) -> dict[str, Any]:
             languages, _ = (
                 await other_languages(run.kb, question) if run.context.crosslingual else ([], {})
             )
-            translate = (
-                PLAN_TRANSLATE.format(languages=language_names(languages)) if languages else ""
-            )
-            system = PLAN_SYSTEM.format(
-                today=datetime.now(UTC).date(),
-                kb_probe=probe,
-                num_rewrites=run.context.num_rewrites,
-                translate=translate,
-                web_source=PLAN_WEB_ON if web else PLAN_WEB_OFF,
-                routes=PLAN_ROUTES_ON if web else PLAN_ROUTES_OFF,
-                web_queries=PLAN_WEB_QUERIES_ON if web else "",
-            )
+            system = plan_system(probe, run.context.num_rewrites, languages, web)
             out, error = await structured_call(spec, Plan, system, user, run.model_env)
             if out is None:  # a failed planner: the shared rule (the agent's too)
                 fallback = route_without_plan(offline_route(question, probe).route, True)

@@ -190,18 +190,13 @@ class Context:
         le=5,
     )
     snippet_chars: int = _f(
-        280,
-        "Characters of each web snippet shown to the answer step, and of each passage in "
-        "listings (the agent's tool results show answer_source_chars of a KB passage).",
-        ge=50,
-        le=4000,
+        280, "Characters of each web snippet shown to the answer step.", ge=50, le=4000
     )
     answer_source_chars: int = _f(
         1200,
-        "Characters of each knowledge-base passage the answer model reads: the sentences "
-        "that match the question, with a table's header and the matching row in full, and "
-        "what surrounds them (issue 56: a fact at character 435 was cut off at 280), within "
-        "context_token_budget.",
+        "Characters of each knowledge-base passage a model reads (answer, agent results): "
+        "the lines that match the question, whole (a table row with its header), and "
+        "what surrounds them, within context_token_budget.",
         ge=100,
         le=8000,
     )
