@@ -135,7 +135,7 @@ def arguments() -> Any:
     ap.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL", ""))
     ap.add_argument("--model", default="openai:local", help="the spec the product is given")
     ap.add_argument("--questions", type=int, default=6)
-    ap.add_argument("--max-output-tokens", type=int, default=256)
+    ap.add_argument("--max-output-tokens", type=int, default=SMALL_LOCAL_MODEL["max_output_tokens"])
     ap.add_argument("--run-timeout", type=float, default=600.0, help="run_timeout_s per question")
     ap.add_argument("--weak-fake", action="store_true", help="a scripted weak model, no server")
     ap.add_argument("--real", action="store_true",

@@ -21,7 +21,9 @@ SMALL_LOCAL_MODEL: dict[str, Any] = {
     "small_model": True,
     "top_k_internal": 3,
     "answer_source_chars": 800,
-    "max_output_tokens": 256,
+    # Answers are a sentence or two; on a loaded CPU each token costs 1-3 s, and a small
+    # model that echoes its prompt wrote 172 tokens (520 s) where 8 answered.
+    "max_output_tokens": 160,
     "run_timeout_s": 600.0,
 }
 # One request's limit for such a model (HYBRID_RAG_MODEL_TIMEOUT): a 1,000-token prompt

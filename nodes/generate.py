@@ -77,9 +77,14 @@ def build_prompt(run: RunView, sources: list[dict[str, Any]]) -> tuple[list[Any]
             HumanMessage(turn["content"]) if turn["role"] == "user" else AIMessage(turn["content"])
         )
     template = P.USER_TEMPLATE_ZH if language == "zh" else P.USER_TEMPLATE_EN
-    user = template.format(context=built.text, question=state["question"])
-    if state.get("mode", OFFLINE) != OFFLINE:
-        user += key_lines(state["question"], built.included, language)
+    # Model mode: the lines the offline answer would quote, after the sources and before
+    # the question (last, so the model answers it rather than echo the lines).
+    lines = (
+        key_lines(state["question"], built.included, language)
+        if state.get("mode", OFFLINE) != OFFLINE
+        else ""
+    )
+    user = template.format(context=built.text, key_lines=lines, question=state["question"])
     messages.append(HumanMessage(user))
     return messages, built
 

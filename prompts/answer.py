@@ -25,8 +25,8 @@ ANSWER_SYSTEM_ZH = """你只能依据下面给出的来源回答问题。
 WEB_UNAVAILABLE_EN = "Note: live web results were unavailable ({reason}); say so in the answer.\n"
 WEB_UNAVAILABLE_ZH = "注意：实时网络结果不可用（{reason}），请在回答中说明。\n"
 
-USER_TEMPLATE_EN = "Sources:\n{context}\n\nQuestion: {question}"
-USER_TEMPLATE_ZH = "来源：\n{context}\n\n问题：{question}"
+USER_TEMPLATE_EN = "Sources:\n{context}{key_lines}\n\nQuestion: {question}"
+USER_TEMPLATE_ZH = "来源：\n{context}{key_lines}\n\n问题：{question}"
 
 # Sentences appended to every answer when the web path failed (model and offline modes).
 WEB_FAILURE_SENTENCE_EN = "Live web results were unavailable: {reason}."
@@ -44,10 +44,5 @@ MODEL_FAILED_NOTE_ZH = "（语言模型未能作答：此回答摘录自来源�
 
 # Model mode: the lines the offline rule would quote, after the sources, so a small model
 # reads the row that answers first (issue 56: a 1.5B model picked the wrong row of a table).
-KEY_LINES_EN = (
-    "\n\nThe lines of these sources that best match the question (picked by keyword rules: "
-    "check them against the sources, and answer from the sources):\n{lines}"
-)
-KEY_LINES_ZH = (
-    "\n\n来源中与问题最匹配的几行（由关键词规则挑选：请对照来源核实，并依据来源回答）：\n{lines}"
-)
+KEY_LINES_EN = "\n\nBest-matching lines (check them against the sources):\n{lines}"
+KEY_LINES_ZH = "\n\n最匹配的几行（请对照来源核实）：\n{lines}"
