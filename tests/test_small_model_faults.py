@@ -190,3 +190,16 @@ def test_a_small_model_spends_one_call_on_a_question_the_kb_answers(
     assert [name for name, _ in scripted.calls] == ["answer"]
     assert out["answer"].startswith("Six years of service give 18 days [internal-1].")
     assert out["route"] == "knowledge" and out["route_reason"].startswith("small model")
+
+
+def test_a_small_models_agent_searches_the_kb_first_then_answers_in_one_call(
+    sample_home: Path, agent_model: ToolScriptedChatModel
+) -> None:
+    # The 1.5B model answered "No relevant information found" without searching.
+    agent_model.script = ["Six years of service give 18 days [internal-1]."]
+    out = run(build_agent_graph, LEAVE_Q, ctx(sample_home, model="custom:small", small_model=True))
+    assert out["model_calls"] == 1 and len(agent_model.calls) == 1
+    assert [c["name"] for c in out["tool_calls"]] == ["internal_search"]
+    assert out["tool_calls"][0]["args"] == {"query": LEAVE_Q}
+    assert any(m.type == "tool" for m in agent_model.calls[0]["messages"])
+    assert out["answer"].startswith("Six years of service give 18 days [internal-1].")

@@ -27,6 +27,7 @@ import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
+from uuid import uuid4
 
 from langchain_core.messages import (
     AIMessage,
@@ -36,10 +37,11 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langchain_core.messages.tool import tool_call
 
 from graph.agent.tool_calls import run_calls
 from graph.agent.tool_outcomes import apply_outcomes, repeats_ignored, route_of, this_turn
-from graph.agent.tool_work import GOOGLE_SEARCH
+from graph.agent.tool_work import GOOGLE_SEARCH, INTERNAL_SEARCH
 from graph.agent.tools import AGENT_TOOLS
 from nodes.generate import key_lines, quoted_answer, web_note
 from nodes.prepare import prepare
@@ -143,6 +145,28 @@ def agent_messages(
     return messages
 
 
+def first_search_by_rule(run: RunView, tools_left: int) -> bool:
+    """A small local model (``Context.small_model``) does not choose the turn's first
+    search: the knowledge base is searched for the question without a model call (a 1.5B
+    model answered "No relevant information found" without searching in 6 of 6 runs), and
+    the model's one call answers from the results."""
+    state = run.state
+    return (
+        run.context.small_model
+        and tools_left > 0
+        and not state.get("tool_calls")
+        and not this_turn(state.get("messages") or [])
+    )
+
+
+def first_search(question: str) -> AIMessage:
+    """The turn's first tool call, made by the rule (not counted as a model call)."""
+    call = tool_call(
+        name=INTERNAL_SEARCH, args={"query": question}, id=f"call_rule_{uuid4().hex[:16]}"
+    )
+    return AIMessage(content="", tool_calls=[call])
+
+
 def offered_tools(web: bool) -> list[Any]:
     """The tools the model is given: google_search only when web search can run."""
     return [t for name, t in AGENT_TOOLS.items() if web or name != GOOGLE_SEARCH]
@@ -168,6 +192,8 @@ async def call_model(state: AgentState, run: RunView) -> dict[str, Any]:
     if calls >= max_model_calls:
         return bounded_answer(run, f"the max_model_calls bound ({max_model_calls}) was reached")
     tools_left = max_tool_calls - len(state.get("tool_calls") or [])
+    if first_search_by_rule(run, tools_left):
+        return {"messages": [first_search(state["question"])]}
     web = web_available(run)
     messages = agent_messages(state, tools_left, web=web)
     run.emit("thinking", call=calls + 1, tools_left=max(0, tools_left))
