@@ -205,7 +205,8 @@ class Context:
         "A small model on a CPU (about 0.5-3B parameters, llama.cpp or Ollama): fewer, "
         "shorter calls. No plan when the knowledge-base probe reaches confidence_threshold "
         "(the offline rule routes, the offline rewrites are the queries), no model grading "
-        "(the calibrated scores decide), reflection by the coverage rule. "
+        "(the calibrated scores decide), reflection by the coverage rule; the agent's first "
+        "search is the question, made without a call. "
         "docs/DEPLOYMENT.md, section 7, gives the settings per model size.",
     )
     confidence_threshold: float = _f(
