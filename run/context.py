@@ -206,8 +206,7 @@ class Context:
         "shorter calls. No plan when the knowledge-base probe reaches confidence_threshold "
         "(the offline rule routes, the offline rewrites are the queries), no model grading "
         "(the calibrated scores decide), reflection by the coverage rule; the agent's first "
-        "search is the question, made without a call. "
-        "docs/DEPLOYMENT.md, section 7, gives the settings per model size.",
+        "search is the question, made without a call (docs/DEPLOYMENT.md, section 7).",
     )
     confidence_threshold: float = _f(
         0.3,
