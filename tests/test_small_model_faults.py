@@ -201,5 +201,9 @@ def test_a_small_models_agent_searches_the_kb_first_then_answers_in_one_call(
     assert out["model_calls"] == 1 and len(agent_model.calls) == 1
     assert [c["name"] for c in out["tool_calls"]] == ["internal_search"]
     assert out["tool_calls"][0]["args"] == {"query": LEAVE_Q}
-    assert any(m.type == "tool" for m in agent_model.calls[0]["messages"])
+    # The one call is the answer step's prompt: fenced sources, no tools to call.
+    assert agent_model.calls[0]["tools"] == []
+    assert "| 5 to less than 10 years | 18 days |" in str(
+        agent_model.calls[0]["messages"][-1].content
+    )
     assert out["answer"].startswith("Six years of service give 18 days [internal-1].")

@@ -43,7 +43,7 @@ from graph.agent.tool_calls import run_calls
 from graph.agent.tool_outcomes import apply_outcomes, repeats_ignored, route_of, this_turn
 from graph.agent.tool_work import GOOGLE_SEARCH, INTERNAL_SEARCH
 from graph.agent.tools import AGENT_TOOLS
-from nodes.generate import key_lines, quoted_answer, web_note
+from nodes.generate import build_prompt, key_lines, quoted_answer, web_note
 from nodes.prepare import prepare
 from prompts.agent import (
     AGENT_SYSTEM_EN,
@@ -159,6 +159,11 @@ def first_search_by_rule(run: RunView, tools_left: int) -> bool:
     )
 
 
+def answers_from_first_search(run: RunView, calls: int) -> bool:
+    """The model's first call after the rule's first search (``first_search_by_rule``)."""
+    return run.context.small_model and calls == 0 and bool(run.state.get("tool_calls"))
+
+
 def first_search(question: str) -> AIMessage:
     """The turn's first tool call, made by the rule (not counted as a model call)."""
     call = tool_call(
@@ -204,7 +209,14 @@ async def call_model(state: AgentState, run: RunView) -> dict[str, Any]:
         # Tools stay bound even when the budget is spent: some providers reject a history
         # with tool calls but no tool definitions. The system prompt then says "answer now",
         # and a model that still asks for tools gets the graceful bounded answer below.
-        reply = await model.bind_tools(offered_tools(web)).ainvoke(messages)
+        if answers_from_first_search(run, calls):
+            # A small model answers the rule's search in one call, from the answer step's
+            # prompt (fenced sources, the best-matching lines, the question last): shown
+            # the same results as a tool exchange, the 1.5B model replied "not found".
+            prompt, _ = build_prompt(run, answer_sources(run))
+            reply = await model.ainvoke(prompt)
+        else:
+            reply = await model.bind_tools(offered_tools(web)).ainvoke(messages)
     except Exception as exc:  # provider/network failure: the offline rules take over
         if not isinstance(exc, HybridRagError):
             log.warning("agent model call failed", exc_info=True)
