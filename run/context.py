@@ -190,7 +190,23 @@ class Context:
         le=5,
     )
     snippet_chars: int = _f(
-        280, "Characters of each source shown to the answer step.", ge=50, le=4000
+        280, "Characters of each web snippet shown to the answer step.", ge=50, le=4000
+    )
+    answer_source_chars: int = _f(
+        1200,
+        "Characters of each knowledge-base passage a model reads (answer, agent results): "
+        "the lines that match the question, whole (a table row with its header), and "
+        "what surrounds them, within context_token_budget.",
+        ge=100,
+        le=8000,
+    )
+    small_model: bool = _f(
+        False,
+        "A small model on a CPU (about 0.5-3B parameters, llama.cpp or Ollama): fewer, "
+        "shorter calls. No plan when the knowledge-base probe reaches confidence_threshold "
+        "(the offline rule routes, the offline rewrites are the queries), no model grading "
+        "(the calibrated scores decide), reflection by the coverage rule; the agent's first "
+        "search is the question, made without a call (docs/DEPLOYMENT.md, section 7).",
     )
     confidence_threshold: float = _f(
         0.3,

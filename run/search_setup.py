@@ -41,6 +41,15 @@ def search_service(run: RunView) -> SearchService:
     )
 
 
+def web_available(run: RunView) -> bool:
+    """Whether a web search can run at all (a provider configured, not disabled): the
+    planner and the agent's tool list are told, so no route or call goes to a source that
+    is off (issue 56: the planner sent questions to a disabled web and never read the KB)."""
+    settings = run.settings
+    web = settings.web
+    return settings.web_problem is None and web is not None and web.is_configured
+
+
 async def kb_probe(run: RunView, question: str) -> tuple[float, list[str]]:
     """The router's "does the KB answer this?" (``KnowledgeBase.probe``, off the event
     loop) for both graphs, over the documents the caller may read; an unavailable KB

@@ -185,7 +185,7 @@ class LocalLLMServer:
             }
             for name, args in turn.get("tool_calls") or []
         ]
-        finish = "tool_calls" if calls else "stop"
+        finish = "tool_calls" if calls else turn.get("finish", "stop")  # "length": cut off
         if not body.get("stream"):
             message: dict[str, Any] = {"role": "assistant", "content": turn.get("content")}
             if calls:

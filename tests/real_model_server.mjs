@@ -2,17 +2,23 @@
 // node-llama-cpp's prebuilt addon (npm @node-llama-cpp/linux-x64: a binary shipped inside a
 // registry package; the npm packages ship no llama-server). Started by tests/real_model.py.
 //
-//   node real_model_server.mjs MODEL.gguf PORT
+//   node real_model_server.mjs MODEL.gguf PORT [native|chatml]
 //
-// The model's ChatML prompt is built here (SmolLM2's template has no tool support); tool
-// calls and response_format JSON schemas are forced by llama.cpp grammars made from the
-// request's JSON schemas, the way llama-server's generic tool format does it. One request
-// is evaluated at a time; a client that disconnects aborts its generation. Every
-// generation is bounded by the request's max_tokens (else DEFAULT_MAX_TOKENS).
+// native (Qwen2.5 and any model whose GGUF names a chat template node-llama-cpp knows):
+// LlamaChat with the wrapper resolved from the model ("auto": QwenChatWrapper for Qwen2.5),
+// so the prompt is the model's own template and tool calls are its own <tool_call> format
+// (node-llama-cpp forces the call's parameters by grammar once the model opens a call and
+// stops at the call: the client runs the tool). chatml (SmolLM2, whose template has no
+// tools): the ChatML prompt is built here and tool calls are forced by a JSON grammar, the
+// way llama-server's generic tool format does it. Either way response_format JSON schemas
+// are forced by grammars, one request is evaluated at a time, a client that disconnects
+// aborts its generation, and every generation is bounded by the request's max_tokens (else
+// DEFAULT_MAX_TOKENS).
 import http from "node:http";
-import {getLlama, LlamaCompletion} from "node-llama-cpp";
+import {getLlama, LlamaChat, LlamaCompletion} from "node-llama-cpp";
 
-const [modelPath, portArg] = process.argv.slice(2);
+const [modelPath, portArg, modeArg] = process.argv.slice(2);
+const NATIVE = (modeArg || "chatml") === "native";
 const DEFAULT_MAX_TOKENS = 512;
 const CONTEXT_SIZE = 8192;
 const MAX_BODY = 8 * 1024 * 1024;
@@ -24,7 +30,10 @@ const model = await llama.loadModel({modelPath});
 // One thread: on a loaded 2-core machine more threads spin against each other and a
 // 30-token reply took minutes.
 const context = await model.createContext({contextSize: CONTEXT_SIZE, threads: THREADS});
-const completion = new LlamaCompletion({contextSequence: context.getSequence()});
+const sequence = context.getSequence();
+const completion = NATIVE ? null : new LlamaCompletion({contextSequence: sequence});
+const chat = NATIVE ? new LlamaChat({contextSequence: sequence, chatWrapper: "auto"}) : null;
+if (chat) console.log(`chat wrapper: ${chat.chatWrapper.wrapperName}`);
 let queue = Promise.resolve();
 
 const KEEP = new Set(["type", "properties", "required", "items", "enum", "const", "oneOf",
@@ -140,9 +149,96 @@ function message(raw, tools, id) {
   return {role: "assistant", content: String(parsed.response ?? "")};
 }
 
+// OpenAI messages as node-llama-cpp's chat history: a tool message's content becomes the
+// result of the call it answers, and the history ends with the model's turn to continue.
+function history(messages) {
+  const items = [];
+  const calls = new Map();
+  for (const m of messages) {
+    const body = text(m.content);
+    if (m.role === "system" || m.role === "developer") items.push({type: "system", text: body});
+    else if (m.role === "user") items.push({type: "user", text: body});
+    else if (m.role === "assistant") {
+      const response = body ? [body] : [];
+      for (const c of m.tool_calls || []) {
+        let params = {};
+        try { params = JSON.parse(c.function.arguments || "{}"); } catch { params = {}; }
+        const call = {type: "functionCall", name: c.function.name, params, result: ""};
+        calls.set(c.id, call);
+        response.push(call);
+      }
+      items.push({type: "model", response});
+    } else if (m.role === "tool") {
+      const call = calls.get(m.tool_call_id);
+      if (call) call.result = body; else items.push({type: "user", text: `Tool result:\n${body}`});
+    }
+  }
+  const last = items[items.length - 1];
+  const open = last?.type === "model" && last.response.some((r) => r.type === "functionCall");
+  if (!open) items.push({type: "model", response: []});
+  return items;
+}
+
+function functionsOf(tools) {
+  return Object.fromEntries(tools.map((t) => {
+    const params = t.function.parameters || {type: "object", properties: {}};
+    return [t.function.name, {description: t.function.description || "",
+      params: simplify(params, params.$defs || {})}];
+  }));
+}
+
+// Qwen2.5-Coder often writes its call as the bare JSON of its template's <tool_call> block,
+// without the tags: a reply that is exactly {"name": <a tool>, "arguments": {...}} is the
+// call it means (llama-server's Hermes parser accepts the same).
+function bareCall(response, tools) {
+  let parsed;
+  try {
+    parsed = JSON.parse(String(response || "").trim().replace(/^```(?:json)?\s*|\s*```$/g, ""));
+  } catch {
+    return [];
+  }
+  const names = new Set(tools.map((t) => t.function.name));
+  if (!parsed || typeof parsed !== "object" || !names.has(parsed.name)) return [];
+  return [{functionName: parsed.name, params: parsed.arguments ?? parsed.parameters ?? {}}];
+}
+
+async function completeNative(body, tools, signal) {
+  const chatHistory = history(body.messages || []);
+  const functions = tools.length ? functionsOf(tools) : undefined;
+  const state = chat.chatWrapper.generateContextState({chatHistory, availableFunctions: functions,
+    documentFunctionParams: true});
+  const promptTokens = state.contextText.tokenize(model.tokenizer).length;
+  const limit = body.max_tokens ?? body.max_completion_tokens ?? DEFAULT_MAX_TOKENS;
+  if (promptTokens + limit > CONTEXT_SIZE) {
+    return [400, {error: {message: `the request exceeds the available context size ` +
+      `(${promptTokens} prompt tokens + ${limit} > ${CONTEXT_SIZE})`, type: "invalid_request_error"}}];
+  }
+  let produced = 0;
+  const grammar = tools.length ? undefined : await grammarFor(body, []);
+  const options = {maxTokens: limit, temperature: body.temperature ?? 0, seed: body.seed ?? 0,
+    signal, stopOnAbortSignal: true, onToken: (tokens) => { produced += tokens.length; }};
+  if (functions) Object.assign(options, {functions, documentFunctionParams: true});
+  else if (grammar) options.grammar = grammar;
+  const result = await chat.generateResponse(chatHistory, options);
+  const id = Math.random().toString(36).slice(2, 12);
+  const called = result.functionCalls?.length ? result.functionCalls : bareCall(result.response, tools);
+  const calls = called.map((c, i) => ({id: `call_${id}_${i}`, type: "function",
+    function: {name: c.functionName, arguments: JSON.stringify(c.params ?? {})}}));
+  if (calls.length) result.response = "";
+  const msg = calls.length ? {role: "assistant", content: result.response || null, tool_calls: calls}
+    : {role: "assistant", content: result.response};
+  const finish = calls.length ? "tool_calls"
+    : result.metadata.stopReason === "maxTokens" ? "length" : "stop";
+  return [200, {id: `chatcmpl-${id}`, object: "chat.completion", created: Math.floor(Date.now() / 1000),
+    model: body.model || "local", choices: [{index: 0, message: msg, finish_reason: finish}],
+    usage: {prompt_tokens: promptTokens, completion_tokens: produced,
+      total_tokens: promptTokens + produced}}];
+}
+
 async function complete(body, signal) {
   const tools = body.tool_choice === "none" ? []
     : (body.tools || []).filter((t) => t.type === "function" && t.function?.name);
+  if (NATIVE) return completeNative(body, tools, signal);
   const prompt = model.tokenize(chatml(body.messages || [], tools), true);
   const limit = body.max_tokens ?? body.max_completion_tokens ?? DEFAULT_MAX_TOKENS;
   if (prompt.length + limit > CONTEXT_SIZE) {

@@ -98,7 +98,8 @@ def test_one_tool_then_a_cited_answer(kb_home: Path, model: ToolScriptedChatMode
          "ok": True, "results": 5}
     ]  # fmt: skip
     assert out["model_calls"] == 2 and len(model.calls) == 2
-    assert model.calls[0]["tools"] == ["internal_search", "google_search"]
+    # Web search is off here: the model is offered the knowledge base only (issue 56).
+    assert model.calls[0]["tools"] == ["internal_search"]
     seen = tool_texts(model)[0]
     assert seen.splitlines()[1].startswith("[internal-1] ") and " — " in seen
     assert out["mode"] == "custom:agent" and out["route"] == "knowledge"
@@ -335,9 +336,9 @@ def test_chat_openai_end_to_end(
     if streaming:
         assert tokens > 2
     tools = [t["function"]["name"] for t in server.requests[0]["tools"]]
-    assert tools == ["internal_search", "google_search"]
-    params = server.requests[0]["tools"][1]["function"]["parameters"]
-    assert set(params["properties"]) == {"query", "hl", "gl"} and params["required"] == ["query"]
+    assert tools == ["internal_search"]  # web search is off: not offered (issue 56)
+    params = server.requests[0]["tools"][0]["function"]["parameters"]
+    assert set(params["properties"]) == {"query"} and params["required"] == ["query"]
     sent = server.requests[1]["messages"]
     assistant = next(m for m in sent if m["role"] == "assistant")
     tool_msg = next(m for m in sent if m["role"] == "tool")

@@ -27,6 +27,7 @@ import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
+from uuid import uuid4
 
 from langchain_core.messages import (
     AIMessage,
@@ -36,14 +37,18 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langchain_core.messages.tool import tool_call
 
 from graph.agent.tool_calls import run_calls
 from graph.agent.tool_outcomes import apply_outcomes, repeats_ignored, route_of, this_turn
+from graph.agent.tool_work import GOOGLE_SEARCH, INTERNAL_SEARCH
 from graph.agent.tools import AGENT_TOOLS
-from nodes.generate import quoted_answer, web_note
+from nodes.generate import build_prompt, key_lines, quoted_answer, web_note
 from nodes.prepare import prepare
 from prompts.agent import (
     AGENT_SYSTEM_EN,
+    AGENT_SYSTEM_KB_EN,
+    AGENT_SYSTEM_KB_ZH,
     AGENT_SYSTEM_ZH,
     BOUND_NOTE_EN,
     BOUND_NOTE_ZH,
@@ -55,6 +60,7 @@ from run.deadline import CUT_OFF
 from run.localize import localize
 from run.models import OFFLINE, load_chat_model
 from run.run_view import RunView, node
+from run.search_setup import web_available
 from tools.errors import HybridRagError
 from tools.policy.decisions import Decision, Evidence, decide, record, turn_evidence
 
@@ -111,13 +117,24 @@ def bounded_answer(run: RunView, reason: str | None) -> dict[str, Any]:
     }
 
 
-def agent_messages(state: Mapping[str, Any], tools_left: int) -> list[BaseMessage]:
+def agent_messages(
+    state: Mapping[str, Any], tools_left: int, *, web: bool = True
+) -> list[BaseMessage]:
+    """The model's messages: the system prompt naming the tools it has (``web``: whether
+    google_search is offered), the history, the question and this turn's exchange."""
     language = state.get("language", "en")
     zh = language == "zh"
     budget_note = "" if tools_left > 0 else (NO_TOOLS_LEFT_ZH if zh else NO_TOOLS_LEFT_EN)
-    system = (AGENT_SYSTEM_ZH if zh else AGENT_SYSTEM_EN).format(
+    if web:
+        template = AGENT_SYSTEM_ZH if zh else AGENT_SYSTEM_EN
+    else:
+        template = AGENT_SYSTEM_KB_ZH if zh else AGENT_SYSTEM_KB_EN
+    system = template.format(
         tools_left=max(0, tools_left), budget_note=budget_note, today=datetime.now(UTC).date()
     )
+    found = [*(state.get("internal_docs") or [])]
+    if found:  # after a search: the lines the offline answer would quote, as a pointer
+        system += key_lines(state["question"], found[:5], language)
     messages: list[BaseMessage] = [SystemMessage(system)]
     for turn in state.get("history") or []:
         messages.append(
@@ -126,6 +143,38 @@ def agent_messages(state: Mapping[str, Any], tools_left: int) -> list[BaseMessag
     messages.append(HumanMessage(state["question"]))
     messages.extend(turn_messages(state.get("messages") or []))
     return messages
+
+
+def first_search_by_rule(run: RunView, tools_left: int) -> bool:
+    """A small local model (``Context.small_model``) does not choose the turn's first
+    search: the knowledge base is searched for the question without a model call (a 1.5B
+    model answered "No relevant information found" without searching in 6 of 6 runs), and
+    the model's one call answers from the results."""
+    state = run.state
+    return (
+        run.context.small_model
+        and tools_left > 0
+        and not state.get("tool_calls")
+        and not this_turn(state.get("messages") or [])
+    )
+
+
+def answers_from_first_search(run: RunView, calls: int) -> bool:
+    """The model's first call after the rule's first search (``first_search_by_rule``)."""
+    return run.context.small_model and calls == 0 and bool(run.state.get("tool_calls"))
+
+
+def first_search(question: str) -> AIMessage:
+    """The turn's first tool call, made by the rule (not counted as a model call)."""
+    call = tool_call(
+        name=INTERNAL_SEARCH, args={"query": question}, id=f"call_rule_{uuid4().hex[:16]}"
+    )
+    return AIMessage(content="", tool_calls=[call])
+
+
+def offered_tools(web: bool) -> list[Any]:
+    """The tools the model is given: google_search only when web search can run."""
+    return [t for name, t in AGENT_TOOLS.items() if web or name != GOOGLE_SEARCH]
 
 
 # --- nodes -----------------------------------------------------------------------------
@@ -148,7 +197,10 @@ async def call_model(state: AgentState, run: RunView) -> dict[str, Any]:
     if calls >= max_model_calls:
         return bounded_answer(run, f"the max_model_calls bound ({max_model_calls}) was reached")
     tools_left = max_tool_calls - len(state.get("tool_calls") or [])
-    messages = agent_messages(state, tools_left)
+    if first_search_by_rule(run, tools_left):
+        return {"messages": [first_search(state["question"])]}
+    web = web_available(run)
+    messages = agent_messages(state, tools_left, web=web)
     run.emit("thinking", call=calls + 1, tools_left=max(0, tools_left))
     update: dict[str, Any] = {"model_calls": calls + 1}
     env = run.model_env  # outside the try: missing settings are no model failure
@@ -157,7 +209,14 @@ async def call_model(state: AgentState, run: RunView) -> dict[str, Any]:
         # Tools stay bound even when the budget is spent: some providers reject a history
         # with tool calls but no tool definitions. The system prompt then says "answer now",
         # and a model that still asks for tools gets the graceful bounded answer below.
-        reply = await model.bind_tools(list(AGENT_TOOLS.values())).ainvoke(messages)
+        if answers_from_first_search(run, calls):
+            # A small model answers the rule's search in one call, from the answer step's
+            # prompt (fenced sources, the best-matching lines, the question last): shown
+            # the same results as a tool exchange, the 1.5B model replied "not found".
+            prompt, _ = build_prompt(run, answer_sources(run))
+            reply = await model.ainvoke(prompt)
+        else:
+            reply = await model.bind_tools(offered_tools(web)).ainvoke(messages)
     except Exception as exc:  # provider/network failure: the offline rules take over
         if not isinstance(exc, HybridRagError):
             log.warning("agent model call failed", exc_info=True)

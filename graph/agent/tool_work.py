@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from tools.answer.citations import SourceKind, labelled
 from tools.answer.context_builder import cut_snippet, fence, neutralise
+from tools.answer.passage_focus import focus_passage
 from tools.answer.search_service import SearchService, WebFound
 from tools.errors import InputError
 from tools.kb.search.rerankers import Reranker
@@ -126,12 +127,20 @@ def _line(label: str, head: str, text: str, snippet_chars: int) -> str:
     return f"{label} {_one_line(head)} — {snippet}"
 
 
-def render_internal(sources: list[dict[str, Any]], query: str, snippet_chars: int) -> str:
+def render_internal(
+    sources: list[dict[str, Any]], query: str, snippet_chars: int, *, focus: str = ""
+) -> str:
+    """The KB hits, one per line; with ``focus`` (the turn's question) each passage shows
+    the lines that match it, whole (``tools.answer.passage_focus``), not its first
+    ``snippet_chars``."""
     lines = [f"Knowledge-base results for {_one_line(repr(query))}:"]
     for s in sources:
         title = s.get("heading") or s.get("title") or s.get("doc_id") or ""
         where = f" ({s.get('doc_id')}, {s['location']})" if s.get("location") else ""
-        lines.append(_line(s["label"], f"{title}{where}", str(s.get("text") or ""), snippet_chars))
+        text = str(s.get("text") or "")
+        if focus:
+            text = focus_passage(text, focus, snippet_chars)
+        lines.append(_line(s["label"], f"{title}{where}", text, snippet_chars))
     return "\n".join(lines)
 
 
@@ -184,7 +193,7 @@ async def internal_search(
     if not found.sources:
         return f"No knowledge-base passage matches {query!r}.", ToolOutcome(ok=True).to_dict()
     labelled = [registry.add(src) for src in found.sources]
-    text = render_internal(labelled, query, snippet_chars)
+    text = render_internal(labelled, query, snippet_chars, focus=question or query)
     return text, ToolOutcome(ok=True, sources=labelled).to_dict()
 
 

@@ -46,7 +46,7 @@ async def internal_search(
         query,
         question=runtime.state.get("question"),
         top_k=ctx.top_k_internal,
-        snippet_chars=ctx.snippet_chars,
+        snippet_chars=ctx.answer_source_chars,  # the lines that match the question, whole
         reranker=agent_reranker(ctx, runtime.state.get("mode")),
     )
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tools.answer.passage_focus import focus_passage
 from tools.text import estimate_tokens
 from tools.websearch.snippets import cut
 
@@ -66,7 +67,12 @@ def _attr(value: Any) -> str:
     return text.replace("<", "‹").replace(">", "›")
 
 
-def render_source(src: dict[str, Any], snippet_chars: int) -> str:
+def render_source(
+    src: dict[str, Any], snippet_chars: int, *, question: str = "", passage_chars: int = 0
+) -> str:
+    """One source's block: a web result's snippet (``snippet_chars``); a knowledge-base
+    passage focused on ``question`` within ``passage_chars`` when given (the lines the
+    offline answer would quote, whole: ``tools.answer.passage_focus``), else cut."""
     attrs: dict[str, Any] = {"title": src.get("title") or ""}
     if src.get("kind") == "web":
         attrs["url"] = src.get("url") or ""
@@ -76,6 +82,9 @@ def render_source(src: dict[str, Any], snippet_chars: int) -> str:
         attrs["doc_id"] = src.get("doc_id") or ""
         if src.get("location"):  # "p. 3" / "第 3 页" / "sheet Prices": cite-able places
             attrs["location"] = src["location"]
+        if passage_chars:
+            text = focus_passage(str(src.get("text") or ""), question, passage_chars)
+            return fence(text, src["label"], attrs)
     return fence(cut_snippet(str(src.get("text") or ""), snippet_chars), src["label"], attrs)
 
 
@@ -111,14 +120,17 @@ def build_context(
     history_turns: int = 4,
     web_fetched_at: str | None = None,
     language: str = "en",
+    question: str = "",
+    passage_chars: int = 0,
 ) -> BuiltContext:
-    """Fit history and labelled sources into what the budget leaves."""
+    """Fit history and labelled sources into what the budget leaves (knowledge-base
+    passages focused on ``question`` within ``passage_chars`` when given)."""
     remaining = budget_tokens - system_tokens - reserve_tokens
     kept_history, remaining = _fit_history((history or [])[-history_turns:], remaining)
     rendered: list[tuple[dict[str, Any], str]] = []
     omitted = 0
     for src in sources:
-        block = render_source(src, snippet_chars)
+        block = render_source(src, snippet_chars, question=question, passage_chars=passage_chars)
         cost = estimate_tokens(block)
         if cost > remaining:
             omitted += 1

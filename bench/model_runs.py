@@ -1,0 +1,95 @@
+"""One question through a graph with its model calls metered: calls, ``max_tokens``, the
+tokens the server reports, wall time, citations, and whether the answer is right (shared
+by ``bench.bench_model_mode``, ``bench.model_mode_sets`` and tests/test_real_model.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from typing import Any
+
+from langchain_core.callbacks import BaseCallbackHandler
+
+from graph import Context
+from graph.agent.tool_outcomes import call_key
+from tools.policy.refusal import is_refusal
+
+# The settings docs/DEPLOYMENT.md section 7 gives for a 0.5-3B model on a CPU (measured
+# with Qwen2.5-Coder-1.5B-Instruct Q4_K_M on two cores): the same for every data set.
+SMALL_LOCAL_MODEL: dict[str, Any] = {
+    "small_model": True,
+    "top_k_internal": 3,
+    "answer_source_chars": 800,
+    # Answers are a sentence or two; on a loaded CPU each token costs 1-3 s, and a small
+    # model that echoes its prompt wrote 172 tokens (520 s) where 8 answered.
+    "max_output_tokens": 160,
+    "run_timeout_s": 600.0,
+}
+# One request's limit for such a model (HYBRID_RAG_MODEL_TIMEOUT): a 1,000-token prompt
+# took 60-100 s on a loaded 2-core machine.
+SMALL_LOCAL_MODEL_TIMEOUT_S = "300"
+
+
+class CallMeter(BaseCallbackHandler):
+    """Counts the chat-model calls a run makes (a call cut off by a timeout included),
+    their ``max_tokens`` and the tokens the server reports."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.limits: list[int | None] = []
+        self.tokens_in = 0
+        self.tokens_out = 0
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+        self.calls += 1
+        params = kwargs.get("invocation_params") or {}
+        limit = params.get("max_tokens", params.get("max_completion_tokens"))
+        self.limits.append(int(limit) if limit is not None else None)
+
+    def on_llm_end(self, response: Any, **kwargs: Any) -> None:
+        for generations in response.generations:
+            for gen in generations:
+                usage = getattr(getattr(gen, "message", None), "usage_metadata", None) or {}
+                self.tokens_in += int(usage.get("input_tokens") or 0)
+                self.tokens_out += int(usage.get("output_tokens") or 0)
+
+
+def normalised(text: str) -> str:
+    """For "is the expected answer in it": case, spaces and thousands commas dropped."""
+    return re.sub(r"[\s,，]", "", text).casefold()
+
+
+def is_right(answer: str, expected: list[str]) -> bool:
+    """Any expected answer (or alternative) in the answer, and the answer no refusal."""
+    return not is_refusal(answer) and any(normalised(e) in normalised(answer) for e in expected)
+
+
+def run_question(
+    graph: Any, question: str, ctx: Context, expected: list[str] | None = None
+) -> dict[str, Any]:
+    """One question through ``graph``: the row the bench reports (and the test tier
+    checks); ``right`` when ``expected`` answers are given."""
+    meter = CallMeter()
+    started = time.perf_counter()
+    out = asyncio.run(
+        graph.ainvoke({"question": question}, context=ctx, config={"callbacks": [meter]})
+    )
+    keys = [call_key(c) for c in out.get("tool_calls") or []]
+    return {
+        "question": question,
+        "model_calls": meter.calls,
+        "reported_model_calls": out.get("model_calls"),
+        "tokens_in": meter.tokens_in,
+        "tokens_out": meter.tokens_out,
+        "max_tokens": sorted({m for m in meter.limits if m is not None}),
+        "unbounded_calls": sum(1 for m in meter.limits if m is None or m > ctx.max_output_tokens),
+        "wall_s": round(time.perf_counter() - started, 2),
+        "refused": is_refusal(out["answer"]),
+        "right": is_right(out["answer"], expected) if expected else None,
+        "deadline_hit": "deadline" in " ".join(out.get("warnings") or []) + out["answer"],
+        "citation_validity": out.get("citation_validity"),
+        "repeated_tool_calls": len(keys) - len(set(keys)),
+        "warnings": out.get("warnings") or [],
+        "answer": out["answer"],
+    }
