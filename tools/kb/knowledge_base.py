@@ -44,20 +44,11 @@ from tools.kb.search.candidates import (
 from tools.kb.search.fusion import FUSION_METHODS
 from tools.kb.search.retriever import Ranking, Retrieval, Retriever
 from tools.kb.store.backends import backend_stats, checked_database, open_postgres
-from tools.kb.store.chroma import (
-    ChunkStore,
-    StoreGuard,
-    StoreLocation,
-    drop_collections,
-    never_written,
-    no_collection,
-    open_client,
-    open_collections,
-    reopen_client,
-    require_collection,
-)
+from tools.kb.store.chroma import chroma_store as chroma
+from tools.kb.store.chroma.chroma_registry import ChromaRegistry
+from tools.kb.store.chroma.chroma_store import ChromaChunkStore, StoreLocation
 from tools.kb.store.pending import PendingCleanup
-from tools.kb.store.registry import Registry
+from tools.kb.store.protocol import ChunkStore, Registry, no_collection
 from tools.kb.store.writer_lock import lock_path, writer_lock
 from tools.settings import (
     bm25_cache_dir,
@@ -69,7 +60,7 @@ from tools.settings import (
 )
 
 if TYPE_CHECKING:  # the postgres extra: imported only when a database_url is set
-    from tools.kb.store.pg_backend import PgBackend
+    from tools.kb.store.postgres.pg_backend import PgBackend
 
 __all__ = [
     "SEARCH_MODES",
@@ -133,6 +124,8 @@ class KBConfig:
 class KnowledgeBase:
     """A knowledge base in Chroma; open it once, use it from several threads."""
 
+    _chroma: tuple[ChromaChunkStore, ChromaRegistry] | None = None  # its Chroma side
+
     def __init__(
         self, config: KBConfig | None = None, *, embedding_model: EmbeddingModel | None = None
     ) -> None:
@@ -142,7 +135,7 @@ class KnowledgeBase:
             path=chroma_path(self.home), host=self.config.chroma_host, port=self.config.chroma_port
         )
         self._pg: PgBackend | None = None
-        no_store = not self.config.database_url and never_written(self.location)
+        no_store = not self.config.database_url and chroma.never_written(self.location)
         if not self.config.create and no_store:  # a read creates nothing
             raise no_collection(self.config.collection, self.location.describe())
         self.model = embedding_model or make_embedding_model(
@@ -198,8 +191,9 @@ class KnowledgeBase:
         """The chunk store and registry: Chroma, or PostgreSQL with a ``database_url``."""
         if not self.config.database_url:
             chunks, registry = self._open_store()
-            guard = StoreGuard(self.location)
-            return ChunkStore(chunks, guard), Registry(registry, guard)
+            guard = chroma.StoreGuard(self.location)
+            self._chroma = (ChromaChunkStore(chunks, guard), ChromaRegistry(registry, guard))
+            return self._chroma
         self._pg = open_postgres(self.home, self.config, self.model)
         return self._pg.chunks, self._pg.registry
 
@@ -218,10 +212,12 @@ class KnowledgeBase:
             if self.location.host is None
             else contextlib.nullcontext()
         ):
-            self._client = open_client(self.location)
+            self._client = chroma.open_client(self.location)
             if not self.config.create:
-                require_collection(self._client, self.config.collection, self.location.describe())
-            return open_collections(
+                chroma.require_collection(
+                    self._client, self.config.collection, self.location.describe()
+                )
+            return chroma.open_collections(
                 self._client,
                 self.config.collection,
                 model_id=self.model.model_id,
@@ -274,14 +270,15 @@ class KnowledgeBase:
 
     def _reopen(self) -> None:
         with self._lock:
-            self._client = reopen_client(self.location)
-            chunks, registry = open_collections(
+            self._client = chroma.reopen_client(self.location)
+            chunks, registry = chroma.open_collections(
                 self._client,
                 self.config.collection,
                 model_id=self.model.model_id,
                 dimension=self.model.dimension,
             )
-            self.chunks.collection, self.registry.collection = chunks, registry
+            assert self._chroma is not None  # embedded Chroma: the only store reopened
+            self._chroma[0].collection, self._chroma[1].collection = chunks, registry
             self.retriever.forget_queries()
 
     def drop(self) -> None:
@@ -290,7 +287,7 @@ class KnowledgeBase:
             if self._pg is not None:
                 self._pg.drop()
             else:
-                drop_collections(self._client, self.config.collection)
+                chroma.drop_collections(self._client, self.config.collection)
             self._snapshots.forget()
 
     # -- ingestion -----------------------------------------------------------------------

@@ -30,8 +30,7 @@ from tools.kb.index.snapshot import (
     with_changes,
 )
 from tools.kb.index.text_column import reading_from
-from tools.kb.store.chroma import ChunkStore
-from tools.kb.store.registry import Registry, active_versions
+from tools.kb.store.protocol import ChunkStore, Registry, active_versions
 
 SNAPSHOT_ATTEMPTS = 3
 SAVE_CHANGED = 0.1  # pickle again once this share of the documents changed since the file

@@ -21,7 +21,7 @@ import numpy as np
 from tools.access.acl import Reader
 from tools.kb.index.lexical import LexicalFilter
 from tools.kb.index.snapshot import Snapshot
-from tools.kb.store.chroma import ChunkStore
+from tools.kb.store.protocol import ChunkStore
 
 SearchMode = Literal["hybrid", "bm25", "vector"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "bm25", "vector")

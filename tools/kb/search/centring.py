@@ -18,7 +18,7 @@ import numpy as np
 
 from tools.kb.index.snapshot import Snapshot
 from tools.kb.search.candidates import CandidatePool
-from tools.kb.store.chroma import ChunkStore
+from tools.kb.store.protocol import ChunkStore
 
 CENTRE_SAMPLE = 2000  # chunks per language read to estimate its centre (bounds the read)
 # The fewest chunks a language needs for a centre: a centre is its chunks' mean, so the

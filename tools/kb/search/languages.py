@@ -34,7 +34,7 @@ from tools.kb.index.snapshot import Snapshot
 from tools.kb.search.candidates import BM25Score, CandidatePool, Filters, SearchMode, language_pools
 from tools.kb.search.centring import centred_cosines, on_question_scale
 from tools.kb.search.fusion import fused_scores, peak
-from tools.kb.store.chroma import ChunkStore
+from tools.kb.store.protocol import ChunkStore
 from tools.text import detect_language
 
 

@@ -45,7 +45,7 @@ from tools.kb.search.candidates import (
 from tools.kb.search.centring import language_centres
 from tools.kb.search.fusion import rank
 from tools.kb.search.languages import Fusion, document_languages, language_search
-from tools.kb.store.chroma import ChunkStore
+from tools.kb.store.protocol import ChunkStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable
