@@ -19,7 +19,7 @@ import tools.kb.store.chroma.chroma_registry as registry_module
 from tools.access.acl import Reader
 from tools.kb.index.snapshot import Snapshot
 from tools.kb.index.snapshot_cache import SnapshotCache
-from tools.kb.search.candidates import readable_of
+from tools.kb.search.retrievers import readable_of
 from tools.kb.store.chroma.chroma_registry import ChromaRegistry
 from tools.kb.store.chroma.chroma_store import (
     StoreGuard,
