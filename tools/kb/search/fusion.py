@@ -96,6 +96,11 @@ def peak(scores: Sequence[float] | Iterable[float]) -> float:
     return (max(values) - mean) / std if std > 0 else 0.0
 
 
+def peaks(*pools: Iterable[float]) -> list[float]:
+    """:func:`peak` of each pool of scores."""
+    return [peak(scores) for scores in pools]
+
+
 def adaptive_weight(
     vector: Mapping[str, float],
     bm25: Mapping[str, float],
@@ -182,3 +187,25 @@ def fused_scores(
         return fuse(vrel, brel, method="weighted", vector_weight=vector_weight)
     raw = {c: s.raw for c, s in pool.bm25.items()}
     return fuse(pool.cosine, raw, method=cast(FusionMethod, fusion), vector_weight=vector_weight)
+
+
+def fused_each(
+    pools: Mapping[str, CandidatePool],
+    *,
+    mode: SearchMode,
+    fusion: str,
+    vector_weight: float,
+    similarity_floor: float,
+) -> dict[str, dict[str, float]]:
+    """:func:`fused_scores` of each pool (the joiner's language pools, each fused within
+    its language)."""
+    return {
+        key: fused_scores(
+            pool,
+            mode=mode,
+            fusion=fusion,
+            vector_weight=vector_weight,
+            similarity_floor=similarity_floor,
+        )
+        for key, pool in pools.items()
+    }

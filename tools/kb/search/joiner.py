@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tools.kb.search.candidates import BM25Score, CandidatePool, SearchMode
-from tools.kb.search.fusion import fused_scores, peak
+from tools.kb.search.fusion import fused_each, fused_scores, peaks
 from tools.kb.search.retrievers import ONE_POOL, Retrieved
 
 
@@ -159,11 +159,9 @@ def gate_features(
 
     share = max((own.bm25[c].share for c in own.bm25_found), default=0.0) if own else 0.0
     mine, theirs = dense(own), dense(other)
+    peak_other, peak_own = peaks(theirs, mine)
     return GateFeatures(
-        10.0 * (max(theirs, default=0.0) - max(mine, default=0.0)),
-        share,
-        peak(theirs),
-        peak(mine),
+        10.0 * (max(theirs, default=0.0) - max(mine, default=0.0)), share, peak_other, peak_own
     )
 
 
@@ -199,24 +197,27 @@ def merge_language_pools(
     }
     out: dict[str, float] = {}
     dense: dict[str, float] = {}  # each candidate's cosine as the merge compares them
+    scored: dict[str, CandidatePool] = {}  # each pool as it is fused within its language
     for lang, pool in present.items():
         # BM25 stays within the question's language unless the rule says otherwise: in
         # another script its few matches (numbers, names) are noise over a good dense pool.
         mine = lang == question_language
-        scored = pool if mine or rule.bm25_other else without_bm25(pool)
+        scored[lang] = pool if mine or rule.bm25_other else without_bm25(pool)
         if not mine and centred is not None:
             # Ranked on centred cosines, brought to the question language's raw scale:
             # fusion normalises within the pool, but vector mode compares raw scores.
-            scale = on_question_scale(own, centred, scored.cosine) if own else None
-            scored = with_cosines(scored, scale or centred)
-        dense.update(scored.cosine)
-        fused = fused_scores(
-            scored,
-            mode=fusion.mode,
-            fusion=fusion.method,
-            vector_weight=fusion.vector_weight,
-            similarity_floor=fusion.similarity_floor,
-        )
+            scale = on_question_scale(own, centred, scored[lang].cosine) if own else None
+            scored[lang] = with_cosines(scored[lang], scale or centred)
+        dense.update(scored[lang].cosine)
+    fused_by_language = fused_each(
+        scored,
+        mode=fusion.mode,
+        fusion=fusion.method,
+        vector_weight=fusion.vector_weight,
+        similarity_floor=fusion.similarity_floor,
+    )
+    for lang, fused in fused_by_language.items():
+        mine = lang == question_language
         doubt = max(elsewhere.values(), default=0.0) if mine else 1.0 - elsewhere[lang]
         if own is None:
             doubt = 0.0  # no pool in the question's language: the others compete as equals
