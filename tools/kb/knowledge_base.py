@@ -27,7 +27,7 @@ from tools.kb.embed.embeddings import (
     make_embedding_model,
 )
 from tools.kb.index.snapshot import Snapshot
-from tools.kb.index.snapshot_cache import SnapshotCache
+from tools.kb.index.snapshot_cache import LatestSnapshot, SnapshotCache
 from tools.kb.index.tokenizers import make_tokenizer
 from tools.kb.ingest.chunking import ChunkingOptions
 from tools.kb.ingest.formats import LoadLimits
@@ -163,9 +163,10 @@ class KnowledgeBase:
             directory=bm25_cache_dir(self.home),
             prefix=f"{self.config.collection}.",
         )
+        self._latest = LatestSnapshot(self._snapshots, self._lock, self.store.follow_writers)
         # The search side, with its own caches and their lock (tools.kb.search.pipeline).
         self.pipeline = SearchPipeline(
-            snapshot=self.snapshot,
+            snapshot=self._latest,
             model=self.model,
             chunks=self.chunks,
             tokenizer=self.tokenizer,
@@ -285,8 +286,7 @@ class KnowledgeBase:
 
     def snapshot(self) -> Snapshot:
         """The active chunks and BM25 index, rebuilt only when the registry changed."""
-        with self._lock:  # an ingest on this instance may be moving the generation
-            return self._snapshots.current(self.store.follow_writers())
+        return self._latest()
 
     def search(
         self,
