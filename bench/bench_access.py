@@ -79,7 +79,7 @@ def measure(kb: KnowledgeBase, data: BeirData, args: argparse.Namespace) -> dict
         readable = {d: g for d, g in gold.items() if reader.may_read(acl_metadata(_acl(d, args)))}
         query = data.queries[qid]
         kb.forget_queries()
-        kb.candidate_pool(query, n=1)  # the query's embedding, outside both timings
+        kb.pipeline.candidate_pool(query, n=1)  # the query's embedding, outside both timings
         timed = {}
         # Alternating order: neither search always runs second (warmer caches).
         for mode in (

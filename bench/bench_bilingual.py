@@ -50,7 +50,7 @@ from bench.bilingual_pools import (
     with_centres,
     with_norms,
 )
-from tools.kb.search.languages import Fusion, MergeRule
+from tools.kb.search.joiner import Fusion, MergeRule
 
 # -- sweep -----------------------------------------------------------------------------
 

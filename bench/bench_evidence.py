@@ -87,7 +87,7 @@ def stage_pools(args: argparse.Namespace) -> None:
         snap = kb.snapshot()
         pools: dict[str, Any] = {}
         for qid in sorted(data.qrels):
-            pool = kb.candidate_pool(data.queries[qid])
+            pool = kb.pipeline.candidate_pool(data.queries[qid])
             pools[qid] = {
                 "doc": [snap.metadatas[snap.position[c]]["doc_id"] for c in pool.ids],
                 "cos": [pool.cosine.get(c, 0.0) for c in pool.ids],

@@ -51,8 +51,7 @@ import numpy as np
 
 from bench.bench_scale import GROUPS, rss_mb, sentences
 from bench.harness import REPO, parser, rerun, write_json
-from tools.kb.store.chroma_pages import StoredChunk
-from tools.kb.store.registry import DocRecord, RegistryChanges
+from tools.kb.store.protocol import DocRecord, RegistryChanges, StoredChunk
 
 DIM = 384
 PAGE = 2000  # chunks per page of the synthetic store (as ``READ_PAGE``)
@@ -334,17 +333,17 @@ def one_size(chunks: int, data_dir: Path, seed: int, changes: int) -> dict[str, 
 
 def registry_read(documents: int) -> dict[str, Any]:
     """Write ``documents`` registry records to an embedded Chroma and time ``records()``."""
-    from tools.kb.store.chroma import StoreGuard, StoreLocation, open_client, open_collections
-    from tools.kb.store.registry import Registry
+    from tools.kb.store.chroma import chroma_store as cs
+    from tools.kb.store.chroma.chroma_registry import ChromaRegistry
 
     records = Corpus.__new__(Corpus)
     records.docs = corpus_documents(documents * 7, 44)[:documents]
     records.versions = {d[0]: _hex(d[0], 0)[:16] for d in records.docs}
     with tempfile.TemporaryDirectory() as tmp:
-        location = StoreLocation(path=Path(tmp) / "chroma")
-        client = open_client(location)
-        _, docs = open_collections(client, "bench", model_id="bench", dimension=DIM)
-        registry = Registry(docs, StoreGuard(location))
+        location = cs.StoreLocation(path=Path(tmp) / "chroma")
+        client = cs.open_client(location)
+        _, docs = cs.open_collections(client, "bench", model_id="bench", dimension=DIM)
+        registry = ChromaRegistry(docs, cs.StoreGuard(location))
         items = list(Corpus.records(records).items())
         started = time.perf_counter()
         for start in range(0, len(items), 5000):

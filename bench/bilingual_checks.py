@@ -35,7 +35,7 @@ def stage_answerability(args: argparse.Namespace) -> None:
     asked, with its judged paragraph hidden (an in-topic negative) and with its whole
     article hidden (an off-topic negative). Where the best hit is in another language
     than the question's, the product reads it with the dense-only model on cosines
-    brought to the question language's scale (``tools.kb.search.centring.on_question_scale``);
+    brought to the question language's scale (``tools.kb.search.joiner.on_question_scale``);
     this stage reports that model's AUROC and ECE on those searches next to the full
     model on the raw evidence, and the offline router's route for the answerable ones."""
     from graph import Context
@@ -44,7 +44,7 @@ def stage_answerability(args: argparse.Namespace) -> None:
     pools = pickle.loads((args.out / "pools-xquad.pkl").read_bytes())
     data, kind = load_xquad(args.data_dir)
     kb = KnowledgeBase(KBConfig(home=args.homes.get("xquad", args.home), collection="bi-xquad"))
-    retriever = kb.retriever
+    pipeline = kb.pipeline
     threshold = Context().confidence_threshold
     by_article: dict[int, list[str]] = {}
     for doc in data.corpus:
@@ -66,7 +66,7 @@ def stage_answerability(args: argparse.Namespace) -> None:
                     "across": across,
                     "label": int(any(h.doc_id in pools["qrels"][qid] for h in got.hits)),
                     "shipped": got.answerability,
-                    "full": retriever.answerability_model.probability(got.evidence),
+                    "full": pipeline.answerability_model.probability(got.evidence),
                     "route": offline_route(text, got.answerability).route,
                     # No web search at all: routed to the KB alone and confident enough
                     # not to fall back (tools.policy.decisions.needs_web_fallback).
@@ -217,13 +217,14 @@ def stage_latency(args: argparse.Namespace) -> None:
     kb = KnowledgeBase(KBConfig(home=args.homes.get("xquad", args.home), collection="bi-xquad"))
     questions = [data.queries[q] for q in sorted(data.qrels)][:300]
     for q in questions:
-        kb.retriever.query_vector(q)
+        kb.pipeline.query_vector(q)
 
     def single() -> contextlib.AbstractContextManager[Any]:
-        return mock.patch("tools.kb.search.retriever.language_search", return_value=None)
+        return mock.patch("tools.kb.search.retrievers.document_languages", return_value=[])
 
     def raw() -> contextlib.AbstractContextManager[Any]:
-        return mock.patch.object(type(kb.retriever), "centres", lambda self, snap: {})
+        retrievers = type(kb.pipeline.retrievers)
+        return mock.patch.object(retrievers, "centres", lambda self, snap, languages=None: {})
 
     # Twice each, in turn, so warm-up falls on none; the second rounds are printed.
     rounds = [

@@ -17,9 +17,9 @@ from tools.evaluation.datasets import DEV_SETS, BeirData, load_beir, score_run, 
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.kb.search.answerability import fit_logistic
 from tools.kb.search.candidates import BM25Score, CandidatePool
-from tools.kb.search.centring import centre_cosines, centring_applies, sample_positions
+from tools.kb.search.dense import centre_cosines, centring_applies, sample_positions
 from tools.kb.search.fusion import fuse
-from tools.kb.search.languages import Fusion, MergeRule, gate_features, merge_language_pools
+from tools.kb.search.joiner import Fusion, MergeRule, gate_features, merge_language_pools
 from tools.text import detect_language
 
 REPO = Path(__file__).resolve().parent.parent
@@ -200,7 +200,7 @@ def language_pools(q: dict[str, Any]) -> dict[str, CandidatePool]:
 
 
 def merged(rule: MergeRule, fusion: Fusion = HYBRID) -> Order:
-    """The product's merge (``tools.kb.search.languages``) over the cached per-language pools."""
+    """The product's merge (``tools.kb.search.joiner``) over the cached per-language pools."""
 
     def order(q: dict[str, Any]) -> list[int]:
         pools = language_pools(q)
@@ -229,7 +229,7 @@ def with_norms(name: str, pools: dict[str, Any], args: argparse.Namespace) -> No
 
 
 def with_centres(name: str, pools: dict[str, Any], args: argparse.Namespace) -> None:
-    """Each query's centred cosines to its candidates, as ``tools.kb.search.languages`` computes
+    """Each query's centred cosines to its candidates, as ``tools.kb.search.joiner`` computes
     them (each language's centre from the same sample of its chunks)."""
     saved = np.load(args.out / f"vectors-{name}.npz")
     chunks, qvecs = saved["chunks"], saved["queries"]

@@ -52,7 +52,7 @@ def migrate_home(home: Path, url: str) -> dict[str, Any]:
     import psycopg
     from psycopg import sql
 
-    from tools.kb.store.pg_schema import schema_name
+    from tools.kb.store.postgres.pg_schema import schema_name
 
     started = time.perf_counter()
     cmd = [sys.executable, "-m", "cli.main", "--home", str(home), "kb", "migrate",

@@ -196,13 +196,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def _require_named_collection(context: dict[str, Any], home: Path) -> None:
     """A collection the user named must exist: ``ask`` reads, it never creates one."""
-    from tools.kb.store.chroma import (
+    from tools.kb.store.chroma.chroma_store import (
         StoreLocation,
         never_written,
-        no_collection,
         open_client,
         require_collection,
     )
+    from tools.kb.store.protocol import no_collection
 
     if context.get("kb_database_url"):
         return  # PostgreSQL: the run opens it without creating (a missing one is named)

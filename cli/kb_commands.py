@@ -245,7 +245,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from tools.kb.store.pg_urls import parse_database_url
+    from tools.kb.store.postgres.pg_urls import parse_database_url
 
     parse_database_url(args.to, "--to")  # named before anything is opened
     from tools.kb.store.pg_migrate import migrate  # the postgres extra

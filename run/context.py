@@ -23,7 +23,7 @@ from tools.access.scope import PATTERN as SCOPE_PATTERN
 from tools.chat_models import validate_model_spec
 from tools.errors import ConfigError
 from tools.kb.search.rerankers import check_reranker
-from tools.kb.store.chroma import validate_collection_name
+from tools.kb.store.protocol import validate_collection_name
 from tools.settings import DEFAULT_MAX_OUTPUT_TOKENS
 from tools.websearch import valid_providers
 from tools.websearch.providers import CHOICE_PATTERN, provider_choice_problem

@@ -34,7 +34,7 @@ from run.context import Context
 from run.models import OFFLINE
 from run.run_settings import resolve_run_settings, settings_in
 from run.tracing import annotate_run, run_summary
-from tools.kb.store.chroma_deadline import store_deadline
+from tools.kb.store.store_deadline import store_deadline
 
 if TYPE_CHECKING:
     from run.state import State

@@ -21,7 +21,7 @@ from tests.ports import free_port
 from tests.production_server import Production, production_env
 from tools.access.users import add_user
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.kb.store.registry import DocRecord
+from tools.kb.store.protocol import DocRecord
 
 # Serper's answer to every search (two organic results, one dated).
 SERPER_BODY = {

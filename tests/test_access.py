@@ -248,20 +248,20 @@ def test_chromas_own_query_skips_what_the_reader_may_not_read(
     are ``n`` readable chunks, so a reader's search is never starved by others' ones;
     whether the reader's share is compared exactly (small) or found by a deeper query
     filtered on the reader's mask (``exact_limit`` 0), never by a list of chunk ids."""
-    import tools.kb.search.candidates as search_module
+    import tools.kb.search.dense as search_module
 
     monkeypatch.setattr(search_module, "EXACT_LIMIT", exact_limit)
     snap = acl_kb.snapshot()
-    readable = acl_kb.retriever.readable(snap, ALICE)
+    readable = acl_kb.pipeline.retrievers.readable(snap, ALICE)
     assert readable is not None
     allowed = [snap.ids[i] for i in np.flatnonzero(readable.mask)]
     assert {snap.metadatas[snap.position[c]]["doc_id"] for c in allowed} == {
         "hr/pay.md",
         "handbook.md",
     }
-    pool = acl_kb.candidate_pool("budget unlock code", mode="vector", reader=ALICE, n=2)
+    pool = acl_kb.pipeline.candidate_pool("budget unlock code", mode="vector", reader=ALICE, n=2)
     assert len(pool.vector_found) == 2 and set(pool.vector_found) <= set(allowed)
-    pool = acl_kb.candidate_pool("budget unlock code", mode="bm25", reader=ALICE, n=50)
+    pool = acl_kb.pipeline.candidate_pool("budget unlock code", mode="bm25", reader=ALICE, n=50)
     assert set(pool.bm25_found) <= set(allowed)
     nobody = Reader.of("nobody-at-all")
     assert {h.doc_id for h in acl_kb.search("office", 5, mode="vector", reader=nobody)} == {

@@ -193,7 +193,7 @@ def test_read_commands_never_create_a_collection(
         code, _, err = run(capsys, "--home", home, *argv)
         line = one_error(err)
         assert code == 2 and "'handbok'" in line and "existing: handbook" in line, argv
-    from tools.kb.store.chroma import StoreLocation, knowledge_bases, open_client
+    from tools.kb.store.chroma.chroma_store import StoreLocation, knowledge_bases, open_client
 
     client = open_client(StoreLocation(path=Path(home) / "chroma"))
     assert knowledge_bases(client) == ["handbook"]  # nothing was created by the reads
@@ -314,7 +314,7 @@ def test_a_run_on_an_empty_home_answers_and_creates_nothing(
     )
     assert code == 0 and "Traceback" not in err
     assert "no knowledge base (collection) 'knowledge'" in out and "nothing ingested yet" in out
-    from tools.kb.store.chroma import StoreLocation, knowledge_bases, open_client
+    from tools.kb.store.chroma.chroma_store import StoreLocation, knowledge_bases, open_client
 
     client = open_client(StoreLocation(path=Path(home) / "chroma"))
     assert knowledge_bases(client) == []

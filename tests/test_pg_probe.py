@@ -17,10 +17,10 @@ import pytest
 from tests.pg_cluster import pgserver_bin_dir, reachable_install
 from tests.servers import PostgresServer, running_postgres
 from tools.errors import ConfigError, StoreError
-from tools.kb.store import pg_probe
-from tools.kb.store.pg_connections import PgConnections
-from tools.kb.store.pg_probe import check_hnsw_build
-from tools.kb.store.pg_urls import parse_database_url
+from tools.kb.store.postgres import pg_probe
+from tools.kb.store.postgres.pg_connections import PgConnections
+from tools.kb.store.postgres.pg_probe import check_hnsw_build
+from tools.kb.store.postgres.pg_urls import parse_database_url
 
 _names = itertools.count()
 CRASH = ("SELECT pg_terminate_backend(pg_backend_pid())",)  # the backend dies mid-probe

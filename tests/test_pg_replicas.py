@@ -28,9 +28,9 @@ from tests.fakes import hash_model
 from tests.pg_cluster import PgCluster, pg_cluster, pgserver_bin_dir
 from tests.pg_kb import GROUP_A, OUTSIDER, SECRET_DOCS, ingest_corpus, secret_folder
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.kb.store.pg_connections import PgConnections
-from tools.kb.store.pg_store import PgChunkStore
-from tools.kb.store.pg_urls import parse_database_url
+from tools.kb.store.postgres.pg_connections import PgConnections
+from tools.kb.store.postgres.pg_store import PgChunkStore
+from tools.kb.store.postgres.pg_urls import parse_database_url
 
 _names = itertools.count()
 QUESTION = "How many days of annual leave after five years of service?"

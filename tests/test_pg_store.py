@@ -33,9 +33,9 @@ from tests.servers import PostgresServer, running_postgres
 from tools.access.acl import Reader
 from tools.errors import ConfigError, EmbeddingMismatchError, InputError, StoreError
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.kb.store.pg_backend import writer_key
-from tools.kb.store.pg_schema import TOMBSTONE
-from tools.kb.store.pg_store import PgChunkStore, where_sql
+from tools.kb.store.postgres.pg_backend import writer_key
+from tools.kb.store.postgres.pg_schema import TOMBSTONE
+from tools.kb.store.postgres.pg_store import PgChunkStore, where_sql
 
 QUERIES = ["annual leave days", "年假天数", "extension 4455 outage", "robot load", "budget plan"]
 _names = itertools.count()
@@ -172,9 +172,9 @@ def test_reads_go_by_pages(
     with open_pg(tmp_path / "a", db_url) as kb:
         kb.ingest([kb_dir])
         whole = stored(kb), results(kb, None)
-    monkeypatch.setattr("tools.kb.store.pg_store.READ_PAGE", 2)
-    monkeypatch.setattr("tools.kb.store.pg_registry.RECORD_PAGE", 2)
-    monkeypatch.setattr("tools.kb.store.pg_store.DOC_BATCH", 1)
+    monkeypatch.setattr("tools.kb.store.postgres.pg_store.READ_PAGE", 2)
+    monkeypatch.setattr("tools.kb.store.postgres.pg_registry.RECORD_PAGE", 2)
+    monkeypatch.setattr("tools.kb.store.postgres.pg_store.DOC_BATCH", 1)
     with open_pg(tmp_path / "b", db_url) as kb:  # a new home: the snapshot read afresh
         assert (stored(kb), results(kb, None)) == whole
 
@@ -332,7 +332,7 @@ def test_migrate_waits_for_an_ingest_into_the_home_and_names_it(
 ) -> None:  # fmt: skip
     """A copy taken while an ingest writes the home would miss its documents: the
     migration takes the home's writer lock (and the target's), bounded, naming the holder."""
-    from tools.kb.store.chroma import StoreLocation
+    from tools.kb.store.chroma.chroma_store import StoreLocation
     from tools.kb.store.writer_lock import lock_path, writer_lock
     from tools.settings import chroma_path, write_lock_dir
 

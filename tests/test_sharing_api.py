@@ -64,7 +64,7 @@ def found(library: Library, reader: Reader) -> dict[str, bool]:
     """Whether each retriever alone finds the fact for ``reader``."""
     kb = library.kb
     return {
-        mode: any(h.doc_id == DOC for h in kb.retriever.search("bonus pool code", mode=mode, reader=reader))
+        mode: any(h.doc_id == DOC for h in kb.pipeline.search("bonus pool code", mode=mode, reader=reader))
         for mode in ("bm25", "vector")
     }  # fmt: skip
 

@@ -15,14 +15,19 @@ import numpy as np
 import pytest
 
 import tools.kb.index.snapshot_cache as snapshot_module
-import tools.kb.store.registry as registry_module
+import tools.kb.store.chroma.chroma_registry as registry_module
 from tools.access.acl import Reader
 from tools.kb.index.snapshot import Snapshot
 from tools.kb.index.snapshot_cache import SnapshotCache
-from tools.kb.search.candidates import readable_of
-from tools.kb.store.chroma import StoreGuard, StoreLocation, open_client, open_collections
-from tools.kb.store.chroma_pages import StoredChunk
-from tools.kb.store.registry import DocRecord, Registry, RegistryChanges
+from tools.kb.search.retrievers import readable_of
+from tools.kb.store.chroma.chroma_registry import ChromaRegistry
+from tools.kb.store.chroma.chroma_store import (
+    StoreGuard,
+    StoreLocation,
+    open_client,
+    open_collections,
+)
+from tools.kb.store.protocol import DocRecord, RegistryChanges, StoredChunk
 
 DIM = 8
 
@@ -199,7 +204,7 @@ def test_the_registry_is_read_by_sequence_number(
     once the removal log no longer reaches back that far."""
     location = StoreLocation(path=tmp_path / "chroma")
     _, docs = open_collections(open_client(location), "seqs", model_id="m", dimension=1)
-    registry = Registry(docs, StoreGuard(location))
+    registry = ChromaRegistry(docs, StoreGuard(location))
     registry.commit({"a": {"version": "1"}, "b": {"version": "1"}})
     start = registry.changes(None)
     assert start.complete and set(start.records) == {"a", "b"} and start.seq == 1
@@ -226,7 +231,7 @@ def test_a_store_the_reader_did_not_follow_is_read_whole(tmp_path: Path) -> None
     listed a document written after it)."""
     location = StoreLocation(path=tmp_path / "chroma")
     _, docs = open_collections(open_client(location), "lineage", model_id="m", dimension=1)
-    registry = Registry(docs, StoreGuard(location))
+    registry = ChromaRegistry(docs, StoreGuard(location))
     registry.commit({"a": {"version": "1"}})
     first = registry.changes(None)
     registry.commit({"b": {"version": "1"}})

@@ -283,10 +283,8 @@ def test_a_search_repeated_at_the_same_generation_is_not_recomputed(
     # The router's probe and the retrieval step search the same question: once.
     kb.ingest([kb_dir])
     pools: list[str] = []
-    real = kb.retriever.ranked_pool
-    monkeypatch.setattr(
-        kb.retriever, "ranked_pool", lambda q, **kw: pools.append(q) or real(q, **kw)
-    )
+    real = kb.pipeline.joined
+    monkeypatch.setattr(kb.pipeline, "joined", lambda q, **kw: pools.append(q) or real(q, **kw))
     first = kb.retrieve("annual leave days", 3)
     again = kb.retrieve("annual leave days", 2)
     assert pools == ["annual leave days"]

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import tools.kb.store.registry as registry_module
+import tools.kb.store.chroma.chroma_registry as registry_module
 from tests.fakes import hash_kb_cli, hash_model
 from tools.kb.index.bm25 import BM25Index
 from tools.kb.index.lexical import IndexedChunk, LexicalFilter, LexicalIndex
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.kb.store.chroma import ChunkStore
+from tools.kb.store.protocol import ChunkStore
 
 WORDS = [f"w{i}" for i in range(60)]
 

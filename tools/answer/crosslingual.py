@@ -90,7 +90,7 @@ async def translated_queries(
         return [], report
     if translator is None:
         # Not a warning: offline, each of the KB's languages is searched on its own
-        # (tools.kb.search.languages), and an answer quoting another language says so itself.
+        # (tools.kb.search.joiner), and an answer quoting another language says so itself.
         report["note"] = (
             f"the knowledge base also holds {', '.join(others)} text; no translation was done "
             "(no language model for this step): each language of the knowledge base is "

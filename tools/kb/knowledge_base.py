@@ -1,7 +1,7 @@
 """The knowledge base: one object that opens the store and ingests and searches it.
 
 ``KnowledgeBase`` composes the parts of this package (``ingest.ingester``, ``store``,
-``embed``, ``index.snapshot``, ``search.retriever``: ARCHITECTURE.md draws them) and owns
+``embed``, ``index.snapshot``, ``search.pipeline``: ARCHITECTURE.md draws them) and owns
 their resources (the Chroma client, the embedding cache) and the lock that serialises
 writers and snapshot rebuilds within a process.
 """
@@ -13,12 +13,12 @@ import heapq
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tools.access.acl import ACL, FolderRules
+from tools.access.acl import ACL, FolderRules, Reader
 from tools.errors import ConfigError
 from tools.kb.embed.embeddings import (
     DEFAULT_EMBEDDING,
@@ -27,7 +27,7 @@ from tools.kb.embed.embeddings import (
     make_embedding_model,
 )
 from tools.kb.index.snapshot import Snapshot
-from tools.kb.index.snapshot_cache import SnapshotCache
+from tools.kb.index.snapshot_cache import LatestSnapshot, SnapshotCache
 from tools.kb.index.tokenizers import make_tokenizer
 from tools.kb.ingest.chunking import ChunkingOptions
 from tools.kb.ingest.formats import LoadLimits
@@ -42,22 +42,12 @@ from tools.kb.search.candidates import (
     SearchMode,
 )
 from tools.kb.search.fusion import FUSION_METHODS
-from tools.kb.search.retriever import Ranking, Retrieval, Retriever
-from tools.kb.store.backends import backend_stats, checked_database, open_postgres
-from tools.kb.store.chroma import (
-    ChunkStore,
-    StoreGuard,
-    StoreLocation,
-    drop_collections,
-    never_written,
-    no_collection,
-    open_client,
-    open_collections,
-    reopen_client,
-    require_collection,
-)
+from tools.kb.search.pipeline import Ranking, Retrieval, SearchPipeline
+from tools.kb.store.backends import checked_database
+from tools.kb.store.chroma.chroma_store import StoreLocation, never_written
+from tools.kb.store.opened_store import OpenedStore
 from tools.kb.store.pending import PendingCleanup
-from tools.kb.store.registry import Registry
+from tools.kb.store.protocol import no_collection
 from tools.kb.store.writer_lock import lock_path, writer_lock
 from tools.settings import (
     bm25_cache_dir,
@@ -67,9 +57,6 @@ from tools.settings import (
     write_lock_dir,
     write_lock_timeout,
 )
-
-if TYPE_CHECKING:  # the postgres extra: imported only when a database_url is set
-    from tools.kb.store.pg_backend import PgBackend
 
 __all__ = [
     "SEARCH_MODES",
@@ -131,7 +118,9 @@ class KBConfig:
 
 
 class KnowledgeBase:
-    """A knowledge base in Chroma; open it once, use it from several threads."""
+    """A knowledge base: open it once, use it from several threads. A facade: the store
+    (``store.opened_store``), the ingester (``ingest.ingester``), the snapshot
+    (``index.snapshot_cache``) and the search pipeline (``search.pipeline``) do the work."""
 
     def __init__(
         self, config: KBConfig | None = None, *, embedding_model: EmbeddingModel | None = None
@@ -141,7 +130,6 @@ class KnowledgeBase:
         self.location = StoreLocation(
             path=chroma_path(self.home), host=self.config.chroma_host, port=self.config.chroma_port
         )
-        self._pg: PgBackend | None = None
         no_store = not self.config.database_url and never_written(self.location)
         if not self.config.create and no_store:  # a read creates nothing
             raise no_collection(self.config.collection, self.location.describe())
@@ -149,7 +137,11 @@ class KnowledgeBase:
             self.config.embedding, base_url=self.config.embedding_base_url
         )
         self.tokenizer = make_tokenizer(self.config.chinese_tokenizer, stem=self.config.stem)
-        self.chunks, self.registry = self._open_backend()
+        # One lock for writers and snapshot rebuilds: a search never sees half an ingest
+        # made by this instance, and two threads never rebuild the same snapshot.
+        self._lock = threading.RLock()
+        self.store = OpenedStore(self.home, self.location, self.config, self.model, self._lock)
+        self.chunks, self.registry = self.store.chunks, self.store.registry
         self._cache = EmbeddingCache(embedding_cache_path(self.home))
         self._lock_file = lock_path(
             write_lock_dir(self.home), self.describe_store(), self.config.collection
@@ -171,69 +163,27 @@ class KnowledgeBase:
             directory=bm25_cache_dir(self.home),
             prefix=f"{self.config.collection}.",
         )
-        # One lock for writers and snapshot rebuilds: a search never sees half an ingest
-        # made by this instance, and two threads never rebuild the same snapshot.
-        self._lock = threading.RLock()
-        # The search side, with its own caches and their lock (tools.kb.search.retriever).
-        self.retriever = Retriever(
-            snapshot=self.snapshot,
+        self._latest = LatestSnapshot(self._snapshots, self._lock, self.store.follow_writers)
+        # The search side, with its own caches and their lock (tools.kb.search.pipeline).
+        self.pipeline = SearchPipeline(
+            snapshot=self._latest,
             model=self.model,
             chunks=self.chunks,
             tokenizer=self.tokenizer,
             ranking=Ranking(self.config.candidates, self.config.fusion, self.config.vector_weight),
         )
-        # Searching, as callers know it (the retriever's methods).
-        self.search = self.retriever.search
-        self.retrieve = self.retriever.retrieve
-        self.retrieve_many = self.retriever.retrieve_many
-        self.candidate_pool = self.retriever.candidate_pool
-        self.probe = self.retriever.probe
-        self.forget_queries = self.retriever.forget_queries
-        # Other processes' commits (the CLI beside a server): see _follow_writers.
-        self._seen_generation = self.registry.generation()
-        if self.location.host is None:
-            self.chunks.on_stale = self._reopen
-
-    def _open_backend(self) -> tuple[ChunkStore, Registry]:
-        """The chunk store and registry: Chroma, or PostgreSQL with a ``database_url``."""
-        if not self.config.database_url:
-            chunks, registry = self._open_store()
-            guard = StoreGuard(self.location)
-            return ChunkStore(chunks, guard), Registry(registry, guard)
-        self._pg = open_postgres(self.home, self.config, self.model)
-        return self._pg.chunks, self._pg.registry
+        self.store.on_reopen = self.pipeline.forget_queries
+        self.store.follow_from_now()  # other processes' commits (the CLI beside a server)
 
     def describe_store(self) -> str:
         """Where the knowledge base lives, as messages name it (no password)."""
-        return self._pg.location.describe() if self._pg else self.location.describe()
-
-    def _open_store(self) -> tuple[Any, Any]:
-        """The Chroma client and the two collections (chunks, registry)."""
-        # Two processes opening a new embedded store at once race in Chroma's own set-up
-        # ("table collections already exists"): opening it is serialised like writing. A
-        # server sets itself up once.
-        opening = lock_path(write_lock_dir(self.home), self.location.describe(), "")
-        with (
-            writer_lock(opening, timeout=write_lock_timeout(), what="the store", best_effort=True)
-            if self.location.host is None
-            else contextlib.nullcontext()
-        ):
-            self._client = open_client(self.location)
-            if not self.config.create:
-                require_collection(self._client, self.config.collection, self.location.describe())
-            return open_collections(
-                self._client,
-                self.config.collection,
-                model_id=self.model.model_id,
-                dimension=self.model.dimension,
-            )
+        return self.store.describe()
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
         self._cache.close()
-        if self._pg is not None:
-            self._pg.close()
+        self.store.close()
 
     def __enter__(self) -> KnowledgeBase:
         return self
@@ -252,45 +202,15 @@ class KnowledgeBase:
         with (
             writer_lock(path, timeout=write_lock_timeout(), what=what, waiting=waiting),
             self._lock,
-            self._pg.writing() if self._pg else contextlib.nullcontext(),
+            self.store.writing(),
         ):
-            self._follow_writers()  # never write through a vector index older than the store
+            self.store.follow_writers()  # never write through a vector index older than the store
             yield
-
-    def _follow_writers(self) -> str | None:
-        """Reopen embedded Chroma when another process committed since this instance last
-        looked (the registry's generation moved, and not by this instance's commit): its
-        in-memory vector index would miss the new chunks and fail on the replaced ones.
-        Checked at every snapshot (each search) and before every write, so a commit by
-        the CLI, a sync or another server is searched by the next question. A Chroma
-        server serves every process the same store: nothing to do. Caller holds _lock."""
-        if self.location.host is not None or self._pg is not None:
-            return None
-        now = self.registry.generation()
-        if now not in (self._seen_generation, self.registry.written):
-            self._reopen()
-        self._seen_generation = now
-        return now  # the generation read (the snapshot need not read it again)
-
-    def _reopen(self) -> None:
-        with self._lock:
-            self._client = reopen_client(self.location)
-            chunks, registry = open_collections(
-                self._client,
-                self.config.collection,
-                model_id=self.model.model_id,
-                dimension=self.model.dimension,
-            )
-            self.chunks.collection, self.registry.collection = chunks, registry
-            self.retriever.forget_queries()
 
     def drop(self) -> None:
         """Delete both collections (used by throw-away evaluation indexes)."""
         with self._writing():
-            if self._pg is not None:
-                self._pg.drop()
-            else:
-                drop_collections(self._client, self.config.collection)
+            self.store.drop()
             self._snapshots.forget()
 
     # -- ingestion -----------------------------------------------------------------------
@@ -366,8 +286,68 @@ class KnowledgeBase:
 
     def snapshot(self) -> Snapshot:
         """The active chunks and BM25 index, rebuilt only when the registry changed."""
-        with self._lock:  # an ingest on this instance may be moving the generation
-            return self._snapshots.current(self._follow_writers())
+        return self._latest()
+
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        mode: SearchMode = "hybrid",
+        doc_ids: Sequence[str] | None = None,
+        sources: Sequence[str] | None = None,
+        reader: Reader | None = None,
+    ) -> list[RetrievedChunk]:
+        """Top ``k`` chunks for ``query`` (``SearchPipeline.search``)."""
+        return self.pipeline.search(
+            query, k, mode=mode, doc_ids=doc_ids, sources=sources, reader=reader
+        )
+
+    def retrieve(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        mode: SearchMode = "hybrid",
+        doc_ids: Sequence[str] | None = None,
+        sources: Sequence[str] | None = None,
+        exclude_doc_ids: Collection[str] = (),
+        vector_text: str | None = None,
+        reader: Reader | None = None,
+    ) -> Retrieval:
+        """Top ``k`` chunks and the calibrated probability that they answer ``query``
+        (``SearchPipeline.retrieve``)."""
+        return self.pipeline.retrieve(
+            query,
+            k,
+            mode=mode,
+            doc_ids=doc_ids,
+            sources=sources,
+            exclude_doc_ids=exclude_doc_ids,
+            vector_text=vector_text,
+            reader=reader,
+        )
+
+    def retrieve_many(
+        self,
+        queries: Sequence[str],
+        k: int = 5,
+        *,
+        mode: SearchMode = "hybrid",
+        anchor: str | None = None,
+        reader: Reader | None = None,
+    ) -> list[Retrieval]:
+        """``retrieve`` for each query, their embeddings in one batch
+        (``SearchPipeline.retrieve_many``: ``anchor``)."""
+        return self.pipeline.retrieve_many(queries, k, mode=mode, anchor=anchor, reader=reader)
+
+    def probe(self, query: str, *, reader: Reader | None = None) -> float:
+        """'Does the KB answer this?' (``SearchPipeline.probe``)."""
+        return self.pipeline.probe(query, reader=reader)
+
+    def forget_queries(self) -> None:
+        """Drop the query vectors and searches kept for a run's next node."""
+        self.pipeline.forget_queries()
 
     # -- statistics ----------------------------------------------------------------------
 
@@ -382,7 +362,7 @@ class KnowledgeBase:
         return {
             "collection": self.config.collection,
             "store": self.describe_store(),
-            "backend": backend_stats(self.location, self._pg),
+            "backend": self.store.stats(),
             "embedding_model": self.model.model_id,
             "embedding_dimension": self.model.dimension,
             "documents": len(snap.active),

@@ -5,7 +5,7 @@ hashed, and only a changed hash is parsed and embedded), and documents whose ent
 disappeared (or now answers 404/410) are removed. An entry that cannot be read this time
 keeps its document as it was; a source that cannot be listed at all removes nothing.
 
-Each document is committed whole or not at all (``tools.kb.store.registry``), and its catalog
+Each document is committed whole or not at all (``tools.kb.store.chroma.chroma_registry``), and its catalog
 row is written after the commit, so a sync killed at any point (``kill -9``) leaves every
 document as before or after it, and the next sync finishes the job: a committed document
 without its row is found unchanged in the registry and gets its row, a deletion whose

@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import tools.kb.search.candidates as candidates
+import tools.kb.search.dense as dense
 from tests.test_snapshot_columns import Store, _cache
 from tools.access.acl import Reader
 from tools.kb.index.snapshot import Snapshot
-from tools.kb.search.candidates import Filters, candidate_pool, readable_of
+from tools.kb.search.retrievers import Filters, candidate_pool, readable_of
 
 READERS = [Reader.of("ann", ["a"]), Reader.of("bob", ["b"]), Reader.of("eve", [])]
 
@@ -50,8 +50,8 @@ def _check(snap: Snapshot, rng: np.random.Generator) -> int:
 def test_exact_slices_equal_brute_force_through_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(candidates, "EXACT_LIMIT", 0)  # every share by slices or rows
-    monkeypatch.setattr(candidates, "PROBE_DEPTH", 0)
+    monkeypatch.setattr(dense, "EXACT_LIMIT", 0)  # every share by slices or rows
+    monkeypatch.setattr(dense, "PROBE_DEPTH", 0)
     rng = np.random.default_rng(44)
     store = Store(7)
     for i in range(80):
@@ -83,8 +83,8 @@ def test_a_few_documents_asked_for_are_compared_by_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A search within two documents compares their rows, not their access lists' slices."""
-    monkeypatch.setattr(candidates, "EXACT_LIMIT", 0)
-    monkeypatch.setattr(candidates, "PROBE_DEPTH", 0)
+    monkeypatch.setattr(dense, "EXACT_LIMIT", 0)
+    monkeypatch.setattr(dense, "PROBE_DEPTH", 0)
     store = Store(8)
     for i in range(60):
         store.put(f"d{i:03d}")

@@ -1,4 +1,5 @@
-"""Retrieval across languages (tools/kb/search/languages.py): per-language pools and their merge."""
+"""Retrieval across languages: per-language pools (tools/kb/search/retrievers.py) and their
+merge (tools/kb/search/joiner.py)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,23 @@ import numpy as np
 import pytest
 
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
-from tools.kb.search.candidates import BM25Score, CandidatePool, Filters, candidate_pool
-from tools.kb.search.fusion import rank
-from tools.kb.search.languages import (
+from tools.kb.search.candidates import BM25Score, CandidatePool
+from tools.kb.search.joiner import (
     DEFAULT_RULE,
     Fusion,
     MergeRule,
-    document_languages,
     gate,
     gate_features,
-    language_search,
+    join,
     merge_language_pools,
+)
+from tools.kb.search.ranker import rank
+from tools.kb.search.retrievers import (
+    ONE_POOL,
+    Filters,
+    Retrieved,
+    candidate_pool,
+    document_languages,
 )
 
 
@@ -129,22 +136,13 @@ def test_one_language_kb_ranks_exactly_as_the_single_pool(
             vector = kb.model.embed_query(query) if mode != "bm25" else None
             qv = None if vector is None else np.asarray(vector, dtype=np.float32)
             filters = Filters.of()
-            assert (
-                language_search(
-                    query, qv, snap, kb.chunks, filters=filters, n=50, fusion=Fusion(mode=mode)
-                )
-                is None
-            )
+            found = kb.pipeline.retrievers.retrieve(query, qv, snap, mode=mode, n=50)
+            assert found.question_language is None  # one pool
             pool = candidate_pool(query, qv, snap, kb.chunks, mode=mode, filters=filters, n=50)
-            expected = rank(
-                pool,
-                snap,
-                mode=mode,
-                fusion=kb.config.fusion,
-                vector_weight=kb.config.vector_weight,
-                similarity_floor=kb.model.similarity_floor,
-                top=10,
-            )
+            floor = kb.model.similarity_floor
+            fusion = Fusion(mode, kb.config.fusion, kb.config.vector_weight, floor)
+            joined = join(Retrieved({ONE_POOL: pool}), fusion)
+            expected = rank(joined, snap, mode=mode, similarity_floor=floor, top=10)
             got = kb.search(query, 10, mode=mode)
             assert [(h.chunk_id, h.fused_score, h.relevance) for h in got] == [
                 (h.chunk_id, h.fused_score, h.relevance) for h in expected[:10]
@@ -240,7 +238,7 @@ def test_a_row_naming_the_questions_code_is_quoted_beside_the_closest_row() -> N
 
 
 def test_sample_positions_are_bounded_and_spread() -> None:
-    from tools.kb.search.centring import sample_positions
+    from tools.kb.search.dense import sample_positions
 
     assert sample_positions(5, 10).tolist() == [0, 1, 2, 3, 4]
     got = sample_positions(10_000, 100)
@@ -252,7 +250,7 @@ def test_centred_cosine_removes_the_language_offset() -> None:
     # Two topics in two languages: each vector is topic + the language's own direction.
     # Raw, an English question is closer to the English passage of the other topic than
     # to the Chinese passage of its own; centred, its own topic wins in either language.
-    from tools.kb.search.centring import centre_cosines
+    from tools.kb.search.dense import centre_cosines
 
     rng = np.random.default_rng(7)
     dim = 32
@@ -272,7 +270,7 @@ def test_centred_cosine_removes_the_language_offset() -> None:
 
 
 def test_other_languages_cosines_are_mapped_to_the_question_languages_scale() -> None:
-    from tools.kb.search.centring import on_question_scale
+    from tools.kb.search.joiner import on_question_scale
 
     own_raw = {f"en{i}": 0.5 + 0.4 * (0.1 * i) for i in range(8)}
     centred = {f"en{i}": 0.1 * i for i in range(8)} | {"zh1": 0.9, "zh2": 0.2}
@@ -314,19 +312,19 @@ def test_cross_language_evidence_is_read_by_the_dense_model(tmp_path: Path) -> N
 
 
 def _check_cross_language_evidence(kb: KnowledgeBase) -> None:
-    retriever = kb.retriever
-    assert retriever.across_model.features == ("dense", "dense_gap", "terms")
+    pipeline = kb.pipeline
+    assert pipeline.across_model.features == ("dense", "dense_gap", "terms")
     snap = kb.snapshot()
-    assert set(retriever.centres(snap)) == {"en", "zh"}
-    _, scores, across = retriever.ranked_pool(
+    assert set(pipeline.retrievers.centres(snap)) == {"en", "zh"}
+    joined = pipeline.joined(
         "When does the staff canteen open?",
         mode="hybrid",
         vector_text="When does the staff canteen open?",
-        filters=Filters.of(),
         n=50,
         snap=snap,
     )
-    assert across and scores is not None
+    scores, across = joined.scores, joined.across
+    assert across and joined.merged
     best = max(scores, key=lambda c: scores[c])
     assert snap.metadatas[snap.position[best]]["doc_id"].endswith("shitang.md")
     # Vector mode compares raw scores across pools: the other language's centred cosines
@@ -336,9 +334,9 @@ def _check_cross_language_evidence(kb: KnowledgeBase) -> None:
     )
     got = kb.retrieve("When does the staff canteen open?", 5)
     assert got.hits[0].metadata["lang"] == "zh"
-    assert got.answerability == pytest.approx(retriever.across_model.probability(got.evidence))
+    assert got.answerability == pytest.approx(pipeline.across_model.probability(got.evidence))
     # A question in the language of its answer keeps the full model.
     same = kb.retrieve("How many days of annual leave after five years?", 5)
     assert same.hits[0].metadata["lang"] == "en"
-    full = retriever.answerability_model.probability(same.evidence)
+    full = pipeline.answerability_model.probability(same.evidence)
     assert same.answerability == pytest.approx(full)

@@ -26,8 +26,8 @@ from tools.access.acl import Reader, parse_acl
 from tools.kb.embed.embeddings import EmbeddingModel
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 from tools.kb.search.candidates import BM25Score, CandidatePool, RetrievedChunk
-from tools.kb.search.fusion import rank
-from tools.kb.search.languages import DEFAULT_RULE, Fusion, merge_language_pools
+from tools.kb.search.joiner import DEFAULT_RULE, Fusion, Joined, merge_language_pools
+from tools.kb.search.ranker import rank
 
 # --- the shape, on the merge alone -------------------------------------------------
 
@@ -64,14 +64,11 @@ def test_a_language_of_one_chunk_keeps_its_best_match_first() -> None:
     )
     snap = _FakeSnap(union.ids)
     hits = rank(
-        union,
+        Joined(union, merged, merged=True),
         snap,  # type: ignore[arg-type]
         mode="hybrid",
-        fusion="adaptive",
-        vector_weight=0.5,
         similarity_floor=0.0,
         top=3,
-        scores=merged,
     )
     assert hits[0].chunk_id == "docx"
     assert hits[0].relevance == 1.0 and hits[0].fused_score > 0
@@ -271,19 +268,19 @@ def test_the_agents_internal_search_ranks_the_same_way(tmp_path: Path) -> None:
 def test_a_language_of_one_chunk_is_not_centred(tmp_path: Path) -> None:
     # Its centre would be the chunk itself: centred, it is the zero vector, cosine 0 to
     # any question. Then every cosine stays raw; two chunks a language are centred.
-    from tools.kb.search.centring import centring_applies
+    from tools.kb.search.dense import centring_applies
 
     assert not centring_applies({"zh": 1, "en": 20})
     assert centring_applies({"zh": 2, "en": 20})
     assert not centring_applies({"en": 20})
     kb, _emb, _question = _build(tmp_path, 3, {"zh": 1, "en": 3}, "zh")
     try:
-        assert kb.retriever.centres(kb.snapshot()) == {}
+        assert kb.pipeline.retrievers.centres(kb.snapshot()) == {}
     finally:
         kb.close()
     kb, _emb, _question = _build(tmp_path, 4, {"zh": 2, "en": 3}, "zh")
     try:
-        assert set(kb.retriever.centres(kb.snapshot())) == {"en", "zh"}
+        assert set(kb.pipeline.retrievers.centres(kb.snapshot())) == {"en", "zh"}
     finally:
         kb.close()
 

@@ -172,7 +172,7 @@ def test_the_readers_filter_runs_inside_the_chroma_server(
         kb.ingest([kb_dir / "leave.md"], acl=parse_acl("group:hr"), prune=False)
         outsider = Reader.of("bob", ["finance"])
         # The server answers the id-restricted query: n readable candidates, none of HR's.
-        pool = kb.candidate_pool("annual leave days", mode="vector", reader=outsider, n=3)
+        pool = kb.pipeline.candidate_pool("annual leave days", mode="vector", reader=outsider, n=3)
         snap = kb.snapshot()
         docs = {snap.metadatas[snap.position[c]]["doc_id"] for c in pool.vector_found}
         assert len(pool.vector_found) == 3 and "leave.md" not in docs

@@ -48,7 +48,7 @@ import pytest
 from tests.fakes import hash_model
 from tools.kb.ingest.loaders import SourceDocument, load_file
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase, SearchMode
-from tools.kb.store.registry import DocRecord
+from tools.kb.store.protocol import DocRecord
 
 REPO = Path(__file__).resolve().parents[3]
 MODES: tuple[SearchMode, ...] = ("hybrid", "bm25", "vector")

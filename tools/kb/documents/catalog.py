@@ -2,7 +2,7 @@
 original file, where it came from; and the jobs that add documents.
 
 One SQLite file per collection under the data home (``catalog/<collection>.sqlite``), so
-the server, a worker and the CLI share it. The registry (``tools.kb.store.registry``) stays the
+the server, a worker and the CLI share it. The registry (``tools.kb.store.chroma.chroma_registry``) stays the
 truth of what is searchable: a catalog row without a registry record is not listed, and a
 document without a row (ingested by ``hybrid-rag ingest``) is listed with what the
 registry knows. Rows are written after the registry commit, so a crash between the two

@@ -31,8 +31,8 @@ from tools.kb.ingest.loaders import (
     read_file,
 )
 from tools.kb.knowledge_base import KnowledgeBase
-from tools.kb.search.candidates import readable_of
-from tools.kb.store.registry import DocRecord
+from tools.kb.search.retrievers import readable_of
+from tools.kb.store.protocol import DocRecord
 
 StatusFn = Callable[[str, float], None]  # (file status, progress 0..1)
 

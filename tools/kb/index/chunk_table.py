@@ -27,7 +27,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from tools.kb.index.text_column import TextColumn
-from tools.kb.store.chroma_pages import StoredChunk
+from tools.kb.store.protocol import StoredChunk
 
 # The keys a document's chunks share (ingest writes them from the document): kept once
 # per document. Any other key is the chunk's own.

@@ -33,8 +33,7 @@ from tools.kb.index.chunk_table import (
     release_freed_memory,
 )
 from tools.kb.index.lexical import IndexedChunk, LexicalIndex
-from tools.kb.store.chroma_pages import StoredChunk
-from tools.kb.store.registry import DocRecord
+from tools.kb.store.protocol import DocRecord, StoredChunk
 
 DEAD_SHARE = 0.25  # rows of changed documents kept masked until this share, then compacted
 # Rows appended since the last sort are compared by index (8x a slice's cost per row):

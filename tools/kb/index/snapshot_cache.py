@@ -9,14 +9,16 @@ from it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
 import shutil
 import uuid
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from tools.kb.index.chunk_table import ChunkTable, release_freed_memory
 from tools.kb.index.lexical import LexicalIndex
@@ -30,8 +32,7 @@ from tools.kb.index.snapshot import (
     with_changes,
 )
 from tools.kb.index.text_column import reading_from
-from tools.kb.store.chroma import ChunkStore
-from tools.kb.store.registry import Registry, active_versions
+from tools.kb.store.protocol import ChunkStore, Registry, active_versions
 
 SNAPSHOT_ATTEMPTS = 3
 SAVE_CHANGED = 0.1  # pickle again once this share of the documents changed since the file
@@ -188,3 +189,21 @@ class SnapshotCache:
                 return snap
             log.info("ignoring the search snapshot %s of another format", path.name)
         return None
+
+
+class LatestSnapshot:
+    """The snapshot a search reads: under the knowledge base's ``lock`` (an ingest on its
+    instance may be moving the generation), after ``follow`` has followed other
+    processes' commits (it returns the generation it read, or None)."""
+
+    def __init__(
+        self,
+        cache: SnapshotCache,
+        lock: contextlib.AbstractContextManager[Any],
+        follow: Callable[[], str | None],
+    ) -> None:
+        self._cache, self._lock, self._follow = cache, lock, follow
+
+    def __call__(self) -> Snapshot:
+        with self._lock:
+            return self._cache.current(self._follow())

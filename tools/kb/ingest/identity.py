@@ -32,7 +32,7 @@ from pathlib import Path
 
 from tools.errors import InputError
 from tools.kb.ingest.loaders import SkippedFile
-from tools.kb.store.registry import DocRecord
+from tools.kb.store.protocol import DocRecord
 from tools.text import undecodable_bytes
 
 BAD_NAME = "file name is not valid UTF-8: rename it (convmv converts legacy encodings)"

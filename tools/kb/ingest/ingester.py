@@ -1,6 +1,6 @@
 """Ingestion: documents in, chunks embedded and written, versions committed.
 
-The order of writes is the crash-safety protocol of ``tools.kb.store.registry``: new chunks
+The order of writes is the crash-safety protocol of ``tools.kb.store.chroma.chroma_registry``: new chunks
 beside the old ones, one registry commit per batch, then the old chunks go. Unchanged
 documents (same content hash) are skipped; embeddings are cached by text, so a rerun
 after an interruption embeds only what it had not reached.
@@ -25,9 +25,8 @@ from tools.kb.ingest.identity import under
 from tools.kb.ingest.ingest_report import FileNote, IngestReport
 from tools.kb.ingest.loaders import FileBytes, FileRef, SkippedFile, SourceDocument, read_file
 from tools.kb.ingest.titles import chosen_title
-from tools.kb.store.chroma import ChunkStore
 from tools.kb.store.pending import PendingCleanup
-from tools.kb.store.registry import DocRecord, Registry
+from tools.kb.store.protocol import ChunkStore, DocRecord, Registry
 from tools.text import detect_language
 
 ProgressFn = Callable[[int, int, str], None]

@@ -1,5 +1,6 @@
-"""Search: one query top to bottom. ``retriever`` (caches, filters) → ``languages`` (a pool
-per document language and their merge) → ``candidates`` (each retriever's top n, both scores
-for each) → ``centring`` (cosines comparable across languages) → ``fusion`` (one component,
-its modes) → ``answerability`` (the calibrated probability the hits answer); ``rerankers``
-are the optional second stage."""
+"""Search: one component per role, a query flowing down them once (``pipeline``): the
+retrievers (``retrievers``: lexical, and dense with its modes, a pool per document
+language and centred cosines, ``dense``) → the joiner (``joiner``: fusion, ``fusion``, and
+the merge of language pools) → the ranker (``ranker``) → the answerability judge
+(``answerability``); ``candidates`` is what they pass down, ``rerankers`` the optional
+second stage."""

@@ -1,10 +1,9 @@
-"""Fusion, one component with its modes: a candidate pool in, its ordering scores and its
-ranked results out (ordering only).
+"""Fusion, the joiner's modes (``tools.kb.search.joiner``): a candidate pool in, its
+ordering scores out (ordering only).
 
 :func:`fused_scores` is the entry: it applies the search mode (``vector``, ``bm25``) or,
-in hybrid mode, one of the fusion methods below to a pool of ``tools.kb.search.candidates``;
-:func:`rank` orders the pool by those scores (or by the merge of per-language pools,
-``tools.kb.search.languages``, which fuses each language's pool here) into results.
+in hybrid mode, one of the fusion methods below to a pool of ``tools.kb.search.candidates``
+(the joiner fuses one pool, or each language's pool before it merges them).
 
 Ordering and confidence are two jobs (see ``tools.kb.search.answerability`` for the
 second). The order of hybrid results is a *convex combination of per-query
@@ -35,8 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal, cast
 
 from tools.kb.index.bm25 import clamp01
-from tools.kb.index.snapshot import Snapshot
-from tools.kb.search.candidates import BM25Score, CandidatePool, RetrievedChunk, SearchMode
+from tools.kb.search.candidates import CandidatePool, SearchMode
 
 FusionMethod = Literal["adaptive", "minmax", "zscore", "rrf", "weighted"]
 FUSION_METHODS: tuple[FusionMethod, ...] = ("adaptive", "minmax", "zscore", "rrf", "weighted")
@@ -46,6 +44,11 @@ ADAPTIVE_SLOPE = 1.5
 
 def cosine_to_relevance(cosine: float, floor: float) -> float:
     return clamp01((cosine - floor) / (1.0 - floor)) if floor < 1.0 else 0.0
+
+
+def cosine_relevances(cosines: Mapping[str, float], floor: float) -> dict[str, float]:
+    """:func:`cosine_to_relevance` of every candidate."""
+    return {c: cosine_to_relevance(v, floor) for c, v in cosines.items()}
 
 
 def weighted_relevance(vector: float, bm25: float, vector_weight: float) -> float:
@@ -91,6 +94,11 @@ def peak(scores: Sequence[float] | Iterable[float]) -> float:
     mean = sum(values) / len(values)
     std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
     return (max(values) - mean) / std if std > 0 else 0.0
+
+
+def peaks(*pools: Iterable[float]) -> list[float]:
+    """:func:`peak` of each pool of scores."""
+    return [peak(scores) for scores in pools]
 
 
 def adaptive_weight(
@@ -168,88 +176,36 @@ def fused_scores(
     vector_weight: float,
     similarity_floor: float,
 ) -> dict[str, float]:
-    """The ordering score of every candidate of ``pool`` (``tools.kb.search.fusion``)."""
+    """The ordering score of every candidate of ``pool``."""
     if mode == "vector":
         return dict(pool.cosine)
     if mode == "bm25":
         return dict(pool.bm25_found)  # raw score: the clamped share saturates at 1.0
     if fusion == "weighted":
-        vrel = {c: cosine_to_relevance(v, similarity_floor) for c, v in pool.cosine.items()}
+        vrel = cosine_relevances(pool.cosine, similarity_floor)
         brel = {c: s.share for c, s in pool.bm25.items()}
         return fuse(vrel, brel, method="weighted", vector_weight=vector_weight)
     raw = {c: s.raw for c, s in pool.bm25.items()}
     return fuse(pool.cosine, raw, method=cast(FusionMethod, fusion), vector_weight=vector_weight)
 
 
-def rank(
-    pool: CandidatePool,
-    snap: Snapshot,
+def fused_each(
+    pools: Mapping[str, CandidatePool],
     *,
     mode: SearchMode,
     fusion: str,
     vector_weight: float,
     similarity_floor: float,
-    top: int,
-    scores: Mapping[str, float] | None = None,
-) -> list[RetrievedChunk]:
-    """The ``top`` candidates by fused score (or by ``scores``: the merge of per-language
-    pools, ``tools.kb.search.languages``), as results."""
-    vrel = {c: cosine_to_relevance(v, similarity_floor) for c, v in pool.cosine.items()}
-    fused = (
-        dict(scores)
-        if scores is not None
-        else fused_scores(
+) -> dict[str, dict[str, float]]:
+    """:func:`fused_scores` of each pool (the joiner's language pools, each fused within
+    its language)."""
+    return {
+        key: fused_scores(
             pool,
             mode=mode,
             fusion=fusion,
             vector_weight=vector_weight,
             similarity_floor=similarity_floor,
         )
-    )
-    order = sorted(pool.ids, key=lambda c: (-fused.get(c, 0.0), c))
-    best = max(fused.values(), default=0.0)
-    top_score = fused[order[0]] if order else 0.0
-    low = min(fused.values(), default=0.0)
-
-    def relevance(cid: str) -> float:
-        """Shown to users and used by rerankers: relative to this query's best hit."""
-        if mode == "vector":
-            return vrel.get(cid, 0.0)
-        if mode == "bm25":
-            return pool.bm25[cid].share
-        if scores is not None:  # merged scores may be negative: min-max over the pool
-            span = top_score - low
-            return (fused[cid] - low) / span if span > 0 else 0.0
-        return fused[cid] / best if best > 0 else 0.0
-
-    return [result(cid, snap, pool, fused[cid], relevance(cid), vrel) for cid in order[:top]]
-
-
-def result(
-    cid: str,
-    snap: Snapshot,
-    pool: CandidatePool,
-    fused: float,
-    relevance: float,
-    vrel: Mapping[str, float],
-) -> RetrievedChunk:
-    """One ranked candidate as a search result."""
-    i = snap.position[cid]
-    m = snap.metadatas[i]
-    bm25 = pool.bm25.get(cid, BM25Score(0.0, 0.0))
-    return RetrievedChunk(
-        chunk_id=cid,
-        doc_id=str(m.get("doc_id", "")),
-        source=str(m.get("source", "")),
-        heading=str(m.get("heading", "")),
-        text=snap.texts[i],
-        chunk_index=int(m.get("chunk_index", 0)),
-        total_chunks=int(m.get("total_chunks", 1)),
-        relevance=clamp01(relevance),
-        fused_score=float(fused),
-        vector_score=pool.cosine.get(cid),
-        bm25_score=bm25.raw,
-        vector_relevance=vrel.get(cid, 0.0),
-        bm25_relevance=bm25.share,
-        metadata=m,
-    )
+        for key, pool in pools.items()
+    }

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tools.errors import ConfigError
-from tools.kb.store.chroma import StoreLocation
-from tools.kb.store.pg_urls import parse_database_url, parse_read_urls
+from tools.kb.store.chroma.chroma_store import StoreLocation
+from tools.kb.store.postgres.pg_urls import parse_database_url, parse_read_urls
 
 if TYPE_CHECKING:
     from tools.kb.embed.embeddings import EmbeddingModel
-    from tools.kb.store.pg_backend import PgBackend
+    from tools.kb.store.postgres.pg_backend import PgBackend
 
 
 class PgSettings(Protocol):
@@ -44,9 +44,9 @@ def checked_database(
 
 
 def open_postgres(home: Path, config: PgSettings, model: EmbeddingModel) -> PgBackend:
-    """The knowledge base's PostgreSQL side (``tools.kb.store.pg_backend.open_pg``)."""
+    """The knowledge base's PostgreSQL side (``tools.kb.store.postgres.pg_backend.open_pg``)."""
     try:
-        from tools.kb.store.pg_backend import open_pg
+        from tools.kb.store.postgres.pg_backend import open_pg
     except ImportError as exc:
         raise ConfigError(
             "a PostgreSQL knowledge base needs the postgres extra: "

@@ -27,20 +27,19 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from tools.errors import InputError, StoreError
-from tools.kb.store.chroma import (
-    REGISTRY_SUFFIX,
+from tools.kb.store.chroma.chroma_pages import read_pages
+from tools.kb.store.chroma.chroma_registry import FORGOTTEN_ID, GENERATION_ID
+from tools.kb.store.chroma.chroma_store import (
     StoreGuard,
     StoreLocation,
     never_written,
-    no_collection,
     open_client,
     require_collection,
 )
-from tools.kb.store.chroma_pages import read_pages
-from tools.kb.store.pg_backend import writer_key
-from tools.kb.store.pg_connections import PgConnections, ReadPoint
-from tools.kb.store.pg_registry import OPTIONAL_EMPTY
-from tools.kb.store.pg_schema import (
+from tools.kb.store.postgres.pg_backend import writer_key
+from tools.kb.store.postgres.pg_connections import PgConnections, ReadPoint
+from tools.kb.store.postgres.pg_registry import OPTIONAL_EMPTY
+from tools.kb.store.postgres.pg_schema import (
     CATALOG,
     KbTables,
     drop_vector_index,
@@ -48,8 +47,8 @@ from tools.kb.store.pg_schema import (
     open_tables,
     vector_index,
 )
-from tools.kb.store.pg_store import PgChunkStore
-from tools.kb.store.registry import FORGOTTEN_ID, GENERATION_ID, RECORD_PAGE
+from tools.kb.store.postgres.pg_store import PgChunkStore
+from tools.kb.store.protocol import RECORD_PAGE, REGISTRY_SUFFIX, no_collection
 from tools.kb.store.writer_lock import lock_path, writer_lock
 from tools.settings import chroma_path, write_lock_dir, write_lock_timeout
 

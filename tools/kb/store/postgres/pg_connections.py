@@ -35,8 +35,8 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from tools.errors import ConfigError, StoreError
-from tools.kb.store.chroma_deadline import bounded_timeout
-from tools.kb.store.pg_urls import PgServer, parse_database_url
+from tools.kb.store.postgres.pg_urls import PgServer, parse_database_url
+from tools.kb.store.store_deadline import bounded_timeout
 from tools.settings import store_timeout
 
 T = TypeVar("T")

@@ -1,6 +1,6 @@
 """The document registry in PostgreSQL: ``Registry``'s methods over the ``documents`` table.
 
-The crash-safety protocol is the one of ``tools.kb.store.registry``: chunks of the new version
+The crash-safety protocol is the one of ``tools.kb.store.chroma.chroma_registry``: chunks of the new version
 are written first, then ONE transaction on the primary upserts the documents' records and
 sets a new ``generation`` (raising the ``serial``), then the other versions' chunks are
 deleted. A crash before that transaction leaves the old version in force.
@@ -21,15 +21,9 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from tools.errors import InputError
-from tools.kb.store.pg_connections import PgConnections, ReadPoint
-from tools.kb.store.pg_schema import CATALOG, TOMBSTONE, KbTables
-from tools.kb.store.registry import (
-    HISTORY_KEPT,
-    RECORD_PAGE,
-    DocRecord,
-    Registry,
-    RegistryChanges,
-)
+from tools.kb.store.postgres.pg_connections import PgConnections, ReadPoint
+from tools.kb.store.postgres.pg_schema import CATALOG, TOMBSTONE, KbTables
+from tools.kb.store.protocol import HISTORY_KEPT, RECORD_PAGE, DocRecord, Registry, RegistryChanges
 
 # Optional keys written empty when a record lacks them, as the Chroma registry stores
 # them: both backends give the same records.
@@ -114,7 +108,7 @@ class PgRegistry(Registry):
 
     def _follows(self, after: int, generation: str | None) -> bool:
         """Whether the newest commit at or before ``after`` had ``generation`` (see
-        ``tools.kb.store.registry.descends``)."""
+        ``tools.kb.store.chroma.chroma_registry.descends``)."""
         if generation is None:
             return True
         query = sql.SQL(

@@ -1,26 +1,16 @@
-"""Reading the chunk collection page by page (``tools.kb.store.chroma.ChunkStore``)."""
+"""Reading the chunk collection page by page (``ChromaChunkStore``, ``kb migrate``)."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from chromadb.api.models.Collection import Collection
 
-READ_PAGE = 2000  # chunks per get when reading the whole collection
+from tools.kb.store.protocol import READ_PAGE, StoredChunk
+
 STORED = ("documents", "metadatas", "embeddings")  # what a snapshot reads of a chunk
-
-
-@dataclass(frozen=True)
-class StoredChunk:
-    """One chunk as read back from the store."""
-
-    chunk_id: str
-    text: str
-    metadata: dict[str, Any]
-    vector: Any = None  # its embedding (a sequence of floats), when read with it
 
 
 def read_pages(

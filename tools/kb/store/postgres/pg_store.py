@@ -1,7 +1,7 @@
 """The chunk store in PostgreSQL with pgvector: ``ChunkStore``'s methods over SQL.
 
 Writes go to the primary in pages (``WRITE_PAGE`` chunks per transaction); reads go to a
-replica that has replayed what the reader needs (``tools.kb.store.pg_connections``). Whole-
+replica that has replayed what the reader needs (``tools.kb.store.postgres.pg_connections``). Whole-
 collection reads (``scan``, ``document_chunks``) are keyset pages on the chunk id, never
 one unbounded list. ``nearest`` orders by pgvector's cosine distance (``<=>``) on the
 HNSW index, and translates the Chroma-style ``where`` clauses the search side builds
@@ -23,10 +23,9 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from tools.errors import InputError
-from tools.kb.store.chroma import ChunkStore
-from tools.kb.store.chroma_pages import READ_PAGE, StoredChunk
-from tools.kb.store.pg_connections import PgConnections, ReadPoint
-from tools.kb.store.pg_schema import KbTables
+from tools.kb.store.postgres.pg_connections import PgConnections, ReadPoint
+from tools.kb.store.postgres.pg_schema import KbTables
+from tools.kb.store.protocol import READ_PAGE, ChunkStore, StoredChunk
 
 T = TypeVar("T")
 WRITE_PAGE = 500  # chunks per write transaction

@@ -9,16 +9,15 @@ Two collections make one knowledge base:
   changes whenever the active set changes. A document's registry record and the
   generation are written by one ``upsert`` call, which Chroma applies as one
   write; that single write is the commit point of an ingest (see
-  ``tools.kb.store.registry``).
+  ``tools.kb.store.chroma.chroma_registry``).
 
-``ChunkStore`` is every read and write of the chunk collection; ``StoreGuard`` turns
+``ChromaChunkStore`` is every read and write of the chunk collection; ``StoreGuard`` turns
 whatever the Chroma client raises into a ``StoreError`` that names the step.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -31,14 +30,19 @@ import numpy as np
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 
-from tools.errors import ConfigError, EmbeddingMismatchError, InputError, StoreError
-from tools.kb.embed.embeddings import spec_for_model_id
-from tools.kb.store.chroma_deadline import DeadlineTransport, bounded_timeout
-from tools.kb.store.chroma_pages import STORED, StoredChunk, read_pages
+from tools.errors import StoreError
+from tools.kb.store.chroma.chroma_pages import STORED, read_pages
+from tools.kb.store.protocol import (
+    REGISTRY_SUFFIX,
+    ChunkStore,
+    StoredChunk,
+    model_mismatch,
+    no_collection,
+    validate_collection_name,
+)
+from tools.kb.store.store_deadline import DeadlineTransport, bounded_timeout
 from tools.settings import store_timeout
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,500}[A-Za-z0-9]$")
-REGISTRY_SUFFIX = "-docs"
 STORE_FILE = "chroma.sqlite3"  # embedded Chroma's database, in the store's folder
 WRITE_PAGE = 1000  # chunks per upsert: bounded request bodies for a Chroma server
 STALE_INDEX = "Error finding id"  # embedded Chroma's vector index is older than its store
@@ -57,15 +61,6 @@ class StoreLocation:
         if self.host:
             return f"Chroma server at {self.host}:{self.port}"
         return f"embedded Chroma at {self.path}"
-
-
-def validate_collection_name(name: str) -> str:
-    if not _NAME_RE.match(name) or len(name) + len(REGISTRY_SUFFIX) > 512:
-        raise ConfigError(
-            f"invalid collection name {name!r}: use 3-500 characters of letters, digits, "
-            "'.', '_' or '-', starting and ending with a letter or digit"
-        )
-    return name
 
 
 def open_client(location: StoreLocation) -> ClientAPI:
@@ -163,12 +158,6 @@ def _limit_requests(client: ClientAPI, timeout: float) -> None:
         session._transport = DeadlineTransport(transport)
 
 
-def _reopen_hint(stored_model: str) -> str:
-    # The default local model changed from USE to e5: old knowledge bases must stay openable.
-    spec = spec_for_model_id(stored_model)
-    return f"To open it as it is, set HYBRID_RAG_EMBEDDING={spec}. " if spec else ""
-
-
 def knowledge_bases(client: ClientAPI) -> list[str]:
     """The names of the knowledge bases (chunk collections) in a store."""
     names = {c.name if hasattr(c, "name") else str(c) for c in client.list_collections()}
@@ -181,14 +170,6 @@ def require_collection(client: ClientAPI, name: str, where: str) -> None:
     existing = knowledge_bases(client)
     if name not in existing:
         raise no_collection(name, where, existing)
-
-
-def no_collection(name: str, where: str, existing: Sequence[str] = ()) -> InputError:
-    listed = f"existing: {', '.join(existing)}" if existing else "nothing ingested yet"
-    return InputError(
-        f"no knowledge base (collection) {name!r} in {where}; {listed}. "
-        f"'hybrid-rag ingest PATH --collection {name}' creates it"
-    )
 
 
 def never_written(location: StoreLocation) -> bool:
@@ -224,19 +205,6 @@ def open_collections(
     return chunks, registry
 
 
-def model_mismatch(
-    name: str, stored_model: Any, stored_dimension: Any, model_id: str, dimension: int
-) -> EmbeddingMismatchError:
-    """The one wording of "built with another embedding model" (Chroma and PostgreSQL)."""
-    return EmbeddingMismatchError(
-        f"collection {name!r} was built with embedding model "
-        f"{stored_model!r} (dimension {stored_dimension}); "
-        f"it cannot be opened with {model_id!r} (dimension {dimension}). "
-        + _reopen_hint(str(stored_model))
-        + "Use another collection name, or delete this one and re-ingest."
-    )
-
-
 def drop_collections(client: ClientAPI, name: str) -> None:
     for n in (name, name + REGISTRY_SUFFIX):
         with contextlib.suppress(Exception):  # absent already: nothing to drop
@@ -262,7 +230,7 @@ class StoreGuard:
             ) from exc
 
 
-class ChunkStore:
+class ChromaChunkStore(ChunkStore):
     """The chunk collection: vectors, texts and metadata keyed by chunk id.
 
     Chunk ids are ``doc_id#version#index``; which version counts is the registry's
@@ -375,16 +343,6 @@ class ChunkStore:
         if embs is None or len(got["ids"]) == 0:
             return [], np.zeros((0, 0), dtype=np.float32)
         return list(got["ids"]), np.asarray(embs, dtype=np.float32)
-
-    def cosines(self, ids: Sequence[str], vector: np.ndarray) -> dict[str, float]:
-        """Cosine similarity of ``vector`` to the stored vectors of ``ids``."""
-        found, mat = self.vectors(ids)
-        if not found:
-            return {}
-        q = vector / (np.linalg.norm(vector) or 1.0)
-        norms = np.linalg.norm(mat, axis=1)
-        norms[norms == 0] = 1.0
-        return {cid: float(cos) for cid, cos in zip(found, (mat @ q) / norms, strict=True)}
 
     def count(self) -> int:
         return int(self._guard("counting chunks", self.collection.count))

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.kb.store.pg_connections import PgConnections, ReadPoint
-from tools.kb.store.pg_registry import PgRegistry
-from tools.kb.store.pg_schema import KbTables, PgLocation, drop_tables, open_tables
-from tools.kb.store.pg_store import PgChunkStore
+from tools.kb.store.postgres.pg_connections import PgConnections, ReadPoint
+from tools.kb.store.postgres.pg_registry import PgRegistry
+from tools.kb.store.postgres.pg_schema import KbTables, PgLocation, drop_tables, open_tables
+from tools.kb.store.postgres.pg_store import PgChunkStore
 from tools.settings import write_lock_timeout
 
 

@@ -17,8 +17,8 @@ from typing import Any
 import psycopg
 
 from tools.errors import ConfigError
-from tools.kb.store.chroma_deadline import bounded_timeout
-from tools.kb.store.pg_connections import PgConnections, pg_errors
+from tools.kb.store.postgres.pg_connections import PgConnections, pg_errors
+from tools.kb.store.store_deadline import bounded_timeout
 from tools.settings import store_timeout
 
 PROBE_TIMEOUT_MS = 30_000  # two rows: milliseconds on a working server

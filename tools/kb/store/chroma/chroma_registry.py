@@ -1,18 +1,10 @@
-"""The document registry: which version of each document is active.
+"""The document registry in Chroma: the ``<collection>-docs`` collection
+(``tools.kb.store.protocol`` states the crash-safety protocol it keeps).
 
-Crash safety of an update (ingest of a changed document ``d``, old version ``v1``,
-new ``v2``):
-
-1. the chunks of ``v2`` are written beside those of ``v1`` (ids carry the version);
-2. commit: one ``upsert`` to the registry sets ``d -> v2`` and a new generation;
-3. the chunks of ``d`` whose version is not ``v2`` are deleted.
-
-Readers only use chunks whose version is the registry's active one, so a crash
-before 2 leaves ``v1`` fully in force, after 2 leaves ``v2``; never a mix, never
-nothing. A deletion first commits a *tombstone* (a record with an empty version),
-then removes the chunks and the record; the next ingest finishes an interrupted one.
-The generation changes with every commit, so anything derived from the active set
-(the BM25 snapshot) can tell whether it is current.
+A document's registry record and the generation are written by one ``upsert`` call,
+which Chroma applies as one write: the commit point of an ingest. A deletion first
+commits a *tombstone* (a record with an empty version), then removes the chunks and the
+record; the next ingest finishes an interrupted one.
 
 Every commit also numbers itself: the generation record's ``seq`` grows by one and each
 record it writes carries that ``seq``, so :meth:`Registry.changes` reads only the records
@@ -30,59 +22,32 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, TypedDict, cast
+from typing import Any, cast
 
 from chromadb.api.models.Collection import Collection
 
-from tools.kb.store.chroma import StoreGuard
+from tools.kb.store.chroma.chroma_store import StoreGuard
+from tools.kb.store.protocol import (
+    HISTORY_KEPT,
+    RECORD_PAGE,
+    DocRecord,
+    Registry,
+    RegistryChanges,
+)
 
 GENERATION_ID = "__generation__"
 FORGOTTEN_ID = "__forgotten__"  # the log of removed records: [[seq, doc_id], ...]
 FORGOTTEN_KEPT = 5000
-HISTORY_KEPT = 1000  # the newest commits' (seq, generation), kept on the generation record
-# Records per read: embedded Chroma binds one SQL variable per id it returns, and SQLite
-# refuses more than 32,766 in one statement ("too many SQL variables"), so a registry of
-# more documents than that could not be read whole.
-RECORD_PAGE = 5000
 _OPTIONAL_EMPTY = {"via": "", "acl": "", "title": ""}  # optional keys, as written when absent
 
 
-class DocRecord(TypedDict, total=False):
-    """The registry's record of one document."""
-
-    version: str  # the first 16 hex digits of the content hash; "" marks a tombstone
-    content_hash: str
-    source: str  # absolute path of the file, or the corpus name for API documents
-    via: str  # the symbolic link under the ingested folder that reached the file, or ""
-    acl: str  # who may read it, comma-separated principals (tools.access.acl); "" public
-    chunks: int
-    ingested_at: str  # ISO 8601, UTC
-    title: str  # its metadata title or first heading (tools.kb.ingest.titles), or ""
-    seq: int  # the commit that wrote it (``Registry.changes``)
-
-
-@dataclass(frozen=True)
-class RegistryChanges:
-    """What :meth:`Registry.changes` read."""
-
-    seq: int  # the sequence number the reader is now at
-    records: dict[str, DocRecord]  # changed records; a removed document as a tombstone
-    complete: bool  # ``records`` is the whole registry (a document not in it is gone)
-    generation: str = ""  # the generation at ``seq`` (read with it)
-
-
-class Registry:
+class ChromaRegistry(Registry):
     """The ``<collection>-docs`` collection, read and committed as one unit."""
 
     def __init__(self, collection: Collection, guard: StoreGuard) -> None:
         self.collection = collection
         self._guard = guard
         self.written = ""  # the generation this object committed last
-
-    def records(self) -> dict[str, DocRecord]:
-        """Every document's record, tombstones included (read page by page)."""
-        return dict(self.pages())
 
     def pages(self, where: dict[str, Any] | None = None) -> Iterator[tuple[str, DocRecord]]:
         """Every document's record (``where``: those it selects), ``RECORD_PAGE`` at a
@@ -235,8 +200,3 @@ def descends(history: list[tuple[int, str]], after: int, generation: str | None)
         return True
     before = [g for n, g in history if n <= after]
     return bool(before) and before[-1] == generation
-
-
-def active_versions(records: Mapping[str, DocRecord]) -> dict[str, str]:
-    """``doc_id -> version`` of the documents readers may see (tombstones excluded)."""
-    return {d: str(r["version"]) for d, r in records.items() if r.get("version")}

@@ -3,7 +3,7 @@
 * ``hybrid_rag_kb`` (one row per knowledge base, the "meta"): its name, its schema, the
   embedding model and dimension (opening it with another model is refused with the
   Chroma side's error), and the registry's ``generation`` and ``serial`` (a counter
-  raised by every commit, which replicas are compared on: ``tools.kb.store.pg_connections``).
+  raised by every commit, which replicas are compared on: ``tools.kb.store.postgres.pg_connections``).
 * schema ``kb_<name>``: ``chunks`` (id, doc_id, version, text, metadata jsonb, lang, acl,
   source, embedding vector(dim); an HNSW index with ``vector_cosine_ops``, b-tree indexes
   on the filtered columns) and ``documents`` (the registry: doc_id -> record jsonb).
@@ -23,9 +23,9 @@ import psycopg
 from psycopg import sql
 
 from tools.errors import ConfigError
-from tools.kb.store.chroma import model_mismatch, no_collection, validate_collection_name
-from tools.kb.store.pg_connections import PgConnections
-from tools.kb.store.pg_probe import check_hnsw_build
+from tools.kb.store.postgres.pg_connections import PgConnections
+from tools.kb.store.postgres.pg_probe import check_hnsw_build
+from tools.kb.store.protocol import model_mismatch, no_collection, validate_collection_name
 
 CATALOG = "hybrid_rag_kb"
 SETUP_LOCK_KEY = 0x68796272_6B62  # "hybrkb": the advisory lock of the set-up

@@ -1,12 +1,16 @@
-"""Searching a knowledge base: the :class:`Retriever` a ``KnowledgeBase`` composes.
+"""The search pipeline: one query flows down the components once, and what they share.
 
-It reads snapshots (hybrid search, the calibrated answerability of what was found, the
-router's probe) and owns the caches its searches share, with their lock: one query
-embedding per text, the chunk ids a reader may read per generation, and a finished
-search per (generation, mode, query, vector text, reader), so the router's probe and the
-retrieval step search once. ``KnowledgeBase`` (``tools.kb.knowledge_base``) opens the
-store and gives the retriever what it reads: the snapshot, the embedding model, the chunk
-store, the tokenizer and the ranking settings.
+:class:`SearchPipeline` composes the components of ``tools.kb.search``, each entered once
+per query: the retrievers (``retrievers.Retrievers.retrieve``: dense, per document
+language and centred where the KB has several; lexical) → the joiner (``joiner.join``:
+fusion and its modes) → the ranker (``ranker.rank``) → the answerability judge
+(``answerability.measure_evidence`` and the calibrated model). It owns the caches its
+searches share, with their lock: one query embedding per text and a finished search per
+(generation, mode, query, vector text, reader), so the router's probe and the retrieval
+step search once. ``KnowledgeBase`` (``tools.kb.knowledge_base``) opens the store and
+gives the pipeline what it reads: the snapshot, the embedding model, the chunk store, the
+tokenizer and the ranking settings; the rerankers (``rerankers``) are the optional
+second stage, run by the caller.
 """
 
 from __future__ import annotations
@@ -32,20 +36,11 @@ from tools.kb.search.answerability import (
     measure_evidence,
 )
 from tools.kb.search.answerability import load_model as load_answerability
-from tools.kb.search.candidates import (
-    SEARCH_MODES,
-    CandidatePool,
-    Filters,
-    Readable,
-    RetrievedChunk,
-    SearchMode,
-    candidate_pool,
-    readable_of,
-)
-from tools.kb.search.centring import language_centres
-from tools.kb.search.fusion import rank
-from tools.kb.search.languages import Fusion, document_languages, language_search
-from tools.kb.store.chroma import ChunkStore
+from tools.kb.search.candidates import SEARCH_MODES, CandidatePool, RetrievedChunk, SearchMode
+from tools.kb.search.joiner import Fusion, Joined, join
+from tools.kb.search.ranker import rank
+from tools.kb.search.retrievers import ONE_POOL, Retrievers
+from tools.kb.store.protocol import ChunkStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -91,7 +86,7 @@ def _check_search(query: str, mode: str, k: int) -> None:
         raise ConfigError(f"k must be >= 1, got {k}")
 
 
-class Retriever:
+class SearchPipeline:
     """The searches of one knowledge base, and the caches they share (thread-safe)."""
 
     def __init__(
@@ -105,7 +100,7 @@ class Retriever:
     ) -> None:
         self.snapshot = snapshot  # the current snapshot (the knowledge base rebuilds it)
         self.model = model
-        self.chunks = chunks
+        self.retrievers = Retrievers(chunks)
         self.tokenizer = tokenizer
         self.ranking = ranking
         self._lock = threading.Lock()  # guards the caches below, never held while searching
@@ -114,10 +109,6 @@ class Retriever:
         self._retrievals: LRUCache[tuple[str, str, str, str, str], _Searched] = LRUCache(
             maxsize=256
         )
-        # Per (generation, reader): which chunks a reader may read (access control).
-        self._readable: LRUCache[tuple[str, str], Readable] = LRUCache(maxsize=64)
-        # Per generation: each document language's centre (``tools.kb.search.languages``).
-        self._centres: LRUCache[str, dict[str, np.ndarray]] = LRUCache(maxsize=4)
 
     def forget_queries(self) -> None:
         """Drop the query vectors and searches kept for a run's next node (benchmarks
@@ -179,55 +170,71 @@ class Retriever:
         # Served when it ranked at least as deep, or found fewer than it asked (all there is).
         if done is not None and (done.asked >= top or len(done.hits) < done.asked):
             return Retrieval(done.hits[:k], done.evidence, done.answerability)
-        pool, scores, across = self.ranked_pool(
+        joined = self.joined(
             query,
             mode=mode,
             vector_text=vector_text,
-            filters=Filters.of(
-                doc_ids, sources, exclude_doc_ids, reader, self.readable(snap, reader)
-            ),
             n=max(self.ranking.candidates, k),
             snap=snap,
+            doc_ids=doc_ids,
+            sources=sources,
+            exclude_doc_ids=exclude_doc_ids,
+            reader=reader,
         )
-        searched = self._rank(query, pool, scores, snap, mode, top, across=across)
+        searched = self._judged(query, joined, snap, mode, top)
         if key:
             with self._lock:
                 self._retrievals[key] = searched
         return Retrieval(searched.hits[:k], searched.evidence, searched.answerability)
 
-    def _rank(
+    def joined(
         self,
         query: str,
-        pool: CandidatePool,
-        scores: dict[str, float] | None,
-        snap: Snapshot,
-        mode: SearchMode,
-        top: int,
         *,
-        across: bool = False,
-    ) -> _Searched:
-        """The pool's top ``top`` and the calibrated evidence of the best of them
-        (``across``: the best is in another language than the question's, read by the
-        dense-only model)."""
-        hits = rank(
-            pool,
+        mode: SearchMode,
+        vector_text: str,
+        n: int,
+        snap: Snapshot,
+        doc_ids: Sequence[str] | None = None,
+        sources: Sequence[str] | None = None,
+        exclude_doc_ids: Collection[str] = (),
+        reader: Reader | None = None,
+    ) -> Joined:
+        """The query down the retrievers (the dense side embeds ``vector_text``) and the
+        joiner: the candidates to rank and each one's ordering score."""
+        vector = self.query_vector(vector_text) if mode in ("hybrid", "vector") else None
+        found = self.retrievers.retrieve(
+            query,
+            vector,
             snap,
             mode=mode,
-            fusion=self.ranking.fusion,
-            vector_weight=self.ranking.vector_weight,
-            similarity_floor=self.model.similarity_floor,
-            top=top,
-            scores=scores,
+            n=n,
+            doc_ids=doc_ids,
+            sources=sources,
+            exclude_doc_ids=exclude_doc_ids,
+            reader=reader,
         )
+        fusion = Fusion(
+            mode, self.ranking.fusion, self.ranking.vector_weight, self.model.similarity_floor
+        )
+        return join(found, fusion)
+
+    def _judged(
+        self, query: str, joined: Joined, snap: Snapshot, mode: SearchMode, top: int
+    ) -> _Searched:
+        """The joined pool's top ``top`` (the ranker) and the calibrated evidence of the
+        best of them (the answerability judge; ``across``: the best is in another language
+        than the question's, read by the dense-only model)."""
+        hits = rank(joined, snap, mode=mode, similarity_floor=self.model.similarity_floor, top=top)
         evidence = measure_evidence(
             [(h.chunk_id, h.text) for h in hits[:EVIDENCE_HITS]],
-            vector_pool=pool.vector_found,
-            bm25_pool=pool.bm25_found,
+            vector_pool=joined.pool.vector_found,
+            bm25_pool=joined.pool.bm25_found,
             term_weights=snap.bm25.term_weights(query),
             tokenizer=self.tokenizer,
             similarity_floor=self.model.similarity_floor,
         )
-        model = self.across_model if across else self.answerability_model
+        model = self.across_model if joined.across else self.answerability_model
         return _Searched(hits, evidence, model.probability(evidence), top)
 
     def retrieve_many(
@@ -284,80 +291,19 @@ class Retriever:
         raw scores for every candidate of either: what fusion normalises over. The dense
         side embeds ``vector_text`` (default: ``query``)."""
         vector = self.query_vector(vector_text or query) if mode in ("hybrid", "vector") else None
-        snap = snap or self.snapshot()
-        return candidate_pool(
+        found = self.retrievers.retrieve(
             query,
             vector,
-            snap,
-            self.chunks,
+            snap or self.snapshot(),
             mode=mode,
-            filters=Filters.of(
-                doc_ids, sources, exclude_doc_ids, reader, self.readable(snap, reader)
-            ),
             n=n or self.ranking.candidates,
+            doc_ids=doc_ids,
+            sources=sources,
+            exclude_doc_ids=exclude_doc_ids,
+            reader=reader,
+            one_pool=True,
         )
-
-    def ranked_pool(
-        self,
-        query: str,
-        *,
-        mode: SearchMode,
-        vector_text: str,
-        filters: Filters,
-        n: int,
-        snap: Snapshot,
-    ) -> tuple[CandidatePool, dict[str, float] | None, bool]:
-        """The candidates to rank and, for a KB in several languages, their merged
-        scores (per-language pools, ``tools.kb.search.languages``; None: fuse the one pool) and
-        whether the best is in another language than the question's."""
-        vector = self.query_vector(vector_text) if mode in ("hybrid", "vector") else None
-        fusion = Fusion(
-            mode, self.ranking.fusion, self.ranking.vector_weight, self.model.similarity_floor
-        )
-        merged = language_search(
-            query,
-            vector,
-            snap,
-            self.chunks,
-            filters=filters,
-            n=n,
-            fusion=fusion,
-            centres=self.centres(snap) if vector is not None else None,
-        )
-        if merged is not None:
-            return merged.pool, merged.scores, merged.across
-        pool = candidate_pool(query, vector, snap, self.chunks, mode=mode, filters=filters, n=n)
-        return pool, None, False
-
-    def centres(self, snap: Snapshot) -> dict[str, np.ndarray]:
-        """Each document language's centre (empty for a KB in one language), read once
-        per generation."""
-        languages = document_languages(snap)
-        if len(languages) < 2:
-            return {}
-        with self._lock:
-            known = self._centres.get(snap.generation) if snap.generation else None
-        if known is None:
-            known = language_centres(snap, self.chunks, languages)
-            if snap.generation:
-                with self._lock:
-                    self._centres[snap.generation] = known
-        return known
-
-    def readable(self, snap: Snapshot, reader: Reader | None) -> Readable | None:
-        """What ``reader`` may read in the snapshot (None: all), once per reader and
-        generation: a mask over the chunks, decided per distinct access list."""
-        if reader is None or reader.unrestricted:
-            return None
-        key = (snap.generation, reader.key())
-        with self._lock:
-            known = self._readable.get(key) if snap.generation else None
-        if known is None:
-            known = readable_of(snap, reader)
-            if snap.generation:
-                with self._lock:
-                    self._readable[key] = known
-        return known
+        return found.pools[ONE_POOL]
 
     @functools.cached_property
     def answerability_model(self) -> AnswerabilityModel:
