@@ -159,6 +159,22 @@ def first_search_by_rule(run: RunView, tools_left: int) -> bool:
     )
 
 
+async def ask_model(
+    run: RunView, model: Any, messages: list[BaseMessage], web: bool, calls: int
+) -> Any:
+    """One model turn: with the tools it may call, or (a small model after the rule's
+    first search) the answer step's prompt, without tools."""
+    if answers_from_first_search(run, calls):
+        # Fenced sources, the best-matching lines, the question last: shown the same
+        # results as a tool exchange, the 1.5B model replied "not found" in 3 of 3 runs.
+        prompt, _ = build_prompt(run, answer_sources(run))
+        return await model.ainvoke(prompt)
+    # Tools stay bound even when the budget is spent: some providers reject a history
+    # with tool calls but no tool definitions. The system prompt then says "answer now",
+    # and a model that still asks for tools gets the graceful bounded answer.
+    return await model.bind_tools(offered_tools(web)).ainvoke(messages)
+
+
 def answers_from_first_search(run: RunView, calls: int) -> bool:
     """The model's first call after the rule's first search (``first_search_by_rule``)."""
     return run.context.small_model and calls == 0 and bool(run.state.get("tool_calls"))
@@ -205,18 +221,7 @@ async def call_model(state: AgentState, run: RunView) -> dict[str, Any]:
     update: dict[str, Any] = {"model_calls": calls + 1}
     env = run.model_env  # outside the try: missing settings are no model failure
     try:
-        model = load_chat_model(state["mode"], env)
-        # Tools stay bound even when the budget is spent: some providers reject a history
-        # with tool calls but no tool definitions. The system prompt then says "answer now",
-        # and a model that still asks for tools gets the graceful bounded answer below.
-        if answers_from_first_search(run, calls):
-            # A small model answers the rule's search in one call, from the answer step's
-            # prompt (fenced sources, the best-matching lines, the question last): shown
-            # the same results as a tool exchange, the 1.5B model replied "not found".
-            prompt, _ = build_prompt(run, answer_sources(run))
-            reply = await model.ainvoke(prompt)
-        else:
-            reply = await model.bind_tools(offered_tools(web)).ainvoke(messages)
+        reply = await ask_model(run, load_chat_model(state["mode"], env), messages, web, calls)
     except Exception as exc:  # provider/network failure: the offline rules take over
         if not isinstance(exc, HybridRagError):
             log.warning("agent model call failed", exc_info=True)
