@@ -11,6 +11,7 @@ import argparse
 import os
 from typing import Any
 
+from tools.settings import home_path
 from tools.websearch import WebSearchSettings
 from tools.websearch.web_settings import environment_variables
 
@@ -41,5 +42,7 @@ def run(args: argparse.Namespace) -> int:
     settings = WebSearchSettings.from_env()
     for line in web_report(settings):
         print(line)
-    print(f"data home: {args.home}")
+    # The folder every command reads (--home, $HYBRID_RAG_HOME or the default), not the
+    # flag as typed: without --home it printed "None".
+    print(f"data home: {home_path(args.home).resolve()}")
     return 0

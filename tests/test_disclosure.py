@@ -119,6 +119,10 @@ def test_the_operator_reads_the_same_and_doctor_has_the_detail(
     assert main(["--home", str(tmp_path / "home"), "doctor"]) == 0
     report = capsys.readouterr().out
     assert "SERPER_API_KEY" in report and "web search: not set up" in report, report
+    assert f"data home: {(tmp_path / 'home').resolve()}" in report, report
+    monkeypatch.setenv("HYBRID_RAG_HOME", str(tmp_path / "env-home"))
+    assert main(["doctor"]) == 0  # no --home: the folder it resolves to, never "None"
+    assert f"data home: {(tmp_path / 'env-home').resolve()}" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
