@@ -32,6 +32,7 @@ from tools.answer.passage_focus import focus_passage
 from tools.answer.search_service import SearchService, WebFound
 from tools.errors import InputError
 from tools.kb.search.rerankers import Reranker
+from tools.policy.disclosure import WEB_NOT_AVAILABLE, names_setup
 from tools.websearch import build_params
 
 INTERNAL_SEARCH = "internal_search"
@@ -244,8 +245,11 @@ def web_failure(found: WebFound) -> tuple[str, dict[str, Any]] | None:
     """A web search that gave no results to show, as the model's text and the outcome
     (None when it ran): what the model may do instead."""
     if found.status in ("disabled", "not_configured"):
+        # The model may repeat this to the user: how to set the server up (variable names,
+        # a pip install) is the log's and `hybrid-rag doctor`'s, never the model's text.
+        told = WEB_NOT_AVAILABLE if names_setup(found.error) else found.error
         return _fail(
-            f"google_search is not available: {found.error}. Use internal_search and tell the "
+            f"google_search is not available: {told}. Use internal_search and tell the "
             "user that live web results were unavailable.",
             error=found.error,
             web_status=found.status,
