@@ -152,7 +152,13 @@ def main() -> None:
             graph = builder()
             asyncio.run(one_run(graph, questions[0], ctx))  # warm-up
             model.calls.clear()
+            server.checks.clear()
             runs = [asyncio.run(one_run(graph, q, ctx)) for q in questions]
+            # The sufficiency checks (answered "yes" by the server itself), at the prompt
+            # size they send and their one-word reply.
+            for body in server.checks:
+                prompt = tokens("".join(str(m.get("content") or "") for m in body["messages"]))
+                model.calls.append({"kind": "sufficiency", "prompt": prompt, "completion": 1})
             report(name, runs, model.calls)
         resources.close_all()
 
@@ -189,6 +195,8 @@ def report(name: str, runs: list[dict[str, Any]], model_calls: list[dict[str, An
         calls = per_node.get(node, 0)
         if node in ("generate", "call_model"):
             calls = per_node.get("answer", 0)
+        if node == "sufficiency":
+            calls = sum(1 for c in model_calls if c["kind"] == "sufficiency")
         print(f"  | {node} | {statistics.median(values):.1f} | {calls / n:.2f} |")
 
 

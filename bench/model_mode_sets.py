@@ -94,9 +94,17 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
         n = len(mine)
         right = sum(bool(r["right"]) for r in mine) / n
         valid = sum(float(r["citation_validity"] or 0) for r in mine) / n
+        # Without the sufficiency check: its refusals undone (a negative then answered, a
+        # positive's draft right or not as written).
+        undone = [r for r in mine if r.get("check_refused")]
+        if key[0].endswith("negatives"):
+            unchecked = right - len(undone) / n
+        else:
+            unchecked = right + sum(bool(r.get("draft_right")) for r in undone) / n
         out.append(
             f"{key[0]:<14} {key[1]:<8} {key[2]:<6} n={n} "
             f"{'rejection' if key[0].endswith('negatives') else 'accuracy'}={right:.2f} "
+            f"(without the check {unchecked:.2f}, {len(undone)} refused by it) "
             f"validity={valid:.2f} calls={sum(r['model_calls'] for r in mine) / n:.1f} "
             f"tokens={sum(r['tokens_in'] + r['tokens_out'] for r in mine) / n:.0f} "
             f"s={sum(r['wall_s'] for r in mine) / n:.1f}"

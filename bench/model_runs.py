@@ -76,6 +76,8 @@ def run_question(
         graph.ainvoke({"question": question}, context=ctx, config={"callbacks": [meter]})
     )
     keys = [call_key(c) for c in out.get("tool_calls") or []]
+    warned = " ".join(out.get("warnings") or [])
+    draft = str(out.get("answer_draft") or "")
     return {
         "question": question,
         "model_calls": meter.calls,
@@ -92,4 +94,9 @@ def run_question(
         "repeated_tool_calls": len(keys) - len(set(keys)),
         "warnings": out.get("warnings") or [],
         "answer": out["answer"],
+        # What the model wrote, and whether its sufficiency check (nodes.sufficiency_check)
+        # refused it: the figures without the check are read from the same run.
+        "draft": draft,
+        "draft_right": is_right(draft, expected) if expected and draft else None,
+        "check_refused": "the model judged that no source states the answer" in warned,
     }

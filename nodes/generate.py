@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
+from nodes.sufficiency_check import sources_state_answer
 from prompts import answer as P
 from run.localize import localize
 from run.models import OFFLINE, load_chat_model
@@ -23,7 +24,7 @@ from tools.answer.sources_block import with_sources
 from tools.policy.decisions import web_unavailable
 from tools.policy.disclosure import WEB_NOT_AVAILABLE, web_reason_for
 from tools.policy.offline import Similarity, extractive_answer, no_information
-from tools.policy.refusal import check_answer
+from tools.policy.refusal import check_answer, refusal_text
 from tools.policy.relevance import quotable_sources
 from tools.text import estimate_tokens
 
@@ -236,6 +237,10 @@ async def cite(state: State, run: RunView) -> dict[str, Any]:
     """Apply the refusal rule, keep only labels that name a source in the context, list
     the cited sources."""
     answer, refusal_reason = checked_refusal(state)
+    if not refusal_reason and await sources_state_answer(run, state) is False:
+        language = str(state.get("language") or "en")
+        answer = refusal_text(language) + web_note(state, language)
+        refusal_reason = "the model judged that no source states the answer"
     check = validate_citations(answer, state.get("sources") or [])
     warnings = []
     if refusal_reason:

@@ -24,7 +24,8 @@ from langgraph_sdk.runtime import ServerRuntime
 
 from graph.agent.agent_graph import build_agent_graph
 from graph.rag_graph import build_graph
-from run.context import Context, api_context
+from run.api_context import api_context
+from run.context import Context
 
 Compiled = CompiledStateGraph[Any, Any, Any, Any]
 

@@ -21,6 +21,8 @@ from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
+from tests.fakes import is_sufficiency_check
+
 _ids = count(1)
 
 
@@ -47,6 +49,9 @@ class ToolScriptedChatModel(BaseChatModel):
 
     script: list[Any] = Field(default_factory=list)
     calls: list[dict[str, Any]] = Field(default_factory=list)
+    # The sufficiency check's reply (nodes.sufficiency_check), outside the script and ``calls``.
+    sufficient: str = "yes"
+    checks: list[list[BaseMessage]] = Field(default_factory=list)
 
     @property
     def _llm_type(self) -> str:
@@ -64,6 +69,9 @@ class ToolScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        if is_sufficiency_check(messages):
+            self.checks.append(list(messages))
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(self.sufficient))])
         tools = [t["function"]["name"] for t in kwargs.get("tools") or []]
         self.calls.append({"messages": list(messages), "tools": tools})
         if not self.script:
@@ -115,6 +123,10 @@ class LocalLLMServer:
         self.respond = respond
         self.latency, self.token_gap = latency, token_gap
         self.requests: list[dict[str, Any]] = []
+        # The sufficiency check (nodes.sufficiency_check): answered ``sufficient``, recorded in
+        # ``checks``, never from ``turns`` nor in ``requests``.
+        self.sufficient = "yes"
+        self.checks: list[dict[str, Any]] = []
         self.search_requests: list[dict[str, Any]] = []
         self.search_results = search_results or (lambda q: [])
         self.search_delay = search_delay
@@ -171,9 +183,10 @@ class LocalLLMServer:
             return self.turns.pop(0) if len(self.turns) > 1 else self.turns[0]
 
     def _chat(self, h: Any, body: dict[str, Any]) -> None:
+        check = is_sufficiency_check(body.get("messages") or [])
         with self._lock:
-            self.requests.append(body)
-        turn = self._next_turn(body)
+            (self.checks if check else self.requests).append(body)
+        turn: Turn = {"content": self.sufficient} if check else self._next_turn(body)
         if self.latency:
             time.sleep(self.latency)
         model = body.get("model", "some-model")

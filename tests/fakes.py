@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from langchain_core.embeddings import Embeddings
 
+from prompts.answer import SUFFICIENCY_SYSTEM_EN, SUFFICIENCY_SYSTEM_ZH
 from tools.kb.embed.embeddings import EmbeddingModel
 from tools.kb.index.tokenizers import make_tokenizer
 from tools.kb.knowledge_base import KnowledgeBase
@@ -107,6 +108,14 @@ from langchain_core.runnables import RunnableLambda  # noqa: E402
 from pydantic import Field  # noqa: E402
 
 
+def is_sufficiency_check(messages: Any) -> bool:
+    """Whether a call (messages, or an OpenAI request's message dicts) is the model's
+    sufficiency check (``nodes.sufficiency_check``): its system prompt is the check's."""
+    first = messages[0] if messages else None
+    text = str(first.get("content") if isinstance(first, dict) else getattr(first, "content", ""))
+    return text in (SUFFICIENCY_SYSTEM_EN, SUFFICIENCY_SYSTEM_ZH)
+
+
 class ScriptedChatModel(BaseChatModel):
     """Answers from a script: structured outputs per schema name, and an answer function.
 
@@ -119,6 +128,8 @@ class ScriptedChatModel(BaseChatModel):
     structured: dict[str, list[Any]] = Field(default_factory=dict)
     answer: Callable[[list[BaseMessage]], str] = lambda messages: "scripted answer"
     calls: list[tuple[str, Any]] = Field(default_factory=list)
+    # The sufficiency check's reply (nodes.sufficiency_check), recorded as ("sufficiency", ...).
+    sufficient: str = "yes"
 
     @property
     def _llm_type(self) -> str:
@@ -131,6 +142,9 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        if is_sufficiency_check(messages):
+            self.calls.append(("sufficiency", messages))
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(self.sufficient))])
         self.calls.append(("answer", messages))
         return ChatResult(generations=[ChatGeneration(message=AIMessage(self.answer(messages)))])
 

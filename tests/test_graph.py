@@ -540,10 +540,11 @@ def test_answer_language_choices_are_an_enum_in_the_schema() -> None:
 def test_state_graph_structured_calls_go_through_chat_openai(
     sample_kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every model step (plan, listwise grade, answer) through the real ChatOpenAI client
-    against a local OpenAI-format server that answers by schema: a question the KB answers
-    well costs three calls (issue: call budget)."""
-    from tests.fakes import passages_in
+    """Every model step (plan, listwise grade, answer, sufficiency check) through the real
+    ChatOpenAI client against a local OpenAI-format server that answers by schema: a
+    question the KB answers well costs four calls, the check at most 4 tokens (issue:
+    call budget; issue 56)."""
+    from tests.fakes import is_sufficiency_check, passages_in
     from tests.local_provider import LocalServer, Reply
 
     plan = {
@@ -556,13 +557,17 @@ def test_state_graph_structured_calls_go_through_chat_openai(
 
     def respond(request: dict[str, Any]) -> dict[str, Any]:
         schema = ((request.get("response_format") or {}).get("json_schema") or {}).get("name")
-        asked.append(schema or "answer")
+        check = is_sufficiency_check(request["messages"])
+        asked.append(schema or ("sufficiency" if check else "answer"))
+        if check:
+            assert request["max_completion_tokens"] == 4, request
         if schema == "PassageGrades":
             last = request["messages"][-1]["content"]
             reply: Any = {"grades": ["correct"] * passages_in([HumanMessage(last)])}
         else:
             reply = {"Plan": plan, "Reflection": {"sufficient": True}}.get(schema or "")
         content = json.dumps(reply) if schema else "After 6 years: 18 days [internal-1]."
+        content = "Yes." if check else content
         return {
             "id": "c1",
             "object": "chat.completion",
@@ -587,7 +592,7 @@ def test_state_graph_structured_calls_go_through_chat_openai(
             {"question": "How many days of annual leave after 6 years of service?"},
             ctx(tmp_path, model="openai:local-probe", crosslingual=False),
         )
-    assert asked == ["Plan", "PassageGrades", "answer"]
+    assert asked == ["Plan", "PassageGrades", "answer", "sufficiency"]
     assert out["route"] == "knowledge" and out["route_reason"] == "an HR policy question"
     assert out["answer"] == "After 6 years: 18 days [internal-1]."
     assert out["citations"][0]["doc_id"].startswith("hr/annual-leave")
@@ -622,8 +627,8 @@ def test_auto_models_are_resolved_once_per_run_by_prepare(
 def test_weak_evidence_buys_a_reflection_call_strong_evidence_does_not(
     sample_kb: KnowledgeBase, tmp_path: Path, scripted: ScriptedChatModel
 ) -> None:
-    # The call budget: plan, one listwise grade and the answer; reflection only when the
-    # grades (or the calibrated confidence) say the evidence is weak.
+    # The call budget: plan, one listwise grade, the answer and its sufficiency check;
+    # reflection only when the grades (or the calibrated confidence) say the evidence is weak.
     def weak(messages: Any) -> dict[str, Any]:
         from tests.fakes import passages_in
 
@@ -631,7 +636,7 @@ def test_weak_evidence_buys_a_reflection_call_strong_evidence_does_not(
 
     plan = {"route": "knowledge", "reason": "r", "kb_queries": ["annual leave"]}
     question = {"question": "How many days of annual leave after 6 years?"}
-    for grades, calls in ((grade_every("correct"), 3), (weak, 4)):
+    for grades, calls in ((grade_every("correct"), 4), (weak, 5)):
         scripted.calls.clear()
         scripted.structured = {"Plan": [plan], "PassageGrades": [grades],
                                "Reflection": [{"sufficient": True}]}  # fmt: skip
@@ -640,7 +645,7 @@ def test_weak_evidence_buys_a_reflection_call_strong_evidence_does_not(
                   ctx(tmp_path, model="custom:scripted", confidence_threshold=0.1))  # fmt: skip
         names = [name for name, _ in scripted.calls]
         assert len(names) == calls, names
-        assert ("Reflection" in names) == (calls == 4) and out["answer"]
+        assert ("Reflection" in names) == (calls == 5) and out["answer"]
 
 
 def test_a_model_works_across_event_loops_on_a_keep_alive_server(

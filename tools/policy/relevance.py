@@ -24,7 +24,12 @@ what the evidence holds), applied to the sources before answering:
    half the sources or more (they match by meaning, not words), rules 2 and 3 give way:
    at most ``MAX_SAID_ELSEWHERE`` of the words may be missing from every passage in the
    question's language; with only such passages the calibrated refusal alone judges;
-4. otherwise, for an English question, the passages kept are those mentioning more than
+4. words a passage in another language may say in its own: when rules 2 and 3 find a
+   word of the question missing, the passages in another language that mention all of
+   its codes and years (the only terms checkable across languages offline: "P1级故障的
+   响应时间目标是多少？" over the English "When an incident is classified as P1 …") are
+   the evidence, and only they are quoted; without such terms rules 2 and 3 stand;
+5. otherwise, for an English question, the passages kept are those mentioning more than
    half as many of its words as the best one (:func:`word_coverage`); passages in
    another language are kept as they are, and so are the sources when all are.
 
@@ -109,7 +114,7 @@ def term_coverage(question: str, text: str) -> float:
 
 def word_coverage(question: str, text: str) -> float:
     """Share of an English question's words (codes and years aside) ``text`` mentions:
-    the share rule 4 keeps passages by."""
+    the share rule 5 keeps passages by."""
     words = [t for t in key_terms(question) if bound(t, "en")]
     if not words:
         return 1.0
@@ -150,6 +155,21 @@ def not_found(question: str, sources: Sequence[Mapping[str, Any]]) -> list[str]:
     return []
 
 
+def anchored_elsewhere(question: str, sources: Sequence[S], missing: Sequence[str]) -> list[S]:
+    """The passages in another language mentioning every code and year of the question,
+    when only words of its language are missing (rule 4); [] otherwise."""
+    anchors = [t for t in key_terms(question) if CODE_RE.fullmatch(t) or YEAR_RE.fullmatch(t)]
+    asked = detect_language(question)
+    if not anchors or any(not bound(t, asked) for t in missing):
+        return []
+    return [
+        s
+        for s in sources
+        if str(s.get("lang") or asked) != asked
+        and all(mentions(t, passage_text(s), question) for t in anchors)
+    ]
+
+
 def quotable_sources(question: str, sources: Sequence[S]) -> tuple[list[S], list[str]]:
     """The sources an answer may use, and the key terms the evidence lacks (then no
     source: the answer is "not found"). See the module docstring; both graphs and both
@@ -158,9 +178,10 @@ def quotable_sources(question: str, sources: Sequence[S]) -> tuple[list[S], list
         return list(sources), []
     missing = not_found(question, sources)
     if missing:
-        return [], missing
+        elsewhere = anchored_elsewhere(question, sources, missing)
+        return (elsewhere, []) if elsewhere else ([], missing)
     asked = detect_language(question)
-    if asked != "en":  # rule 4 compares English words only
+    if asked != "en":  # rule 5 compares English words only
         return list(sources), []
     same = {id(s): word_coverage(question, passage_text(s)) for s in sources
             if str(s.get("lang") or asked) == asked}  # fmt: skip
