@@ -31,11 +31,14 @@ log = logging.getLogger("hybrid_rag.nodes")
 
 def wanted(run: RunView, state: Mapping[str, Any]) -> bool:
     """Whether the check runs: a model wrote the answer, it is not a refusal already, the
-    check is on, and the run is not past its deadline."""
+    check is on, the model is not a small one on a CPU (``small_model``: Qwen2.5-1.5B
+    said "yes" to 10 of 10 RGB checks, 3 of them over negatives it had answered wrongly,
+    at 10-26 s each; docs/DEPLOYMENT.md section 7), and the run is not past its deadline."""
     draft = str(state.get("answer_draft") or "").strip()
     return (
         bool(draft)
         and run.context.sufficiency_check
+        and not run.context.small_model
         and state.get("mode", OFFLINE) != OFFLINE
         and bool(state.get("sources"))
         and not is_refusal(draft)

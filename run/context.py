@@ -266,7 +266,8 @@ class Context:
     sufficiency_check: bool = _f(
         True,
         "Model mode: ask the model once (one word, at most 4 tokens, within the model "
-        'timeout) whether the sources state the answer; "no" makes the answer "not found".',
+        'timeout) whether the sources state the answer; "no" makes the answer "not found". '
+        "Skipped with small_model (a 1.5B model says yes to every check).",
     )
     max_output_tokens: int = _f(
         DEFAULT_MAX_OUTPUT_TOKENS,

@@ -91,7 +91,7 @@ def test_the_check_is_fenced_like_the_answer_and_ignores_orders_in_sources(
     assert '<source label="[内部-1]"' in user and user.rstrip().endswith('只回答"是"或"否"。')
 
 
-def test_off_or_a_refusal_already_costs_no_check(
+def test_off_a_refusal_already_or_a_small_model_costs_no_check(
     sample_home: Path, scripted: ScriptedChatModel
 ) -> None:
     state_graph_model(scripted, "no")
@@ -104,6 +104,12 @@ def test_off_or_a_refusal_already_costs_no_check(
     scripted.calls.clear()
     scripted.answer = lambda m: "No relevant information found."
     run(build_graph, QUESTION, context(sample_home, model="custom:scripted"))
+    assert "sufficiency" not in [n for n, _ in scripted.calls]
+    # A small model on a CPU: measured to say yes to every check, so none is made.
+    scripted.calls.clear()
+    scripted.answer = lambda m: ANSWER
+    small = context(sample_home, model="custom:scripted", small_model=True)
+    assert run(build_graph, QUESTION, small)["answer"] == ANSWER
     assert "sufficiency" not in [n for n, _ in scripted.calls]
 
 
@@ -132,15 +138,15 @@ def test_a_check_call_that_fails_keeps_the_answer(
 
 
 def test_over_http_the_check_asks_for_four_tokens(sample_home: Path) -> None:
-    """Against an OpenAI-format server (the small-model settings): one check, its reply
-    bounded to 4 tokens, its "no" refusing the answer."""
+    """Against an OpenAI-format server: one check, its reply bounded to 4 tokens, its "no"
+    refusing the answer."""
     with LocalLLMServer([{"content": ANSWER}]) as server:
         server.sufficient = "no"
         env = {"OPENAI_BASE_URL": f"{server.base_url}/v1", "OPENAI_API_KEY": "k"}
         with pytest.MonkeyPatch.context() as mp:
             for name, value in env.items():
                 mp.setenv(name, value)
-            ctx = context(sample_home, model="openai:local", small_model=True)
+            ctx = context(sample_home, model="openai:local", crosslingual=False)
             out = run(build_graph, QUESTION, ctx)
     assert len(server.checks) == 1
     check = server.checks[0]
