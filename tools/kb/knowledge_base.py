@@ -18,12 +18,8 @@ from typing import Any
 
 from tools.access.acl import ACL, Reader
 from tools.errors import ConfigError
-from tools.kb.embed.embeddings import (
-    DEFAULT_EMBEDDING,
-    EmbeddingCache,
-    EmbeddingModel,
-    make_embedding_model,
-)
+from tools.kb.embed.embedding_cache import EmbeddingCache
+from tools.kb.embed.embeddings import DEFAULT_EMBEDDING, EmbeddingModel, make_embedding_model
 from tools.kb.index.kb_stats import kb_stats
 from tools.kb.index.snapshot import Snapshot
 from tools.kb.index.snapshot_cache import LatestSnapshot, SnapshotCache

@@ -7,7 +7,8 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from tools.kb.embed.embeddings import EmbeddingCache, EmbeddingModel
+from tools.kb.embed.embedding_cache import EmbeddingCache
+from tools.kb.embed.embeddings import EmbeddingModel
 from tools.kb.index.snapshot import Snapshot
 from tools.kb.store.opened_store import OpenedStore
 

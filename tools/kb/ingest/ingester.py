@@ -19,7 +19,8 @@ from typing import Any, Protocol
 
 from tools.access.acl import acl_metadata
 from tools.errors import InputError
-from tools.kb.embed.embeddings import EmbeddingCache, EmbeddingModel, embed_with_cache
+from tools.kb.embed.embedding_cache import EmbeddingCache, embed_with_cache
+from tools.kb.embed.embeddings import EmbeddingModel
 from tools.kb.ingest.chunking import ChunkingOptions, chunk_document
 from tools.kb.ingest.identity import under
 from tools.kb.ingest.ingest_report import FileNote, IngestReport

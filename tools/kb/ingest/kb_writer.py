@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from tools.access.acl import ACL, FolderRules
-from tools.kb.embed.embeddings import EmbeddingCache, EmbeddingModel
+from tools.kb.embed.embedding_cache import EmbeddingCache
+from tools.kb.embed.embeddings import EmbeddingModel
 from tools.kb.ingest.chunking import ChunkingOptions
 from tools.kb.ingest.formats import LoadLimits
 from tools.kb.ingest.identity import aliases, assign_doc_ids, find_files
