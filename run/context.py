@@ -9,10 +9,8 @@ run time (see ``run.models``).
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Annotated, Any, Literal, get_args
 
@@ -327,43 +325,6 @@ class Context:
         if unknown:
             raise ConfigError(f"unknown context field(s): {', '.join(unknown)}")
         return cls(**values)
-
-
-# The fields an API caller may not set (server paths, hosts, credentials): the deployment
-# sets them (environment, ``langgraph.json``'s env); everything else is per run.
-DEPLOYMENT_FIELDS = frozenset(f.name for f in fields(Context) if f.metadata.get("deployment"))
-PER_RUN_FIELDS = frozenset(f.name for f in fields(Context)) - DEPLOYMENT_FIELDS
-
-
-def api_context(values: Mapping[str, Any]) -> Context:
-    """A server run's context, checked for what an API caller may send.
-
-    * Deployment fields (:data:`DEPLOYMENT_FIELDS`) other than their default are refused:
-      a caller must not choose the server's directories or the hosts it connects to.
-    * A key that is not a field passes (the server mirrors ``configurable`` into the
-      context, and platforms put ``user_id`` or thread metadata there), unless it looks
-      like a misspelt field (``confidnce_threshold``), which would silently run on the
-      default.
-    """
-    known = {k: v for k, v in values.items() if k in PER_RUN_FIELDS or k in DEPLOYMENT_FIELDS}
-    defaults = {f.name: f.default for f in fields(Context)}
-    refused = sorted(k for k in known if k in DEPLOYMENT_FIELDS and known[k] != defaults[k])
-    if refused:
-        raise ConfigError(
-            f"context field(s) {', '.join(refused)} are set per deployment (the server's "
-            "environment), not per run: remove them from the run or assistant"
-        )
-    misspelt = {
-        k: close[0]
-        for k in sorted(set(values) - set(known))
-        if (close := difflib.get_close_matches(k, defaults, n=1, cutoff=0.85))
-    }
-    if misspelt:
-        raise ConfigError(
-            f"unknown context field(s): {', '.join(misspelt)} (did you mean "
-            f"{', '.join(misspelt.values())}?)"
-        )
-    return Context(**known)
 
 
 def field_bound(name: str, bound: Literal["ge", "le"]) -> float:

@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from run.context import DEPLOYMENT_FIELDS, PER_RUN_FIELDS, api_context
+from run.api_context import DEPLOYMENT_FIELDS, PER_RUN_FIELDS, api_context
 from server.mcp_tools import caller_credentials, own_url
 from tools.errors import ConfigError
 

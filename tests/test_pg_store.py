@@ -23,7 +23,7 @@ import pytest
 from cli.main import main
 from graph import Context, build_graph
 from run import resources
-from run.context import DEPLOYMENT_FIELDS
+from run.api_context import DEPLOYMENT_FIELDS
 from run.run_settings import resolve_run_settings
 from tests.fakes import hash_model
 from tests.pg_cluster import pgserver_bin_dir, reachable_install

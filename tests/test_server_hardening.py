@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from graph import Context, build_graph
 from graph.agent.agent_graph import build_agent_graph
 from nodes.prepare import current_question
-from run.context import DEPLOYMENT_FIELDS, PER_RUN_FIELDS, api_context
+from run.api_context import DEPLOYMENT_FIELDS, PER_RUN_FIELDS, api_context
 from run.localize import localize
 from tests.agent_fakes import LocalLLMServer
 from tests.langgraph_server import (
