@@ -1,6 +1,8 @@
-"""What a server run's caller may put in its context: the per-run fields, never the
-deployment's (server paths, hosts, credentials), and no misspelt field left to run on its
-default. ``server.request_guard`` and ``server.graphs`` check every run here."""
+"""What an API caller may set in a server run's context: every ``Context`` field but the
+deployment's (server paths, hosts, credentials), and no misspelt field. The CLI and the
+Python API build ``Context`` directly (their caller owns the process); the server's
+routes check here (``server.graphs``, ``server.request_guard``).
+"""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ The LangGraph server drops context keys that its published ``context_schema`` do
 name before the graph sees them (langgraph-api logs them at debug level), so a misspelt
 field (``confidnce_threshold``) would run silently on the default. The server calls a
 graph factory with the run's context *before* that filter; these factories check it with
-``run.context.api_context`` so the run fails with the field named. The check is that of
+``run.api_context.api_context`` so the run fails with the field named. The check is that of
 an untrusted caller: deployment fields (data home, Chroma host and port) are refused, and
 keys that are no field at all (``user_id`` in ``configurable``, which the server mirrors
 into the context) pass unless they look like a misspelt field. Introspection and state

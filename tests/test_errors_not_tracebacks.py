@@ -13,7 +13,7 @@ import pytest
 from cli.main import main
 from tests.fakes import hash_kb_cli
 from tools.evaluation.run_stats import load_runs, record_run
-from tools.kb.embed.embeddings import EmbeddingCache
+from tools.kb.embed.embedding_cache import EmbeddingCache
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "kb"
 

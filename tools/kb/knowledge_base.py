@@ -1,40 +1,35 @@
 """The knowledge base: one object that opens the store and ingests and searches it.
 
-``KnowledgeBase`` composes the parts of this package (``ingest.ingester``, ``store``,
-``embed``, ``index.snapshot``, ``search.pipeline``: ARCHITECTURE.md draws them) and owns
-their resources (the Chroma client, the embedding cache) and the lock that serialises
-writers and snapshot rebuilds within a process.
+``KnowledgeBase`` composes the parts of this package (``store.opened_store``,
+``ingest.kb_writer``, ``embed``, ``index.snapshot_cache``, ``search.pipeline``:
+ARCHITECTURE.md draws them) and owns their resources (the Chroma client, the embedding
+cache) and the lock that serialises writers and snapshot rebuilds within a process. Each
+of its methods is one call to the component that does the work.
 """
 
 from __future__ import annotations
 
-import contextlib
-import heapq
 import os
 import threading
-import time
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tools.access.acl import ACL, FolderRules, Reader
+from tools.access.acl import ACL, Reader
 from tools.errors import ConfigError
-from tools.kb.embed.embeddings import (
-    DEFAULT_EMBEDDING,
-    EmbeddingCache,
-    EmbeddingModel,
-    make_embedding_model,
-)
+from tools.kb.embed.embedding_cache import EmbeddingCache
+from tools.kb.embed.embeddings import DEFAULT_EMBEDDING, EmbeddingModel, make_embedding_model
+from tools.kb.index.kb_stats import kb_stats
 from tools.kb.index.snapshot import Snapshot
 from tools.kb.index.snapshot_cache import LatestSnapshot, SnapshotCache
 from tools.kb.index.tokenizers import make_tokenizer
 from tools.kb.ingest.chunking import ChunkingOptions
 from tools.kb.ingest.formats import LoadLimits
-from tools.kb.ingest.identity import aliases, assign_doc_ids, find_files
 from tools.kb.ingest.ingest_report import IngestReport
-from tools.kb.ingest.ingester import Ingester, ProgressFn
-from tools.kb.ingest.loaders import FileBytes, FileRef, SourceDocument
+from tools.kb.ingest.ingester import ProgressFn
+from tools.kb.ingest.kb_writer import KbWriter
+from tools.kb.ingest.loaders import FileBytes, SourceDocument
 from tools.kb.search.candidates import (
     SEARCH_MODES,
     CandidatePool,
@@ -46,16 +41,13 @@ from tools.kb.search.pipeline import Ranking, Retrieval, SearchPipeline
 from tools.kb.store.backends import checked_database
 from tools.kb.store.chroma.chroma_store import StoreLocation, never_written
 from tools.kb.store.opened_store import OpenedStore
-from tools.kb.store.pending import PendingCleanup
 from tools.kb.store.protocol import no_collection
-from tools.kb.store.writer_lock import lock_path, writer_lock
 from tools.settings import (
     bm25_cache_dir,
     chroma_path,
     data_home,
     embedding_cache_path,
     write_lock_dir,
-    write_lock_timeout,
 )
 
 __all__ = [
@@ -69,8 +61,6 @@ __all__ = [
     "RetrievedChunk",
     "SearchMode",
 ]
-
-STATS_LISTED = 100  # document ids in ``stats()``: the first ones, by id
 
 
 @dataclass(frozen=True)
@@ -119,8 +109,9 @@ class KBConfig:
 
 class KnowledgeBase:
     """A knowledge base: open it once, use it from several threads. A facade: the store
-    (``store.opened_store``), the ingester (``ingest.ingester``), the snapshot
-    (``index.snapshot_cache``) and the search pipeline (``search.pipeline``) do the work."""
+    (``store.opened_store``), the writer (``ingest.kb_writer``), the snapshot
+    (``index.snapshot_cache``), the search pipeline (``search.pipeline``) and the
+    statistics (``index.kb_stats``) do the work."""
 
     def __init__(
         self, config: KBConfig | None = None, *, embedding_model: EmbeddingModel | None = None
@@ -143,18 +134,17 @@ class KnowledgeBase:
         self.store = OpenedStore(self.home, self.location, self.config, self.model, self._lock)
         self.chunks, self.registry = self.store.chunks, self.store.registry
         self._cache = EmbeddingCache(embedding_cache_path(self.home))
-        self._lock_file = lock_path(
-            write_lock_dir(self.home), self.describe_store(), self.config.collection
-        )
-        self.ingester = Ingester(
-            registry=self.registry,
-            chunks=self.chunks,
+        # Every write, and the writer's lock it takes (tools.kb.ingest.kb_writer).
+        self.writer = KbWriter(
+            store=self.store,
             model=self.model,
             cache=self._cache,
+            lock=self._lock,
+            lock_dir=write_lock_dir(self.home),
             chunking=self.config.chunking,
             collection=self.config.collection,
-            pending=PendingCleanup(self._lock_file.with_suffix(".pending")),
         )
+        self.ingester = self.writer.ingester  # the document API embeds ahead with it (warm)
         self._snapshots = SnapshotCache(
             registry=self.registry,
             chunks=self.chunks,
@@ -191,29 +181,11 @@ class KnowledgeBase:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @contextlib.contextmanager
-    def _writing(self, progress: ProgressFn | None = None) -> Iterator[None]:
-        """The one writer of this knowledge base: across processes (``writer_lock``),
-        then across this instance's threads (taken second, so searches here go on while
-        another process's ingest is awaited)."""
-        path = self._lock_file
-        waiting = (lambda note: progress(0, 1, note)) if progress else None
-        what = f"knowledge base {self.config.collection!r} ({self.describe_store()})"
-        with (
-            writer_lock(path, timeout=write_lock_timeout(), what=what, waiting=waiting),
-            self._lock,
-            self.store.writing(),
-        ):
-            self.store.follow_writers()  # never write through a vector index older than the store
-            yield
-
     def drop(self) -> None:
         """Delete both collections (used by throw-away evaluation indexes)."""
-        with self._writing():
-            self.store.drop()
-            self._snapshots.forget()
+        self.writer.drop(forget=self._snapshots.forget)
 
-    # -- ingestion -----------------------------------------------------------------------
+    # -- ingestion (``ingest.kb_writer``) -----------------------------------------------
 
     def ingest(
         self,
@@ -237,28 +209,9 @@ class KnowledgeBase:
         (``tools.access.acl.parse_acl``) says who may read the files; a folder's ``.acl``
         overrides it below that folder. A changed ACL rewrites the chunks (no re-embedding).
         """
-        started = time.perf_counter()
-        report = IngestReport()
-        limits = limits or LoadLimits.from_env()
-        path_list = [Path(p) for p in paths]
-        # find_files raises InputError for a missing path before anything is written.
-        found, report.skipped = find_files(path_list, follow_links=follow_links)
-        rules = FolderRules(acl)
-        access = {f.path: rules.acl_for(f.path) for f in found}  # a bad .acl: before writing
-        with self._writing(progress):
-            records = self.registry.records()
-            assigned = assign_doc_ids(found, records)
-            files = [
-                FileRef(f.path, doc_id, limits, f.via, access[f.path]) for f, doc_id in assigned
-            ]
-            present = self.ingester.ingest(files, report, progress, known=records)
-            stale = aliases([a for a in assigned if a[1] in present], records)
-            self.ingester.retire(stale, report)  # after the commit: see Ingester.retire
-            if prune:
-                roots = [p.resolve() for p in path_list if p.is_dir()]
-                self.ingester.prune(roots, present, report, records)
-        report.seconds = time.perf_counter() - started
-        return report
+        return self.writer.ingest(
+            paths, prune=prune, progress=progress, limits=limits, follow_links=follow_links, acl=acl
+        )
 
     def ingest_documents(
         self,
@@ -270,17 +223,11 @@ class KnowledgeBase:
         """Ingest documents that do not come from the named files (evaluation corpora, the
         document API's originals: a ``FileBytes`` is parsed only when its version changed).
         ``expected``: the versions seen before they were embedded (``Ingester.ingest``)."""
-        started = time.perf_counter()
-        report = IngestReport()
-        with self._writing(progress):
-            self.ingester.ingest(docs, report, progress, expected)
-        report.seconds = time.perf_counter() - started
-        return report
+        return self.writer.ingest_documents(docs, progress=progress, expected=expected)
 
     def delete(self, doc_id: str) -> int:
         """Remove a document from the vector and BM25 indexes; returns chunks removed."""
-        with self._writing():
-            return self.ingester.delete(doc_id)
+        return self.writer.delete(doc_id)
 
     # -- retrieval -----------------------------------------------------------------------
 
@@ -356,25 +303,11 @@ class KnowledgeBase:
         return dict(self.snapshot().language_counts)
 
     def stats(self) -> dict[str, Any]:
-        snap = self.snapshot()
-        stored = self.chunks.count()
-        listed = heapq.nsmallest(STATS_LISTED + 1, snap.active)
-        return {
-            "collection": self.config.collection,
-            "store": self.describe_store(),
-            "backend": self.store.stats(),
-            "embedding_model": self.model.model_id,
-            "embedding_dimension": self.model.dimension,
-            "documents": len(snap.active),
-            "chunks": len(snap.ids),
-            "stale_chunks": stored - len(snap.ids),
-            "languages": self.languages(),
-            # The first document ids only: a list of every one grows with the KB (172k
-            # at 1M chunks); the document API (GET /kb/documents) pages through them all.
-            "documents_list": listed[:STATS_LISTED],
-            "documents_list_truncated": len(listed) > STATS_LISTED,
-            # Documents with an access list (tools.access.acl); the rest are public. From
-            # the snapshot's columns: the registry is not read whole (~50 s at 180k records).
-            "restricted_documents": snap.restricted_documents,
-            "embedding_cache": {"hits": self._cache.hits, "misses": self._cache.misses},
-        }
+        """What ``kb stats`` shows (``index.kb_stats``)."""
+        return kb_stats(
+            self.snapshot(),
+            collection=self.config.collection,
+            store=self.store,
+            model=self.model,
+            cache=self._cache,
+        )

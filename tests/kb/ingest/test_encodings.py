@@ -11,7 +11,7 @@ import pytest
 
 from cli.main import main
 from tests.fakes import hash_kb_cli
-from tools.kb.ingest.formats.base import decode_bytes
+from tools.kb.ingest.formats.text_encodings import decode_bytes
 from tools.kb.ingest.loaders import SourceDocument, load_file
 from tools.kb.knowledge_base import KnowledgeBase
 

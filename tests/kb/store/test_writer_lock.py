@@ -44,7 +44,7 @@ CHILD = textwrap.dedent(
         while not Path(start).exists():  # both children start writing together
             time.sleep(0.01)
         if folder == "-":
-            with kb._writing():
+            with kb.writer.writing():
                 print("holding", flush=True)
                 time.sleep(hold)
         else:

@@ -20,9 +20,9 @@ from tools.access.acl import ACL, Reader
 from tools.errors import InputError
 from tools.kb.documents.catalog import Catalog, DocumentRow
 from tools.kb.documents.originals import Originals, read_no_links, suffix_of
+from tools.kb.ingest.chunk_records import version_of
 from tools.kb.ingest.formats import LoadLimits
 from tools.kb.ingest.ingest_report import IngestReport
-from tools.kb.ingest.ingester import version_of
 from tools.kb.ingest.loaders import (
     FileBytes,
     SkippedFile,

@@ -1,2 +1,2 @@
-"""Embed: embedding models chosen by a string, their cache (``embeddings``) and the bundled
-offline models (``local_embeddings``)."""
+"""Embed: embedding models chosen by a string (``embeddings``), the vectors' persistent
+cache (``embedding_cache``) and the bundled offline models (``local_embeddings``)."""

@@ -3,54 +3,32 @@
 The order of writes is the crash-safety protocol of ``tools.kb.store.chroma.chroma_registry``: new chunks
 beside the old ones, one registry commit per batch, then the old chunks go. Unchanged
 documents (same content hash) are skipped; embeddings are cached by text, so a rerun
-after an interruption embeds only what it had not reached.
+after an interruption embeds only what it had not reached. What the versions, records
+and chunks hold is ``chunk_records``'s; this module decides when they are written.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
-from typing import Any, Protocol
 
-from tools.access.acl import acl_metadata
 from tools.errors import InputError
-from tools.kb.embed.embeddings import EmbeddingCache, EmbeddingModel, embed_with_cache
-from tools.kb.ingest.chunking import ChunkingOptions, chunk_document
+from tools.kb.embed.embedding_cache import EmbeddingCache, embed_with_cache
+from tools.kb.embed.embeddings import EmbeddingModel
+from tools.kb.ingest.chunk_records import chunk_records, version_of
+from tools.kb.ingest.chunking import ChunkingOptions
 from tools.kb.ingest.identity import under
 from tools.kb.ingest.ingest_report import FileNote, IngestReport
 from tools.kb.ingest.loaders import FileBytes, FileRef, SkippedFile, SourceDocument, read_file
-from tools.kb.ingest.titles import chosen_title
 from tools.kb.store.pending import PendingCleanup
 from tools.kb.store.protocol import ChunkStore, DocRecord, Registry
-from tools.text import detect_language
 
 ProgressFn = Callable[[int, int, str], None]
 CHANGED_MEANWHILE = "changed by another writer while this file was embedded: not overwritten"
-
-
-class Versioned(Protocol):
-    @property
-    def content_hash(self) -> str: ...
-    @property
-    def extraction(self) -> str: ...
-    @property
-    def acl(self) -> tuple[str, ...]: ...
-
-
-def version_of(doc: Versioned) -> str:
-    """The content hash; for documents, of the bytes together with the extraction tag
-    (loader revision and bounds), so a better loader re-extracts unchanged files; with
-    the access list when there is one, so a changed ACL rewrites the chunks' metadata
-    (their embeddings come from the cache). A public text file keeps its old version."""
-    if not doc.extraction and not doc.acl:
-        return doc.content_hash[:16]
-    acl = f":acl={','.join(doc.acl)}" if doc.acl else ""
-    return hashlib.sha256(f"{doc.content_hash}:{doc.extraction}{acl}".encode()).hexdigest()[:16]
 
 
 def _inner(progress: ProgressFn | None, done: int, total: int) -> Callable[[str], None] | None:
@@ -58,22 +36,6 @@ def _inner(progress: ProgressFn | None, done: int, total: int) -> Callable[[str]
     if progress is None:
         return None
     return lambda item: progress(done, total, item)
-
-
-@dataclass(frozen=True)
-class _Record:
-    """One chunk on its way to the store, and where it stands in its document."""
-
-    id: str
-    body: str
-    index_text: str
-    metadata: dict[str, Any]
-    doc_id: str
-    number: int  # 1-based
-    of: int
-
-    def progress(self) -> str:
-        return f"{self.doc_id}: chunk {self.number:,}/{self.of:,}"
 
 
 class Ingester:
@@ -188,7 +150,7 @@ class Ingester:
         holds no other writer behind it (issue 53, item 10). Writes nothing else."""
         if getattr(self._cache, "broken", False):
             return  # no cache to fill: the commit embeds under the lock, as before
-        records = self._records(docs, "", {}, IngestReport(), progress)
+        records = chunk_records(docs, "", {}, IngestReport(), progress, self._chunking)
         for part in iter(lambda: list(islice(records, self.slice_chunks)), []):
             embed_with_cache(self._model, [r.index_text for r in part], self._cache)
             if progress:
@@ -285,7 +247,7 @@ class Ingester:
         commits: dict[str, DocRecord] = {}
         if self._pending:  # named before their chunks are written: see _finish_interrupted
             self._pending.mark(d.doc_id for d in docs)
-        records = self._records(docs, now, commits, report, progress)
+        records = chunk_records(docs, now, commits, report, progress, self._chunking)
         # Embedded and written slice by slice, chunks made one document at a time: a
         # giant document never holds all its vectors, index texts and metadata at once,
         # each slice's embeddings are cached as soon as computed (an interrupted ingest
@@ -317,58 +279,3 @@ class Ingester:
                 report.added.append(doc_id)
             registry[doc_id] = record
             report.chunks_written += record["chunks"]
-
-    def _records(
-        self,
-        docs: Sequence[SourceDocument],
-        now: str,
-        commits: dict[str, DocRecord],
-        report: IngestReport,
-        progress: Callable[[str], None] | None,
-    ) -> Iterator[_Record]:
-        """The chunks of ``docs``, one document chunked at a time; each document's registry
-        record goes into ``commits`` as it is chunked."""
-        for doc in docs:
-            if progress:
-                progress(f"{doc.doc_id}: chunking")
-            version = version_of(doc)
-            chunks = chunk_document(doc.text, markdown=doc.is_markdown, options=self._chunking)
-            if not chunks:
-                report.skipped.append(SkippedFile(doc.source, "no text after chunking"))
-                continue
-            fmt = doc.extraction.split(":", 1)[0]
-            title = chosen_title(doc.text, markdown=doc.is_markdown, fmt=fmt, metadata=doc.title)
-            commits[doc.doc_id] = {
-                "version": version,
-                "content_hash": doc.content_hash,
-                "source": doc.source,
-                **({"via": doc.via} if doc.via else {}),
-                **({"acl": ",".join(doc.acl)} if doc.acl else {}),
-                "chunks": len(chunks),
-                "ingested_at": now,
-                "title": title,
-            }
-            for c in chunks:
-                yield _Record(
-                    id=f"{doc.doc_id}#{version}#{c.chunk_index:05d}",
-                    body=c.text,
-                    index_text=c.index_text(),
-                    metadata={
-                        "doc_id": doc.doc_id,
-                        "source": doc.source,
-                        "heading": c.heading,
-                        "chunk_index": c.chunk_index,
-                        "total_chunks": c.total_chunks,
-                        "content_hash": doc.content_hash,
-                        "version": version,
-                        "ingested_at": now,
-                        "is_table": c.is_table,
-                        "lang": detect_language(c.text),
-                        **c.location(),  # page, page_end, sheet: only those known
-                        **acl_metadata(doc.acl),  # who may read it: the searches filter
-                        **({"doc_title": title} if title else {}),  # shown, never indexed
-                    },
-                    doc_id=doc.doc_id,
-                    number=c.chunk_index + 1,
-                    of=len(chunks),
-                )

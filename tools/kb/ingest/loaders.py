@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools.kb.ingest.formats import FORMATS, LEGACY, LoadError, LoadLimits, extraction_tag
-from tools.kb.ingest.formats.base import MB, decode_bytes, has_bom, mismatch
+from tools.kb.ingest.formats.base import MB, mismatch
 from tools.kb.ingest.formats.isolated import parse
+from tools.kb.ingest.formats.text_encodings import decode_bytes, has_bom
 
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
 TEXT_SUFFIXES = frozenset({".txt"})

@@ -9,9 +9,11 @@ chunking keeps rows with their header) and location markers (PDF pages, sheets):
 * ``html_page``    — BeautifulSoup main content, boilerplate dropped;
 * ``spreadsheet``  — openpyxl (read-only) sheets as tables, bounded rows;
 * ``delimited``    — the standard library's csv, bounded rows;
-* ``common``       — limits (size, zip bombs, rows), the failure type, Markdown helpers.
+* ``base``         — limits (size, zip bombs, rows), the failure type, Markdown helpers;
+* ``text_encodings`` — a text file's encoding and text (CSV/TSV here, plain text files
+  in ``tools.kb.ingest.loaders``).
 
-A loader raises ``common.LoadError`` with the reason a file cannot be used; ``extract``
+A loader raises ``base.LoadError`` with the reason a file cannot be used; ``extract``
 also turns any other failure of a parsing library into a reason, so one bad file is
 reported and skipped and never stops the rest of the folder. Each module has a
 ``REVISION``: it is part of the document's version (``extraction_tag``), so improving a

@@ -13,15 +13,9 @@ from __future__ import annotations
 import csv
 import io
 
-from tools.kb.ingest.formats.base import (
-    Extraction,
-    LoadError,
-    LoadLimits,
-    decode_text,
-    has_bom,
-    markdown_table,
-)
+from tools.kb.ingest.formats.base import Extraction, LoadError, LoadLimits, markdown_table
 from tools.kb.ingest.formats.spreadsheet import bounded_table, table_notes
+from tools.kb.ingest.formats.text_encodings import decode_text, has_bom
 
 REVISION = 1
 SNIFF_BYTES = 64 * 1024
