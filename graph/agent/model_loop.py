@@ -12,6 +12,7 @@
   ``max_tool_calls`` with a tool message, and accumulates sources, costs, warnings and
   ``tool_calls`` records.
 * Without a model (``offline``) a documented rule stands in: ``graph.agent.offline_loop``.
+* What the model is shown and offered each turn is ``graph.agent.model_prompt``.
 
 Confidence, the web fallback and the refusal are ``tools.policy.decide`` over the
 agent's evidence (:func:`decision_of`), the function the state graph's ``grade`` calls.
@@ -25,35 +26,27 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
-from uuid import uuid4
 
 from langchain_core.messages import (
     AIMessage,
-    AnyMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
     ToolMessage,
 )
-from langchain_core.messages.tool import tool_call
 
+from graph.agent.model_prompt import (
+    agent_messages,
+    answer_sources,
+    ask_model,
+    first_search,
+    first_search_by_rule,
+)
 from graph.agent.tool_calls import run_calls
-from graph.agent.tool_outcomes import apply_outcomes, repeats_ignored, route_of, this_turn
-from graph.agent.tool_work import GOOGLE_SEARCH, INTERNAL_SEARCH
-from graph.agent.tools import AGENT_TOOLS
-from nodes.generate import build_prompt, key_lines, quoted_answer, web_note
+from graph.agent.tool_outcomes import apply_outcomes, repeats_ignored, route_of
+from nodes.generate import quoted_answer, web_note
 from nodes.prepare import prepare
 from prompts.agent import (
-    AGENT_SYSTEM_EN,
-    AGENT_SYSTEM_KB_EN,
-    AGENT_SYSTEM_KB_ZH,
-    AGENT_SYSTEM_ZH,
     BOUND_NOTE_EN,
     BOUND_NOTE_ZH,
-    NO_TOOLS_LEFT_EN,
-    NO_TOOLS_LEFT_ZH,
 )
 from prompts.notices import DEADLINE_TOOL_MESSAGE
 from run.deadline import CUT_OFF
@@ -78,24 +71,10 @@ REPEATED = "the model asked again for a search it had already made"
 # --- helpers ---------------------------------------------------------------------------
 
 
-def turn_messages(messages: list[AnyMessage]) -> list[AnyMessage]:
-    """This turn's tool-calling exchange: what follows the last human message."""
-    return this_turn(messages)
-
-
 def _add_ms(state: Mapping[str, Any], key: str, started: float) -> dict[str, float]:
     """Accumulate a node's time over the loop (a plain ``timed`` would keep only the last)."""
     previous = float((state.get("timings") or {}).get(key) or 0.0)
     return {key: round(previous + (time.perf_counter() - started) * 1000, 2)}
-
-
-def answer_sources(run: RunView) -> list[dict[str, Any]]:
-    """The best sources per kind, labels unchanged (registry order is label order): the KB
-    passages kept (on a web fallback, those ``tools.policy.kept_internal`` kept when it was
-    decided, as in the state graph) and the web results."""
-    state, ctx = run.state, run.context
-    internal = list(state.get("internal_docs") or [])[: ctx.top_k_internal]
-    return [*internal, *list(state.get("web_docs") or [])[: ctx.top_k_web]]
 
 
 def bounded_answer(run: RunView, reason: str | None) -> dict[str, Any]:
@@ -115,82 +94,6 @@ def bounded_answer(run: RunView, reason: str | None) -> dict[str, Any]:
         **route_of(state.get("tool_calls") or []),
         **_confidence(run),
     }
-
-
-def agent_messages(
-    state: Mapping[str, Any], tools_left: int, *, web: bool = True
-) -> list[BaseMessage]:
-    """The model's messages: the system prompt naming the tools it has (``web``: whether
-    google_search is offered), the history, the question and this turn's exchange."""
-    language = state.get("language", "en")
-    zh = language == "zh"
-    budget_note = "" if tools_left > 0 else (NO_TOOLS_LEFT_ZH if zh else NO_TOOLS_LEFT_EN)
-    if web:
-        template = AGENT_SYSTEM_ZH if zh else AGENT_SYSTEM_EN
-    else:
-        template = AGENT_SYSTEM_KB_ZH if zh else AGENT_SYSTEM_KB_EN
-    system = template.format(
-        tools_left=max(0, tools_left), budget_note=budget_note, today=datetime.now(UTC).date()
-    )
-    found = [*(state.get("internal_docs") or [])]
-    if found:  # after a search: the lines the offline answer would quote, as a pointer
-        system += key_lines(state["question"], found[:5], language)
-    messages: list[BaseMessage] = [SystemMessage(system)]
-    for turn in state.get("history") or []:
-        messages.append(
-            HumanMessage(turn["content"]) if turn["role"] == "user" else AIMessage(turn["content"])
-        )
-    messages.append(HumanMessage(state["question"]))
-    messages.extend(turn_messages(state.get("messages") or []))
-    return messages
-
-
-def first_search_by_rule(run: RunView, tools_left: int) -> bool:
-    """A small local model (``Context.small_model``) does not choose the turn's first
-    search: the knowledge base is searched for the question without a model call (a 1.5B
-    model answered "No relevant information found" without searching in 6 of 6 runs), and
-    the model's one call answers from the results."""
-    state = run.state
-    return (
-        run.context.small_model
-        and tools_left > 0
-        and not state.get("tool_calls")
-        and not this_turn(state.get("messages") or [])
-    )
-
-
-async def ask_model(
-    run: RunView, model: Any, messages: list[BaseMessage], web: bool, calls: int
-) -> Any:
-    """One model turn: with the tools it may call, or (a small model after the rule's
-    first search) the answer step's prompt, without tools."""
-    if answers_from_first_search(run, calls):
-        # Fenced sources, the best-matching lines, the question last: shown the same
-        # results as a tool exchange, the 1.5B model replied "not found" in 3 of 3 runs.
-        prompt, _ = build_prompt(run, answer_sources(run))
-        return await model.ainvoke(prompt)
-    # Tools stay bound even when the budget is spent: some providers reject a history
-    # with tool calls but no tool definitions. The system prompt then says "answer now",
-    # and a model that still asks for tools gets the graceful bounded answer.
-    return await model.bind_tools(offered_tools(web)).ainvoke(messages)
-
-
-def answers_from_first_search(run: RunView, calls: int) -> bool:
-    """The model's first call after the rule's first search (``first_search_by_rule``)."""
-    return run.context.small_model and calls == 0 and bool(run.state.get("tool_calls"))
-
-
-def first_search(question: str) -> AIMessage:
-    """The turn's first tool call, made by the rule (not counted as a model call)."""
-    call = tool_call(
-        name=INTERNAL_SEARCH, args={"query": question}, id=f"call_rule_{uuid4().hex[:16]}"
-    )
-    return AIMessage(content="", tool_calls=[call])
-
-
-def offered_tools(web: bool) -> list[Any]:
-    """The tools the model is given: google_search only when web search can run."""
-    return [t for name, t in AGENT_TOOLS.items() if web or name != GOOGLE_SEARCH]
 
 
 # --- nodes -----------------------------------------------------------------------------

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.messages.tool import ToolCall, tool_call
 
-from graph.agent.model_loop import answer_sources, decision_of, evidence_of
+from graph.agent.model_loop import decision_of, evidence_of
+from graph.agent.model_prompt import answer_sources
 from graph.agent.tool_calls import run_calls
 from graph.agent.tool_outcomes import apply_outcomes
 from graph.agent.tool_work import GOOGLE_SEARCH, INTERNAL_SEARCH, SourceRegistry
