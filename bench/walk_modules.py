@@ -12,11 +12,18 @@ into a module by a return (not by a call). Frames outside the scope are transpar
 
     .venv/bin/python -m bench.walk_modules
     .venv/bin/python -m bench.walk_modules --scope tools/kb/search --scope tools/kb/knowledge_base.py
+
+``--ingest PATH`` walks instead the ingest of one file of the sample knowledge base (its
+path under examples/kb) into a knowledge base holding the rest, as ``hybrid-rag ingest``
+adds a file: ``KnowledgeBase.ingest([file])``.
+
+    .venv/bin/python -m bench.walk_modules --ingest hr/annual-leave.md
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import tempfile
 from collections import Counter
@@ -84,7 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scope", action="append", help="a folder or module (repeatable)")
     p.add_argument("--k", type=int, default=5)
     p.add_argument("--path", action="store_true", help="print the modules in order")
+    p.add_argument("--ingest", default=None, help="walk the ingest of this sample KB file")
     args = p.parse_args(argv)
+    if args.ingest:
+        return walk_ingest(args)
     from tests.fakes import hash_model
 
     rows = [json.loads(line) for line in SAMPLE_QUESTIONS.read_text().splitlines() if line]
@@ -112,6 +122,39 @@ def main(argv: list[str] | None = None) -> int:
     if args.path:
         print(" → ".join(Path(m).stem for m in figures["path"]))
     return 0
+
+
+def walk_ingest(args: Any) -> int:
+    """The walk of one file's ingest (``--ingest``) into a KB holding the others."""
+    from tests.fakes import hash_model
+
+    root = Path(tempfile.mkdtemp(prefix="walk-ingest-"))
+    others, target = root / "kb", root / "kb" / args.ingest
+    shutil.copytree(SAMPLE_KB, others)
+    body = target.read_bytes()
+    target.unlink()
+    kb = KnowledgeBase(KBConfig(home=root / "home"), embedding_model=hash_model())
+    kb.ingest([others])
+    target.write_bytes(body)
+    walk = Walk(args.scope or ["tools/kb"])
+    sys.setprofile(walk.profile)
+    try:
+        kb.ingest([target])
+    finally:
+        sys.setprofile(None)
+    kb.close()
+    report(f"ingest of {args.ingest}", args, walk.figures())
+    return 0
+
+
+def report(what: str, args: Any, figures: dict[str, Any]) -> None:
+    print(what)
+    print(f"scope: {' '.join(args.scope or ['tools/kb'])}")
+    print(f"stays {figures['stays']} in {figures['modules']} modules, returns {figures['returns']}")
+    for module, n in figures["entered"].items():
+        print(f"  {n:4d}  {module}")
+    if args.path:
+        print(" → ".join(Path(m).stem for m in figures["path"]))
 
 
 if __name__ == "__main__":
