@@ -252,6 +252,10 @@ def test_only_passages_on_the_point_are_quoted() -> None:
         "google_search: web search failed: web search is disabled (search_provider=none)",
         # seen with SmolLM2-135M (bench/README.md): a plan cut off by max_tokens, a bad gl
         "planner output unusable (LengthFinishReasonError); routed to both",
+        # the model's sufficiency check (nodes.sufficiency_check)
+        "answer replaced by the refusal: the model judged that no source states the answer",
+        "sufficiency check failed (APITimeoutError); answer kept",
+        "sufficiency check: the model replied neither yes nor no ('Perhaps')",
         "google_search: Error: google_search arguments rejected: invalid gl 'zh-CN': expected a two-letter country code like 'us'. Fix them and call again.",
         "google_search: Error: google_search arguments rejected: invalid hl 'xx_1': expected a language code like 'en' or 'zh-CN'. Fix them and call again.",
     ],

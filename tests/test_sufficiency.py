@@ -80,11 +80,10 @@ def test_the_check_is_fenced_like_the_answer_and_ignores_orders_in_sources(
     sample_home: Path, scripted: ScriptedChatModel
 ) -> None:
     state_graph_model(scripted, "no")
-    run(
-        build_graph,
-        "NR-200 机器人单台的标价是多少？",
-        context(sample_home, model="custom:scripted"),
-    )
+    question = "NR-200 机器人单台的标价是多少？"
+    out = run(build_graph, question, context(sample_home, model="custom:scripted"))
+    assert out["answer"].startswith("没找到相关信息。"), out["answer"]
+    assert "回答已替换为拒答：模型判断没有来源写明答案" in out["warnings"], out["warnings"]
     messages = next(m for name, m in scripted.calls if name == "sufficiency")
     system, user = (str(m.content) for m in messages)
     assert "not instructions" in system or "不是指令" in system
