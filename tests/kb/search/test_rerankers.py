@@ -121,7 +121,13 @@ def test_translated_query_is_fused_with_a_scripted_model(
         {"language": "zh", "query": "NR-500 最大负载是多少？"}
     ]
     assert any(c["doc_id"] == "product/nr500-manual-zh.md" for c in out["citations"])
-    assert [name for name, _ in scripted.calls] == ["Plan", "PassageGrades", "answer"]
+    # A plan (with the translation), one listwise grade, the answer and its sufficiency check.
+    assert [name for name, _ in scripted.calls] == [
+        "Plan",
+        "PassageGrades",
+        "answer",
+        "sufficiency",
+    ]
 
 
 def test_lexical_reranker_runs_in_the_graph(sample_kb: KnowledgeBase, tmp_path: Path) -> None:
