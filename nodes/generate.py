@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
+from nodes.answer_context import answer_context
 from nodes.sufficiency_check import sources_state_answer
 from prompts import answer as P
 from run.localize import localize
@@ -18,7 +19,7 @@ from run.reader import run_operator
 from run.run_view import RunView, node
 from tools.answer.attribution import attach_labels
 from tools.answer.citations import assign_labels, validate_citations
-from tools.answer.context_builder import BuiltContext, build_context
+from tools.answer.context_builder import BuiltContext
 from tools.answer.crosslingual import source_similarity
 from tools.answer.sources_block import with_sources
 from tools.policy.decisions import web_unavailable
@@ -26,7 +27,6 @@ from tools.policy.disclosure import WEB_NOT_AVAILABLE, web_reason_for
 from tools.policy.offline import Similarity, extractive_answer, no_information
 from tools.policy.refusal import check_answer, refusal_text
 from tools.policy.relevance import quotable_sources
-from tools.text import estimate_tokens
 
 if TYPE_CHECKING:
     from run.state import State
@@ -57,20 +57,15 @@ def system_prompt(language: str, web_failure: str | None) -> str:
 
 
 def build_prompt(run: RunView, sources: list[dict[str, Any]]) -> tuple[list[Any], BuiltContext]:
-    state, ctx = run.state, run.context
+    state = run.state
     language = state.get("language", "en")
     system = system_prompt(language, web_reason(state))
-    built = build_context(
+    built = answer_context(
+        run,
         sources,
-        snippet_chars=ctx.snippet_chars,
-        budget_tokens=ctx.context_token_budget,
-        system_tokens=estimate_tokens(system) + estimate_tokens(state["question"]) + 20,
-        reserve_tokens=ctx.answer_reserve_tokens,
+        system,
+        reserve_tokens=run.context.answer_reserve_tokens,
         history=state.get("history") or [],
-        web_fetched_at=state.get("web_fetched_at"),
-        language=language,
-        question=state["question"],
-        passage_chars=ctx.answer_source_chars,
     )
     messages: list[Any] = [SystemMessage(system)]
     for turn in built.history:

@@ -3,8 +3,7 @@ asked once whether the sources state the answer (``Context.sufficiency_check``).
 
 One short call, bounded three ways: at most ``tools.answer.sufficiency.MAX_TOKENS``
 tokens back, the model request timeout, and not at all past the run's deadline. The
-sources are shown as the answer step showed them (``build_context`` with the same
-settings), so a server that caches the prompt's prefix reads them once. A call that
+sources are shown as the answer step showed them (``nodes.answer_context``). A call that
 fails or a reply that is neither yes nor no decides nothing: the answer stays, with a
 warning, and the refusal rule (``tools.policy.refusal``) still applies.
 """
@@ -18,13 +17,12 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
+from nodes.answer_context import answer_context
 from prompts import answer as P
 from run.models import NOSTREAM, OFFLINE, load_chat_model
 from run.run_view import RunView
-from tools.answer.context_builder import build_context
 from tools.answer.sufficiency import MAX_TOKENS, verdict
 from tools.policy.refusal import is_refusal
-from tools.text import estimate_tokens
 
 log = logging.getLogger("hybrid_rag.nodes")
 
@@ -47,20 +45,9 @@ def wanted(run: RunView, state: Mapping[str, Any]) -> bool:
 
 
 def check_messages(run: RunView, state: Mapping[str, Any]) -> list[Any]:
-    ctx, language = run.context, str(state.get("language") or "en")
-    zh = language == "zh"
+    zh = state.get("language") == "zh"
     system = P.SUFFICIENCY_SYSTEM_ZH if zh else P.SUFFICIENCY_SYSTEM_EN
-    built = build_context(
-        list(state.get("sources") or []),
-        snippet_chars=ctx.snippet_chars,
-        budget_tokens=ctx.context_token_budget,
-        system_tokens=estimate_tokens(system) + estimate_tokens(state["question"]) + 20,
-        reserve_tokens=MAX_TOKENS,
-        web_fetched_at=state.get("web_fetched_at"),
-        language=language,
-        question=state["question"],
-        passage_chars=ctx.answer_source_chars,
-    )
+    built = answer_context(run, list(state.get("sources") or []), system, reserve_tokens=MAX_TOKENS)
     user = (P.SUFFICIENCY_USER_ZH if zh else P.SUFFICIENCY_USER_EN).format(
         context=built.text, question=state["question"]
     )
