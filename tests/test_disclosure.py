@@ -13,11 +13,16 @@ from typing import Any
 
 import pytest
 
-from graph import Context, build_graph
+from graph import Context, build_agent_graph, build_graph
+from run.localize import localize
+from tools.errors import kb_unavailable
 from tools.kb.ingest.titles import document_title
 from tools.kb.knowledge_base import KnowledgeBase
+from tools.kb.store.protocol import no_collection
 from tools.policy.disclosure import (
+    KB_EMPTY,
     WEB_NOT_AVAILABLE,
+    kb_reason_for,
     names_configuration,
     shown_warnings,
     web_reason_for,
@@ -49,6 +54,31 @@ def test_the_set_up_detail_is_for_nobody_and_a_setting_for_the_operator(
     assert web_reason_for(failed, operator=False) == failed  # not the configuration
 
 
+def test_an_empty_knowledge_base_is_the_administrators_to_fill() -> None:
+    """A colleague asking an empty knowledge base reads that it is empty and whom to ask,
+    never the ingest command; the operator reads the command, in Chinese for a Chinese
+    question (it was English after a Chinese prefix)."""
+    empty = kb_unavailable(no_collection("knowledge", "embedded Chroma at /srv/kb"))
+    assert kb_reason_for(empty, operator=True) == empty
+    assert kb_reason_for(empty, operator=False) == KB_EMPTY
+    assert shown_warnings([empty], None, operator=False) == [KB_EMPTY]
+    assert localize(KB_EMPTY, "zh") == "知识库中还没有文档——请联系管理员"
+    zh = localize(empty, "zh")
+    assert zh == (
+        "知识库不可用：embedded Chroma at <server path> 中没有知识库（集合）'knowledge'，"
+        "尚未导入任何文档；运行 'hybrid-rag ingest PATH --collection knowledge' 即可创建"
+    ), zh
+    # A collection the run asked for that does not exist: the user's own choice, so the
+    # names that exist stay; the command does not.
+    typo = kb_unavailable(no_collection("knowlege", "embedded Chroma at /srv/kb", ["knowledge"]))
+    shown = kb_reason_for(typo, operator=False)
+    assert shown.endswith("existing: knowledge.") and "hybrid-rag ingest" not in shown
+    assert localize(shown, "zh").endswith("中没有知识库（集合）'knowlege'，已有：knowledge")
+    assert "hybrid-rag ingest" in localize(typo, "zh") and "已有：knowledge" in localize(typo, "zh")
+    other = "knowledge base unavailable: damaged store at <server path> (x)"
+    assert kb_reason_for(other, operator=False) == other
+
+
 def test_notes_never_repeat_the_answers_note() -> None:
     warnings = [CONFIG_REASON, "2 sources left out to fit context_token_budget"]
     assert shown_warnings(warnings, CONFIG_REASON, operator=True) == warnings[1:]
@@ -61,10 +91,12 @@ def test_notes_never_repeat_the_answers_note() -> None:
     assert shown_warnings(other, None, operator=True) == [WEB_NOT_AVAILABLE]
 
 
-def ask(home: Path, question: str, user: dict[str, Any] | None) -> dict[str, Any]:
+def ask(
+    home: Path, question: str, user: dict[str, Any] | None, build: Any = build_graph
+) -> dict[str, Any]:
     config = {"configurable": {"langgraph_auth_user": user}} if user else {}
     return asyncio.run(
-        build_graph().ainvoke({"question": question}, config, context=Context(data_home=str(home)))
+        build().ainvoke({"question": question}, config, context=Context(data_home=str(home)))
     )
 
 
@@ -152,3 +184,23 @@ def test_the_sample_kb_lists_titles_not_file_names(sample_kb: KnowledgeBase) -> 
     assert titles["meeting-rooms-zh.docx"] == "会议室管理规定", titles
     assert titles["annual-leave.md"] != "annual-leave", titles
     assert titles["offices-and-support.txt"] == "offices-and-support"  # plain text: its name
+
+
+@pytest.mark.parametrize(
+    ("question", "plain"),
+    [
+        ("How many days of annual leave?", "the knowledge base has no documents yet"),
+        ("年假有多少天？", "知识库中还没有文档——请联系管理员"),
+    ],
+)
+def test_a_colleague_asking_an_empty_knowledge_base_is_told_whom_to_ask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, question: str, plain: str
+) -> None:
+    for var in environment_variables():
+        monkeypatch.delenv(var, raising=False)
+    for build in (build_graph, build_agent_graph):
+        out = ask(tmp_path / "empty-home", question, BOB, build)
+        notes = "\n".join(out["warnings"])
+        assert plain in notes and "hybrid-rag ingest" not in notes + out["answer"], notes
+        out = ask(tmp_path / "empty-home", question, ADMIN, build)  # the operator: the command
+        assert "hybrid-rag ingest PATH --collection knowledge" in "\n".join(out["warnings"])

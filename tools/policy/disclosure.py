@@ -6,7 +6,9 @@ anyone: it goes to the log and to ``hybrid-rag doctor`` (cli/doctor_command.py),
 person who sets the server up looks. A setting a run's caller chose ("web search is
 disabled (search_provider=none)") stays readable to the operator (an admin, or local
 use), who can change it. Said once, in the answer's note, never again under its notes.
-Both graphs and every front-end call these."""
+A knowledge base nothing was ingested into is the same kind of set-up: a colleague reads
+"the knowledge base has no documents yet — ask your administrator", the operator the
+command that fills it. Both graphs and every front-end call these."""
 
 from __future__ import annotations
 
@@ -17,6 +19,13 @@ from collections.abc import Sequence
 log = logging.getLogger("hybrid_rag.websearch")
 
 WEB_NOT_AVAILABLE = "web search is not set up — ask your administrator"
+KB_EMPTY = "the knowledge base has no documents yet — ask your administrator"
+# tools.kb.store.protocol.no_collection's wording, as tools.errors.kb_unavailable gives it
+# (after "internal_search: " in the agent's notes).
+_NO_COLLECTION = re.compile(
+    r"^(?:\w+: )?knowledge base unavailable: no knowledge base \(collection\) "
+)
+_INGEST_HINT = re.compile(r"\. 'hybrid-rag ingest [^']*' creates it$")
 # A reason that tells how to set the server up: its environment or its installation.
 _SETUP = re.compile(
     r"not configured|pip install|package is not installed"
@@ -53,12 +62,25 @@ def web_reason_for(reason: str, *, operator: bool) -> str:
     return WEB_NOT_AVAILABLE
 
 
+def kb_reason_for(warning: str, *, operator: bool) -> str:
+    """A missing knowledge base as this user reads it: the operator, the command that
+    creates it; anyone else, that it is empty (the administrator's to fill), or, when the
+    run asked for a collection that does not exist, the ones that do (a choice of theirs)."""
+    if operator or not _NO_COLLECTION.match(warning):
+        return warning
+    log.info("%s", warning)
+    if "; nothing ingested yet" in warning:
+        return KB_EMPTY
+    return _INGEST_HINT.sub(".", warning)
+
+
 def shown_warnings(warnings: Sequence[str], noted: str | None, *, operator: bool) -> list[str]:
     """The run's notes as this user reads them: none repeating ``noted`` (the web failure
     the answer's note already states), none with the set-up's detail (said once, plainly,
     instead), none with a run's setting for anyone but the operator."""
     shown: list[str] = []
-    for warning in warnings:
+    for given in warnings:
+        warning = kb_reason_for(given, operator=operator)
         if noted and (noted in warning or (names_setup(noted) and names_setup(warning))):
             continue
         said = warning if not names_configuration(warning) else None
