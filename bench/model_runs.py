@@ -65,6 +65,19 @@ def is_right(answer: str, expected: list[str]) -> bool:
     return not is_refusal(answer) and any(normalised(e) in normalised(answer) for e in expected)
 
 
+async def _final_state(graph: Any, question: str, ctx: Context, meter: CallMeter) -> dict[str, Any]:
+    """The run's whole last state: ``ainvoke`` returns the output schema only, which
+    leaves out ``answer_draft`` (the model's reply before the checks), and the figures
+    "without the check" read it."""
+    last: dict[str, Any] = {}
+    stream = graph.astream(
+        {"question": question}, context=ctx, config={"callbacks": [meter]}, stream_mode="values"
+    )
+    async for last in stream:
+        pass
+    return last
+
+
 def run_question(
     graph: Any, question: str, ctx: Context, expected: list[str] | None = None
 ) -> dict[str, Any]:
@@ -72,9 +85,7 @@ def run_question(
     checks); ``right`` when ``expected`` answers are given."""
     meter = CallMeter()
     started = time.perf_counter()
-    out = asyncio.run(
-        graph.ainvoke({"question": question}, context=ctx, config={"callbacks": [meter]})
-    )
+    out = asyncio.run(_final_state(graph, question, ctx, meter))
     keys = [call_key(c) for c in out.get("tool_calls") or []]
     warned = " ".join(out.get("warnings") or [])
     draft = str(out.get("answer_draft") or "")

@@ -167,3 +167,18 @@ def test_the_agent_answer_passes_the_same_check(
     agent_model.sufficient = "yes"
     out = run(build_agent_graph, QUESTION, context(sample_home, model="custom:checked"))
     assert len(agent_model.checks) == 1 and out["answer"] == ANSWER
+
+
+def test_the_model_bench_records_the_draft_the_check_refused(
+    sample_home: Path, scripted: ScriptedChatModel
+) -> None:
+    """bench/model_runs.run_question read the draft from ``ainvoke``'s output, which leaves
+    ``answer_draft`` out: every row's draft was empty, so the bench's "without the check"
+    figures silently equalled the checked ones."""
+    from bench.model_runs import run_question
+
+    state_graph_model(scripted, "No.")
+    ctx = context(sample_home, model="custom:scripted")
+    row = run_question(build_graph(), QUESTION, ctx, ["18 days"])
+    assert row["draft"] == ANSWER and row["draft_right"] is True, row
+    assert row["check_refused"] is True and row["right"] is False, row
