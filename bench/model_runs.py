@@ -73,8 +73,8 @@ async def _final_state(graph: Any, question: str, ctx: Context, meter: CallMeter
     stream = graph.astream(
         {"question": question}, context=ctx, config={"callbacks": [meter]}, stream_mode="values"
     )
-    async for last in stream:
-        pass
+    async for values in stream:
+        last = values
     return last
 
 
