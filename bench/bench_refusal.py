@@ -26,7 +26,10 @@ corpus, which are mostly of the same article: topically near, without the answer
 ``--sweep`` first prints, per set, the share of negative and answerable passage sets the
 coverage rule (``tools.policy.relevance.not_found`` over strong evidence: rule 3 alone)
 calls not found at each ``MIN_PASSAGE_COVERAGE``, the value chosen on all sets together
-and the value each set gets when chosen on the others (leave one set out; no graph run):
+and the value each set gets when chosen on the others (leave one set out; no graph run),
+then the ceiling of any rule that reads words: the negatives with one sentence holding
+every key term of the question (same-event news), which no such rule can tell from an
+answer:
 
     .venv/bin/python -m bench.bench_refusal --offline --sweep --data-dir D --home H
 """
@@ -37,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import need, parser
-from bench.not_found_sets import offline_figures, sweep
+from bench.not_found_sets import offline_figures, sweep, word_rule_ceiling
 from tools.evaluation.datasets import read_jsonl
 from tools.policy.offline import extractive_answer
 from tools.policy.refusal import check_answer
@@ -68,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.offline:
         if args.sweep:
             sweep(args.data_dir, args.max_questions)
+            word_rule_ceiling(args.data_dir, args.max_questions)
         offline_figures(args.data_dir, args.max_questions, args.embedding, args.home)
         return 0
     return scripted(path, args.max_questions)

@@ -14,7 +14,7 @@ from typing import Any
 from cli.eval_answers import evaluate_rgb
 from tools.evaluation.datasets import read_jsonl
 from tools.policy import relevance
-from tools.text import detect_language
+from tools.text import detect_language, split_sentences
 
 NEGATIVES = 5  # passages of a negatives-only set, as RGB's
 FALSE_REFUSAL_COST = 2.0  # a right answer refused weighs two negatives answered
@@ -134,6 +134,39 @@ def sweep(data_dir: Path, max_questions: int | None) -> dict[str, float]:
         chosen[held] = choose(table, [n for n in table if n != held])
         print(f"left out {held}: chosen on the others {chosen[held]:.2f}")
     return chosen
+
+
+def best_sentence_coverage(question: str, passages: list[str]) -> float:
+    """The largest share of the question's key terms one sentence of ``passages`` holds."""
+    return max(
+        (relevance.term_coverage(question, s) for p in passages for s in split_sentences(p)),
+        default=0.0,
+    )
+
+
+def word_rule_ceiling(data_dir: Path, max_questions: int | None) -> dict[str, tuple[float, float]]:
+    """Per set: the share of negative sets with a sentence holding every key term of the
+    question, and of answerable sets without one. A rule that reads which key terms the
+    passages hold cannot refuse the first without refusing the answerable sets that look
+    the same (their answer sentence holds every key term too), so one minus it bounds
+    such a rule's rejection; refusing every set without such a sentence costs the second
+    in answerable sets refused."""
+    out: dict[str, tuple[float, float]] = {}
+    print("\n## ceiling of word rules: negatives with a sentence holding every key term")
+    for name, rows in dev_sets(data_dir, max_questions).items():
+        full_neg = [
+            best_sentence_coverage(r["query"], list(r["negative"])[:NEGATIVES]) >= 1.0 for r in rows
+        ]
+        pos = [[*list(r["positive"])[:3], *list(r["negative"])[:2]] for r in rows]
+        short_pos = [
+            best_sentence_coverage(r["query"], p) < 1.0 for r, p in zip(rows, pos, strict=True)
+        ]
+        out[name] = (sum(full_neg) / len(rows), sum(short_pos) / len(rows))
+        print(
+            f"{name:<10} n={len(rows):<4} negatives with such a sentence {out[name][0]:.3f} "
+            f"(rejection <= {1 - out[name][0]:.3f}); answerable sets without one {out[name][1]:.3f}"
+        )
+    return out
 
 
 def offline_figures(
