@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.model_runs import run_question
+from bench.pages_data import crag_gold
 from cli.eval_answers import rgb_documents
 from graph import Context, build_agent_graph, build_graph
 from run import resources
@@ -57,8 +58,9 @@ def crag_cases(root: Path, n: int) -> Iterator[tuple[str, Case]]:
                 for j, r in enumerate(row["search_results"])
                 if (text := " ".join(str(r.get("page_snippet") or "").split()))
             ]
-            gold = [str(a) for a in [row["answer"], *row.get("alternative_answers", [])]]
-            yield "crag", (f"crag-{i}", str(row["query"]), docs, gold)
+            gold = crag_gold(row)
+            if gold:  # a question without an answer is no negative: not asked
+                yield "crag", (f"crag-{i}", str(row["query"]), docs, gold)
 
 
 def run_case(
@@ -92,7 +94,8 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
     for key in keys:
         mine = [r for r in rows if (r["set"], r["mode"], r["graph"]) == key]
         n = len(mine)
-        right = sum(bool(r["right"]) for r in mine) / n
+        graded = [r for r in mine if r["right"] is not None]  # a long expected sentence: read it
+        right = sum(bool(r["right"]) for r in graded) / max(1, len(graded))
         valid = sum(float(r["citation_validity"] or 0) for r in mine) / n
         # Without the sufficiency check: its refusals undone (a negative then answered, a
         # positive's draft right or not as written).
@@ -100,9 +103,11 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
         if key[0].endswith("negatives"):
             unchecked = right - len(undone) / n
         else:
-            unchecked = right + sum(bool(r.get("draft_right")) for r in undone) / n
+            unchecked = right + sum(bool(r.get("draft_right")) for r in undone) / max(
+                1, len(graded)
+            )
         out.append(
-            f"{key[0]:<14} {key[1]:<8} {key[2]:<6} n={n} "
+            f"{key[0]:<14} {key[1]:<8} {key[2]:<6} n={n} graded={len(graded)} "
             f"{'rejection' if key[0].endswith('negatives') else 'accuracy'}={right:.2f} "
             f"(without the check {unchecked:.2f}, {len(undone)} refused by it) "
             f"validity={valid:.2f} calls={sum(r['model_calls'] for r in mine) / n:.1f} "

@@ -55,14 +55,41 @@ class CallMeter(BaseCallbackHandler):
                 self.tokens_out += int(usage.get("output_tokens") or 0)
 
 
+# An expected answer of more words is a sentence (CRAG's "rory mcilroy has never won the
+# masters tournament, despite …"): no answer repeats it, and its words alone cannot tell
+# "has never won" from "has won": it is left to a reader (``right`` None).
+MAX_GOLD_WORDS = 8
+
+
 def normalised(text: str) -> str:
     """For "is the expected answer in it": case, spaces and thousands commas dropped."""
     return re.sub(r"[\s,，]", "", text).casefold()
 
 
+def _words(text: str) -> str:
+    return " ".join(re.sub(r"[\W_]+", " ", text.casefold()).split())
+
+
+def states(answer: str, expected: str) -> bool:
+    """Whether ``answer`` states ``expected``: Chinese as a substring; anything else as
+    whole words (CRAG's "en" is not in "often"), or, from 4 characters, with spaces and
+    thousands commas dropped ("1,000 km" states "1000 km")."""
+    if re.search(r"[\u3400-\u9fff]", expected):
+        return normalised(expected) in normalised(answer)
+    words = _words(expected)
+    if words and f" {words} " in f" {_words(answer)} ":
+        return True
+    return len(normalised(expected)) >= 4 and normalised(expected) in normalised(answer)
+
+
+def gradable(expected: list[str]) -> bool:
+    """Whether a short expected answer is among ``expected`` (see ``MAX_GOLD_WORDS``)."""
+    return any(e.strip() and len(e.split()) <= MAX_GOLD_WORDS for e in expected)
+
+
 def is_right(answer: str, expected: list[str]) -> bool:
     """Any expected answer (or alternative) in the answer, and the answer no refusal."""
-    return not is_refusal(answer) and any(normalised(e) in normalised(answer) for e in expected)
+    return not is_refusal(answer) and any(states(answer, e) for e in expected if e.strip())
 
 
 async def _final_state(graph: Any, question: str, ctx: Context, meter: CallMeter) -> dict[str, Any]:
@@ -99,7 +126,7 @@ def run_question(
         "unbounded_calls": sum(1 for m in meter.limits if m is None or m > ctx.max_output_tokens),
         "wall_s": round(time.perf_counter() - started, 2),
         "refused": is_refusal(out["answer"]),
-        "right": is_right(out["answer"], expected) if expected else None,
+        "right": is_right(out["answer"], expected) if expected and gradable(expected) else None,
         "deadline_hit": "deadline" in " ".join(out.get("warnings") or []) + out["answer"],
         "citation_validity": out.get("citation_validity"),
         "repeated_tool_calls": len(keys) - len(set(keys)),
@@ -108,6 +135,8 @@ def run_question(
         # What the model wrote, and whether its sufficiency check (nodes.sufficiency_check)
         # refused it: the figures without the check are read from the same run.
         "draft": draft,
-        "draft_right": is_right(draft, expected) if expected and draft else None,
+        "draft_right": is_right(draft, expected)
+        if expected and draft and gradable(expected)
+        else None,
         "check_refused": "the model judged that no source states the answer" in warned,
     }

@@ -108,8 +108,7 @@ def load_crag(root: Path) -> list[Question]:
                 )
                 for r in row["search_results"]
             ]
-            gold = [str(a) for a in [row["answer"], *row.get("alternative_answers", [])]]
-            out.append(Question(f"crag-{n}", row["query"], results, gold))
+            out.append(Question(f"crag-{n}", row["query"], results, crag_gold(row)))
     return out
 
 
@@ -129,6 +128,19 @@ def freshqa_status(root: Path) -> dict[str, Any]:
         "pages); fetching them needs the internet, so snippets vs pages cannot be compared "
         "offline without inventing pages.",
     }
+
+
+def crag_gold(row: dict[str, Any]) -> list[str]:
+    """A CRAG row's acceptable answers. ``alternative_answers`` is a JSON list written as a
+    string in the public sample ("[]"): unpacked as it was, its characters "[" and "]"
+    became answers, and every answer with a citation label was counted right. A missing
+    answer ("nan") is none."""
+    alternatives = row.get("alternative_answers") or []
+    if isinstance(alternatives, str):
+        text = alternatives.strip()
+        alternatives = json.loads(text) if text.startswith("[") else [text]
+    given = [str(row.get("answer") or ""), *(str(a) for a in alternatives)]
+    return [a for a in given if a.strip() and a.strip().casefold() != "nan"]
 
 
 def norm(text: str) -> str:

@@ -49,3 +49,27 @@ def test_every_bench_has_its_command_in_the_readme() -> None:
     readme = (BENCH / "README.md").read_text(encoding="utf-8")
     missing = [n for n in BENCHES if f"-m bench.{n}" not in readme]
     assert missing == []
+
+
+def test_the_graders_read_crag_answers_as_they_are_given() -> None:
+    """CRAG's public sample writes ``alternative_answers`` as the string "[]": unpacked as
+    a list, "[" and "]" became expected answers and every answer with a citation label
+    counted as right (bench_model_mode reported 2-3 of 4 CRAG answers right where 1 was).
+    And a two-letter answer ("en") is a word, not a substring of "often"."""
+    from bench.model_runs import gradable, is_right
+    from bench.pages_data import crag_gold
+
+    row = {"answer": "en", "alternative_answers": "[]"}
+    assert crag_gold(row) == ["en"]
+    assert crag_gold({"answer": "nan", "alternative_answers": "[]"}) == []
+    assert crag_gold({"answer": "yes", "alternative_answers": ["Yes, it is"]}) == [
+        "yes",
+        "Yes, it is",
+    ]
+    assert not is_right("It came out often in Latin [internal-1].", crag_gold(row))
+    assert is_right("It came out in EN first [internal-1].", crag_gold(row))
+    assert is_right("The range is 1000 km [web-1].", ["1,000 km"])
+    assert is_right("死亡人数为12人 [内部-1]", ["12人"]) and not is_right("12 [内部-1]", ["12人"])
+    assert not is_right("No relevant information found.", ["information"])
+    sentence = "rory mcilroy has never won the masters tournament, despite being one of the best"
+    assert not gradable([sentence]) and gradable([sentence, "never"])
