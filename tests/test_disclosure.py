@@ -75,6 +75,11 @@ def test_an_empty_knowledge_base_is_the_administrators_to_fill() -> None:
     assert shown.endswith("existing: knowledge.") and "hybrid-rag ingest" not in shown
     assert localize(shown, "zh").endswith("中没有知识库（集合）'knowlege'，已有：knowledge")
     assert "hybrid-rag ingest" in localize(typo, "zh") and "已有：knowledge" in localize(typo, "zh")
+    # A collection that exists with no chunks in it (a served data home) says the same.
+    for empty in ("the knowledge base is empty: run 'hybrid-rag ingest PATH'",
+                  "internal_search: the knowledge base is empty: run 'hybrid-rag ingest PATH'"):  # fmt: skip
+        assert kb_reason_for(empty, operator=False) == KB_EMPTY
+        assert kb_reason_for(empty, operator=True) == empty
     other = "knowledge base unavailable: damaged store at <server path> (x)"
     assert kb_reason_for(other, operator=False) == other
 

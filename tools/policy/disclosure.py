@@ -21,10 +21,12 @@ log = logging.getLogger("hybrid_rag.websearch")
 WEB_NOT_AVAILABLE = "web search is not set up — ask your administrator"
 KB_EMPTY = "the knowledge base has no documents yet — ask your administrator"
 # tools.kb.store.protocol.no_collection's wording, as tools.errors.kb_unavailable gives it
-# (after "internal_search: " in the agent's notes).
+# (after "internal_search: " in the agent's notes), and the search's of a collection with
+# no chunks in it (tools.answer.search_service).
 _NO_COLLECTION = re.compile(
     r"^(?:\w+: )?knowledge base unavailable: no knowledge base \(collection\) "
 )
+_EMPTY = re.compile(r"^(?:\w+: )?the knowledge base is empty: run 'hybrid-rag ingest")
 _INGEST_HINT = re.compile(r"\. 'hybrid-rag ingest [^']*' creates it$")
 # A reason that tells how to set the server up: its environment or its installation.
 _SETUP = re.compile(
@@ -66,10 +68,10 @@ def kb_reason_for(warning: str, *, operator: bool) -> str:
     """A missing knowledge base as this user reads it: the operator, the command that
     creates it; anyone else, that it is empty (the administrator's to fill), or, when the
     run asked for a collection that does not exist, the ones that do (a choice of theirs)."""
-    if operator or not _NO_COLLECTION.match(warning):
+    if operator or not (_NO_COLLECTION.match(warning) or _EMPTY.match(warning)):
         return warning
     log.info("%s", warning)
-    if "; nothing ingested yet" in warning:
+    if "; nothing ingested yet" in warning or _EMPTY.match(warning):
         return KB_EMPTY
     return _INGEST_HINT.sub(".", warning)
 
