@@ -66,19 +66,21 @@ def normalised(text: str) -> str:
     return re.sub(r"[\s,，]", "", text).casefold()
 
 
-def _words(text: str) -> str:
-    return " ".join(re.sub(r"[\W_]+", " ", text.casefold()).split())
+def _plain(text: str) -> str:
+    """Case folded, thousands commas and repeated spaces dropped ("1,000  KM": "1000 km")."""
+    return " ".join(re.sub(r"(?<=\d)[,，](?=\d)", "", text).casefold().split())
 
 
 def states(answer: str, expected: str) -> bool:
-    """Whether ``answer`` states ``expected``: Chinese as a substring; anything else as
-    whole words (CRAG's "en" is not in "often"), or, from 4 characters, with spaces and
-    thousands commas dropped ("1,000 km" states "1000 km")."""
+    """Whether ``answer`` states ``expected``: Chinese as a substring; anything else not
+    inside a longer Latin word or number (CRAG's "en" is not in "often", "650" is in
+    "每晚650元"), or, from 4 characters, with spaces dropped."""
     if re.search(r"[\u3400-\u9fff]", expected):
         return normalised(expected) in normalised(answer)
-    words = _words(expected)
-    if words and f" {words} " in f" {_words(answer)} ":
+    pattern = rf"(?<![a-z0-9]){re.escape(_plain(expected))}(?![a-z0-9])"
+    if _plain(expected) and re.search(pattern, _plain(answer)):
         return True
+    # From 4 characters, spaces aside too ("55 °C" in "above 55°C").
     return len(normalised(expected)) >= 4 and normalised(expected) in normalised(answer)
 
 

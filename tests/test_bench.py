@@ -69,6 +69,10 @@ def test_the_graders_read_crag_answers_as_they_are_given() -> None:
     assert not is_right("It came out often in Latin [internal-1].", crag_gold(row))
     assert is_right("It came out in EN first [internal-1].", crag_gold(row))
     assert is_right("The range is 1000 km [web-1].", ["1,000 km"])
+    assert is_right("Above 55°C [internal-2].", ["Battery temperature above 55 °C", "55 °C"])
+    assert is_right("住宿标准为每晚650元 [内部-1]", ["650"]) and not is_right(
+        "6500 [web-1]", ["650"]
+    )
     assert is_right("死亡人数为12人 [内部-1]", ["12人"]) and not is_right("12 [内部-1]", ["12人"])
     assert not is_right("No relevant information found.", ["information"])
     sentence = "rory mcilroy has never won the masters tournament, despite being one of the best"
