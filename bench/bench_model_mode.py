@@ -4,8 +4,8 @@ answer or refusal, citation validity, for the state graph and the agent.
 Points the product at an OpenAI-compatible server (``--base-url``, default
 ``$OPENAI_BASE_URL``; e.g. llama.cpp's ``llama-server`` serving SmolLM2-135M-Instruct on
 127.0.0.1, see docs/DEPLOYMENT.md "A local model") and runs sample questions
-(examples/questions.jsonl, the sample KB with hash embeddings) through both graphs. Every
-model call is seen through a LangChain callback: its ``max_tokens`` (checked against
+(examples/questions.jsonl, the sample KB with the default embedding model) through both
+graphs. Every model call is seen through a LangChain callback: its ``max_tokens`` (checked against
 ``--max-output-tokens``), and the tokens the server reports. Also checked per question:
 no identical tool call made twice by the agent, every citation valid.
 
@@ -15,8 +15,8 @@ prebuilt ``@node-llama-cpp/linux-x64``; installed once into ~/.cache/hybrid-rag 
 tests/real_model.py). Model runs use ``bench.model_runs.SMALL_LOCAL_MODEL``, the settings
 docs/DEPLOYMENT.md section 7 gives for a small model on a CPU. ``--sets rgb,crag`` answers
 the first ``--n`` RGB (zh_refine: 5 passages with 40 % noise, and negatives only) and CRAG
-dev questions instead, each over a throw-away KB of its own passages (hash embeddings),
-model mode and offline side by side; the data stay in ``--data-dir`` (non-commercial
+dev questions instead, each over a throw-away KB of its own passages (the default
+embedding model), model mode and offline side by side; the data stay in ``--data-dir`` (non-commercial
 licences: never copied here). On a CPU keep ``--n`` small: 40-80 s a model call. Without a server, ``--weak-fake`` plays what a real 135M model did (a scripted stand-in on
 127.0.0.1: it asks for the same ``internal_search`` again and again, rambles until its token
 limit, returns junk for structured steps): the plumbing is measured, not answer quality.
@@ -47,7 +47,6 @@ from bench.model_runs import SMALL_LOCAL_MODEL, SMALL_LOCAL_MODEL_TIMEOUT_S, run
 from graph import Context, build_agent_graph, build_graph
 from run import resources
 from tests.agent_fakes import LocalLLMServer
-from tests.fakes import hash_model
 from tests.real_model import RealModelServer
 from tools.kb.knowledge_base import KBConfig, KnowledgeBase
 
@@ -68,9 +67,11 @@ def weak_model(body: dict[str, Any]) -> dict[str, Any]:
 
 @contextmanager
 def sample_kb() -> Iterator[str]:
-    """The sample KB (hash embeddings: no download) in a temporary data home."""
+    """The sample KB in a temporary data home, with the product's default embedding model
+    (bundled: no download). Hash embeddings match no words across languages, so the
+    English question on the Chinese expense rules could never be answered."""
     with tempfile.TemporaryDirectory() as tmp:
-        kb = KnowledgeBase(KBConfig(home=Path(tmp)), embedding_model=hash_model())
+        kb = KnowledgeBase(KBConfig(home=Path(tmp)))
         kb.ingest([SAMPLE_KB])
         resources.register_kb(kb)
         try:
@@ -188,7 +189,7 @@ def run_sets(base_url: str, model: str, args: Any, values: dict[str, Any]) -> li
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.sets.split(","):
             for set_name, case in loaders[name](args.data_dir, args.n):
-                for row in run_case(case, Path(tmp), contexts, hash_model):
+                for row in run_case(case, Path(tmp), contexts, lambda: None):
                     rows.append({"set": set_name, **row})
                     print(json.dumps({k: row[k] for k in ("id", "mode", "graph", "right",
                           "model_calls", "tokens_in", "tokens_out", "wall_s",

@@ -66,7 +66,8 @@ def crag_cases(root: Path, n: int) -> Iterator[tuple[str, Case]]:
 def run_case(
     case: Case, home: Path, contexts: dict[str, dict[str, Any]], embedding: Callable[[], Any]
 ) -> list[dict[str, Any]]:
-    """One question over its own KB, through both graphs under each context."""
+    """One question over its own KB, through both graphs under each context; ``embedding``
+    makes the KB's embedding model (None: the product's default)."""
     cid, question, docs, gold = case
     kb = KnowledgeBase(KBConfig(home=home, collection="bench-mm"), embedding_model=embedding())
     rows: list[dict[str, Any]] = []

@@ -114,6 +114,27 @@ def test_an_english_paraphrase_keeping_the_facts_words_passes() -> None:
     assert n >= 3 and share >= MIN_SUPPORT
 
 
+MEAL_TABLE = "| 城市类别 | 住宿费上限（每晚） | 伙食补助（每天） |\n| 二类城市 | 500元 | 120元 |"
+MEAL_QUESTION = "What is the daily meal allowance for a business trip to a second-tier city?"
+
+
+def test_an_answer_from_passages_in_another_language_is_judged_by_its_figures() -> None:
+    """The 1.5B model answered the English question from the Chinese table, rightly, and
+    the rule refused it: "only 14% of the answer's terms occur in the sources it cites"
+    (an English answer's words are in no Chinese passage). Across languages its numbers
+    are what can be checked: the right figure is kept, a figure no passage holds is not."""
+    cited = [src("[internal-1]", MEAL_TABLE)]
+    right = "The daily meal allowance in a second-tier city is 120 yuan per day [internal-1]."
+    got = check_answer(right, MEAL_QUESTION, cited, "en")
+    assert not got.refused and got.answer == right, got
+    wrong = "The daily meal allowance in a second-tier city is 180 yuan per day [internal-1]."
+    got = check_answer(wrong, MEAL_QUESTION, cited, "en")
+    assert got.refused and got.support == 0.0, got
+    # In the same language as its sources, every new word still counts.
+    english = [src("[internal-1]", "Second-tier cities: hotel up to CNY 500 per night.")]
+    assert check_answer(right, MEAL_QUESTION, english, "en").refused
+
+
 def test_cite_replaces_only_the_draft_and_keeps_the_web_note() -> None:
     draft = "The sources do not say."
     state = {

@@ -15,6 +15,9 @@ figures). :func:`check_answer` is the one rule both graphs apply after the citat
    the knowledge base's BM25 terms (jieba words, Snowball stems), so a paraphrase that
    keeps the facts' words passes; the share is ``support`` and ``MIN_SUPPORT`` its floor.
    An answer with fewer than ``MIN_TERMS`` new terms is too short to judge this way.
+   An answer citing only passages in another language (an English question answered
+   from a Chinese table) is judged on the terms a passage can hold across languages:
+   its numbers, and words some passage has too.
 
 Before these, an answer that copies the prompt's source markup (``<internal_sources>``,
 ``<source label=…>``: SmolLM2-135M echoed its prompt so, citing a valid label) is no
@@ -33,7 +36,7 @@ from functools import lru_cache
 from typing import Any
 
 from tools.kb.index.tokenizers import make_tokenizer
-from tools.text import LABEL_RE
+from tools.text import LABEL_RE, detect_language
 
 NO_INFORMATION = {"zh": "没找到相关信息。", "en": "No relevant information found."}
 
@@ -113,18 +116,38 @@ def _terms() -> Any:
     return make_tokenizer("jieba", stem=True)
 
 
-def support(answer: str, question: str, passages: Sequence[str]) -> tuple[float, int]:
+def support(
+    answer: str, question: str, passages: Sequence[str], *, across: bool = False
+) -> tuple[float, int]:
     """Share of the answer's terms that are not the question's and occur in ``passages``,
-    and how many such terms there are."""
+    and how many such terms there are. ``across``: the answer cites only passages in
+    another language, which say in their words what it says in its own ("the daily meal
+    allowance … is 120 yuan" of "二类城市 | 500元 | 120元"): only its terms some passage
+    holds and its numbers can be checked, so only they count."""
     tokenize = _terms()
     asked = set(tokenize(question))
     new = {t for t in tokenize(LABEL_RE.sub(" ", answer)) if t not in asked} - _VERDICT_WORDS
-    if not new:
-        return 1.0, 0
     found: set[str] = set()
     for text in passages:
         found.update(tokenize(text))
+    if across:
+        new = {t for t in new if t in found or any(c.isdigit() for c in t)}
+    if not new:
+        return 1.0, 0
     return len(new & found) / len(new), len(new)
+
+
+def cites_across(answer: str, cited: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether ``answer`` is a sentence in one language citing only sources in another.
+    A bare term ("Permacrisis", "7.52‰") is in no language: a passage holds it as written."""
+    text = LABEL_RE.sub(" ", answer)
+    words = [t for t in _terms()(text) if not any(c.isdigit() for c in t)]
+    language = detect_language(text)
+    return (
+        len(words) >= MIN_TERMS
+        and bool(cited)
+        and all(str(s.get("lang") or detect_language(source_text(s))) != language for s in cited)
+    )
 
 
 def source_text(src: Mapping[str, Any]) -> str:
@@ -154,7 +177,8 @@ def check_answer(
             reason = "" if answer.strip() in NO_INFORMATION.values() else "refusal reworded"
             return AnswerCheck(canonical, True, reason, 0.0)
         return AnswerCheck(canonical, True, "the answer cites no source", 0.0)
-    share, n = support(answer, question, [source_text(s) for s in (given or cited)])
+    passages = [source_text(s) for s in (given or cited)]
+    share, n = support(answer, question, passages, across=cites_across(answer, cited))
     if (n >= MIN_TERMS and share < MIN_SUPPORT) or (n > 0 and share == 0.0):
         return AnswerCheck(
             canonical,
