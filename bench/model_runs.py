@@ -75,6 +75,12 @@ def states(answer: str, expected: str) -> bool:
     """Whether ``answer`` states ``expected``: Chinese as a substring; anything else not
     inside a longer Latin word or number (CRAG's "en" is not in "often", "650" is in
     "每晚650元"), or, from 4 characters, with spaces dropped."""
+    amount = re.fullmatch(r"\s*([\d.,]+)\s*元\s*", expected)
+    if amount:  # "120元" is "120 yuan", "CNY 120", "RMB 120" in an English answer
+        number = re.escape(_plain(amount.group(1)))
+        said = _plain(answer)
+        yuan = rf"(?<![\d.]){number}\s*(?:元|yuan|cny|rmb)|(?:cny|rmb|¥)\s*{number}(?![\d])"
+        return re.search(yuan, said) is not None
     if re.search(r"[\u3400-\u9fff]", expected):
         return normalised(expected) in normalised(answer)
     pattern = rf"(?<![a-z0-9]){re.escape(_plain(expected))}(?![a-z0-9])"

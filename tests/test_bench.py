@@ -70,8 +70,13 @@ def test_the_graders_read_crag_answers_as_they_are_given() -> None:
     assert is_right("It came out in EN first [internal-1].", crag_gold(row))
     assert is_right("The range is 1000 km [web-1].", ["1,000 km"])
     assert is_right("Above 55°C [internal-2].", ["Battery temperature above 55 °C", "55 °C"])
-    assert is_right("住宿标准为每晚650元 [内部-1]", ["650"]) and not is_right(
-        "6500 [web-1]", ["650"]
+    assert is_right("住宿标准为每晚650元 [内部-1]", ["650"])
+    assert is_right("It is 120 yuan per day [internal-2].", ["120元"])
+    assert is_right("每天120元 [内部-2]", ["120元"]) and is_right("CNY 120 [internal-1]", ["120元"])
+    assert (
+        not is_right("1120 yuan [internal-2]", ["120元"])
+        and not is_right("120 km", ["120元"])
+        and not is_right("6500 [web-1]", ["650"])
     )
     assert is_right("死亡人数为12人 [内部-1]", ["12人"]) and not is_right("12 [内部-1]", ["12人"])
     assert not is_right("No relevant information found.", ["information"])
