@@ -70,8 +70,21 @@ GENERIC_NOUNS_ZH = _words(
     价格 地点 地方 类型 种类 成绩 结果 得主 获得者 开始 队伍 名单 新任 选手 举办 举行 主办
     国家 长度 大小 标准 上限 下限 需要 要求 颜色"""
 )
+# Units and currencies, as UNITS in English: "采购金额超过200万元人民币时需要谁审批？" required
+# "人民" (jieba's part of 人民币) of the passage that answers it.
+UNITS_ZH = _words(
+    """人民币 美元 欧元 日元 港元 英镑 公斤 千克 公里 千米 厘米 毫米 小时 分钟 平方米 立方米
+    毫升 百分点 百分比"""
+)
 NOT_KEY_ZH = frozenset(
-    {*QUESTION_WORDS_ZH, *GENERIC_NOUNS_ZH, *CHINESE_MODALS, *TIME_CUES_ZH, *INTERNAL_CUES_ZH}
+    {
+        *QUESTION_WORDS_ZH,
+        *GENERIC_NOUNS_ZH,
+        *UNITS_ZH,
+        *CHINESE_MODALS,
+        *TIME_CUES_ZH,
+        *INTERNAL_CUES_ZH,
+    }
 )
 MIN_LETTERS = 3
 # A code names one thing: letters and digits together ("NR-900", "Zanzibar-7", "MU5735",
@@ -94,10 +107,16 @@ def codes(question: str) -> list[str]:
 
 
 def _chinese_terms(question: str) -> list[str]:
+    said = keywords(question)
+    units = [w for w in said if w in UNITS_ZH]
     words = [
         w
-        for w in keywords(question)
-        if is_chinese(w) and len(w) >= 2 and w not in NOT_KEY_ZH and not _NUMBER_RE.match(w)
+        for w in said
+        if is_chinese(w)
+        and len(w) >= 2
+        and w not in NOT_KEY_ZH
+        and not _NUMBER_RE.match(w)
+        and not any(w in u for u in units)  # jieba's part of a unit ("人民" of 人民币)
     ]
     # jieba gives a compound and its parts ("克什米尔地区", "克什", "米尔"): the parts are
     # required, so a passage saying "克什米尔" without "地区" still mentions the place.
