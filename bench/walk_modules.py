@@ -112,15 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         sys.setprofile(None)
     kb.close()
-    figures = walk.figures()
-    print(f"question {args.question}: {question}")
-    print(f"rewrites: {rewrites}")
-    print(f"scope: {' '.join(args.scope or ['tools/kb'])}")
-    print(f"stays {figures['stays']} in {figures['modules']} modules, returns {figures['returns']}")
-    for module, n in figures["entered"].items():
-        print(f"  {n:4d}  {module}")
-    if args.path:
-        print(" → ".join(Path(m).stem for m in figures["path"]))
+    report(f"question {args.question}: {question}\nrewrites: {rewrites}", args, walk.figures())
     return 0
 
 
