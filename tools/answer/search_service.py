@@ -23,6 +23,7 @@ from tools.errors import HybridRagError, kb_unavailable
 from tools.kb.knowledge_base import KnowledgeBase, Retrieval
 from tools.kb.search.rerankers import Reranker, rerank_chunks
 from tools.policy.confidence import KBSearch, evidence_from, is_keyword_selection
+from tools.policy.disclosure import KB_EMPTY_DETAIL
 from tools.websearch import (
     SKIPPED_BY_USER,
     SearchCache,
@@ -37,7 +38,6 @@ from tools.websearch.page_passages import PageRead, page_text, read_pages
 from tools.websearch.pages import PageCache, PageSettings
 
 WEB_DISABLED = "web search is disabled (search_provider=none)"
-KB_EMPTY = "the knowledge base is empty: run 'hybrid-rag ingest PATH'"
 RERANK_POOL = 20  # first-stage candidates a reranker orders (at least top_k)
 
 
@@ -129,7 +129,7 @@ class SearchService:
             searches = self._retrieve(kb, list(queries), k, first, anchor, reranker)
             found = KBFound(searches, self._sources(kb, queries, searches, question, first, anchor))
             if not found.sources and kb.stats()["chunks"] == 0:
-                found.status, found.error = "empty", KB_EMPTY
+                found.status, found.error = "empty", KB_EMPTY_DETAIL
             return found
 
         try:

@@ -17,16 +17,19 @@ import re
 from collections.abc import Sequence
 
 log = logging.getLogger("hybrid_rag.websearch")
+kb_log = logging.getLogger("hybrid_rag.kb")
 
 WEB_NOT_AVAILABLE = "web search is not set up — ask your administrator"
 KB_EMPTY = "the knowledge base has no documents yet — ask your administrator"
-# tools.kb.store.protocol.no_collection's wording, as tools.errors.kb_unavailable gives it
-# (after "internal_search: " in the agent's notes), and the search's of a collection with
-# no chunks in it (tools.answer.search_service).
+# What a search of a collection with no chunks in it says (tools.answer.search_service),
+# for the operator, who can fill it.
+KB_EMPTY_DETAIL = "the knowledge base is empty: run 'hybrid-rag ingest PATH'"
+# tools.kb.store.protocol.no_collection's wording, as tools.errors.kb_unavailable gives it;
+# either after "internal_search: " in the agent's notes.
 _NO_COLLECTION = re.compile(
     r"^(?:\w+: )?knowledge base unavailable: no knowledge base \(collection\) "
 )
-_EMPTY = re.compile(r"^(?:\w+: )?the knowledge base is empty: run 'hybrid-rag ingest")
+_EMPTY = re.compile(rf"^(?:\w+: )?{re.escape(KB_EMPTY_DETAIL)}$")
 _INGEST_HINT = re.compile(r"\. 'hybrid-rag ingest [^']*' creates it$")
 # A reason that tells how to set the server up: its environment or its installation.
 _SETUP = re.compile(
@@ -70,7 +73,7 @@ def kb_reason_for(warning: str, *, operator: bool) -> str:
     run asked for a collection that does not exist, the ones that do (a choice of theirs)."""
     if operator or not (_NO_COLLECTION.match(warning) or _EMPTY.match(warning)):
         return warning
-    log.info("%s", warning)
+    kb_log.info("%s", warning)  # the operator's detail: the log has it
     if "; nothing ingested yet" in warning or _EMPTY.match(warning):
         return KB_EMPTY
     return _INGEST_HINT.sub(".", warning)
